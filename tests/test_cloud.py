@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import example, metadata, records, shard, storage
+from tfrecorder import example, layout, metadata, records, shard, storage
 from tests.conftest import encode
 
 from tests.conftest import BUCKET
@@ -47,7 +47,7 @@ def test_gs_csv_of_gs_images_to_gs_output_every_row_accounted_for(gcs, tmp_path)
     result = tfrecorder.convert(f"{root}/data.csv", out)
     assert (result.rows_in, result.rows_written, result.rows_quarantined) == (10, 9, 1)
     names = storage.listdir(out)
-    assert "tfrecorder.json" in names and metadata.TMP_DIR not in names
+    assert "tfrecorder.json" in names and layout.TMP_DIR not in names
 
     beam_fs = _beam_gcs()
     m = metadata.read_manifest(out)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tfrecorder import labels
+from tfrecorder import labels, layout
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -13,7 +13,7 @@ def test_whole_numbers(value, expected):
 
 
 def test_vocabulary_is_sorted_distinct_and_ignores_nulls():
-    assert labels.vocabulary(["dog", "cat", None, " cat", "", "ant"]) == ["ant", "cat", "dog"]
+    assert labels.vocabulary_of(["dog", "cat", None, " cat", "", "ant"]) == ["ant", "cat", "dog"]
 
 
 def test_integer_names_cover_every_id():
@@ -24,7 +24,8 @@ def test_labels_file_round_trip():
     names = ["ant", "cat", "dög"]
     assert labels.parse_labels_file(labels.format_labels_file(names)) == names
     assert labels.format_labels_file(names) == "ant\ncat\ndög\n"
-    assert labels.file_name("label") == "label.labels.txt"
+    assert layout.labels_file("label") == "label.labels.txt"
+    assert layout.labels_file("objects/label") == "objects-label.labels.txt"
 
 
 def test_a_label_with_a_line_break_cannot_be_written():

@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from tfrecorder import metadata
+from tfrecorder import layout, metadata
 from tfrecorder.errors import ConversionError, IncompleteOutputError
-from tfrecorder.schema import FeatureSpec
+from tfrecorder.layout import FeatureSpec
 from tfrecorder.shard import Quarantined, ShardStats
 
 FEATURES = {"image": FeatureSpec("bytes", [], "image"), "label": FeatureSpec("int64", [], "label"),
@@ -31,7 +31,7 @@ def _bad():
 
 def test_finalize_writes_every_file_sorted_and_deterministic(tmp_path):
     out = str(tmp_path)
-    os.makedirs(tmp_path / metadata.TMP_DIR)
+    os.makedirs(tmp_path / layout.TMP_DIR)
     m = metadata.finalize(out, _spec(), _stats(), _bad())
     assert list(m.splits) == ["train", "test"]
     assert m.files("train") == ["d-train.tfrecord-00000-of-00002", "d-train.tfrecord-00001-of-00002"]
@@ -56,8 +56,8 @@ def test_finalize_writes_every_file_sorted_and_deterministic(tmp_path):
 def test_over_the_error_budget_no_manifest_is_written(tmp_path):
     with pytest.raises(ConversionError, match="1 of 5 rows.*max_error_fraction=0.1.*not found"):
         metadata.finalize(str(tmp_path), _spec(budget=0.1), _stats(), _bad())
-    assert not os.path.exists(tmp_path / metadata.MANIFEST)
-    assert os.path.exists(tmp_path / metadata.ERRORS)
+    assert not os.path.exists(tmp_path / layout.MANIFEST)
+    assert os.path.exists(tmp_path / layout.ERRORS)
     with pytest.raises(IncompleteOutputError, match="overwrite=True"):
         metadata.read_manifest(str(tmp_path))
 

@@ -4,9 +4,10 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecorder import example, metadata, pipeline
+from tfrecorder import example, metadata, pipeline, staging
 from tfrecorder.plan import plan
-from tfrecorder.schema import FeatureSpec, Row
+from tfrecorder.layout import FeatureSpec
+from tfrecorder.plan import Row
 from tests.conftest import encode, read_examples
 
 COLUMNS = ("split", "image_uri", "label")
@@ -27,7 +28,7 @@ def test_write_shards_emits_exact_stats_and_quarantined_rows(tmp_path, image_tab
     rows = _rows(tmp_path, image_table, 6, [100, 101])
     tasks = plan(rows, name="d", num_shards=2)
     out = str(tmp_path / "out")
-    paths = pipeline.stage_tasks(tasks, str(tmp_path / "tasks"))
+    paths = staging.stage_tasks(tasks, str(tmp_path / "tasks"))
     with BeamTestPipeline() as p:
         written = (p | beam.Create(paths)
                    | pipeline.WriteShards(out, str(tmp_path / "tmp"), COLUMNS, "header"))
@@ -49,7 +50,7 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
     spec = metadata.DatasetSpec(
         "d", None, {"label": FeatureSpec("int64", [], "label")}, {"label": ["even", "odd"]}, len(rows))
     with beam.Pipeline() as p:
-        pipeline.stage_tasks(tasks, str(tmp_path / "tasks"))
+        staging.stage_tasks(tasks, str(tmp_path / "tasks"))
         pipeline.build(p, str(tmp_path / "tasks"), output_dir=out,
                        tmp_dir=str(tmp_path / "tmp"), spec=spec, columns=COLUMNS, check="header")
     m = metadata.read_manifest(out)
@@ -63,6 +64,6 @@ def test_staged_tasks_read_back_equal(tmp_path):
     rows = [Row(i, "train", f"/x/{i}.jpg", {"label": example.int64_feature([i])}, ("a", i),
                 (i,), (100 + i,)) for i in range(5)]
     tasks = plan(rows, name="d", num_shards=2)
-    paths = pipeline.stage_tasks(tasks, str(tmp_path))
-    assert pipeline.list_tasks(str(tmp_path)) == sorted(paths)
-    assert [pipeline.read_task(p) for p in paths] == tasks
+    paths = staging.stage_tasks(tasks, str(tmp_path))
+    assert staging.list_tasks(str(tmp_path)) == sorted(paths)
+    assert [staging.read_task(p) for p in paths] == tasks

@@ -1,7 +1,7 @@
 import pytest
 
 from tfrecorder import plan
-from tfrecorder.schema import Row
+from tfrecorder.plan import Row
 
 GiB = 1 << 30
 MiB = 1 << 20

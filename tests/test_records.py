@@ -2,7 +2,7 @@ import io
 
 import pytest
 
-from tfrecorder import records
+from tfrecorder import layout, records
 from tfrecorder.errors import CorruptRecordError
 
 
@@ -48,12 +48,12 @@ def test_truncated_file_is_reported():
 
 
 def test_shard_name_formats_and_parses():
-    name = records.ShardName("flowers", "train", 2, 8)
+    name = layout.ShardName("flowers", "train", 2, 8)
     assert str(name) == "flowers-train.tfrecord-00002-of-00008"
-    assert records.ShardName.parse(str(name)) == name
-    gz = records.ShardName("data", "test", 0, 1, gzip=True)
+    assert layout.ShardName.parse(str(name)) == name
+    gz = layout.ShardName("data", "test", 0, 1, gzip=True)
     assert str(gz) == "data-test.tfrecord-00000-of-00001.gz"
-    assert records.ShardName.parse(str(gz)) == gz
+    assert layout.ShardName.parse(str(gz)) == gz
 
 
 @pytest.mark.parametrize("name", [
@@ -62,7 +62,7 @@ def test_shard_name_formats_and_parses():
     "1data-train.tfrecord-00000-of-00001", "data-train.tfrecord-0-of-1",
 ])
 def test_non_shard_names_do_not_parse(name):
-    assert records.ShardName.parse(name) is None
+    assert layout.ShardName.parse(name) is None
 
 
 def test_record_parts_are_framed_like_one_record():

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 import tfrecorder
-from tfrecorder import metadata, records
+from tfrecorder import layout, metadata, records
 from tests.conftest import encode, read_examples
 
 
@@ -179,7 +179,7 @@ tfrecorder.convert(sys.argv[1], sys.argv[2], num_shards=4, overwrite=True)
 
 
 def _final_shards(out):
-    return sorted(n for n in os.listdir(out) if records.ShardName.parse(n))
+    return sorted(n for n in os.listdir(out) if layout.ShardName.parse(n))
 
 
 def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table):
@@ -198,7 +198,7 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table):
 
     out = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, str(csv_path), str(out)])
-    tmp = out / metadata.TMP_DIR
+    tmp = out / layout.TMP_DIR
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if tmp.is_dir() and any(n.endswith(".part") for n in os.listdir(tmp)):

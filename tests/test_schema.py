@@ -4,13 +4,14 @@ import pandas as pd
 import pytest
 
 from tfrecorder import schema as schemas
+from tfrecorder import validation
 from tfrecorder import types
 from tfrecorder.errors import ConfigError, SchemaError
 from tfrecorder.input_schema import Schema
 
 
 def _validate(df, **kw):
-    return schemas.validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA, **kw)
+    return validation.validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA, **kw)
 
 
 def _frame(rows):
@@ -112,5 +113,5 @@ def test_huge_whole_numbers_are_not_taken_as_class_ids():
     checked = _validate(_frame([["TRAIN", "a.jpg", 3], ["TRAIN", "b.jpg", 10**12]]))
     assert checked.vocabularies["label"] == ["1000000000000", "3"]
     with pytest.raises(SchemaError, match="from 0 to 1000000"):
-        schemas.validate(_frame([["TRAIN", "a.jpg", 10**12]]), [0], Schema(
+        validation.validate(_frame([["TRAIN", "a.jpg", 10**12]]), [0], Schema(
             {"split": types.SplitKey, "image_uri": types.ImageUri, "label": types.IntegerLabel}))

@@ -2,7 +2,7 @@ import os
 
 from tfrecorder import example, shard
 from tfrecorder.plan import ShardTask
-from tfrecorder.schema import Row
+from tfrecorder.plan import Row
 from tests.conftest import encode, read_examples
 
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import tfrecorder
 from tfrecorder import schema as schemas
+from tfrecorder import validation
 from tfrecorder import sources
 from tests.conftest import encode
 
@@ -84,7 +85,7 @@ def test_nan_labels_in_a_dataframe_are_problems():
     df = pd.DataFrame({"split": ["TRAIN", "TEST"], "image_uri": ["a.png", "b.png"],
                        "label": [float("nan"), "x"]})
     with pytest.raises(tfrecorder.SchemaError, match="row 0, column 'label': null label"):
-        schemas.validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA)
+        validation.validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA)
 
 
 # --- properties ---------------------------------------------------------------------
@@ -100,7 +101,7 @@ cell = st.one_of(st.none(), st.just(float("nan")), st.text(max_size=8), st.integ
 def test_validation_only_ever_raises_schema_error(rows):
     df = pd.DataFrame(rows, columns=["split", "image_uri", "label"])
     try:
-        checked = schemas.validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA, base_dir="/data")
+        checked = validation.validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA, base_dir="/data")
     except tfrecorder.SchemaError as e:
         assert e.problems and all(p.reason for p in e.problems)
         return
@@ -116,7 +117,7 @@ def test_any_csv_text_reads_or_raises_schema_error(tmp_path_factory, text):
     path.write_text(text, encoding="utf-8")
     try:
         table = sources.read(str(path))
-        schemas.validate(table.frame, table.row_ids, schemas.IMAGE_CSV_SCHEMA,
+        validation.validate(table.frame, table.row_ids, schemas.IMAGE_CSV_SCHEMA,
                          base_dir=table.base_dir)
     except tfrecorder.SchemaError as e:
         assert e.problems

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
 import uuid
 from typing import Mapping
 
-from tfrecorder import labels, metadata, plan, sources, storage
+from tfrecorder import detection, labels, layout, metadata, plan, sources, staging, storage
 from tfrecorder import schema as schemas
-from tfrecorder.errors import ConfigError, ConversionError, OutputExistsError
+from tfrecorder import validation
+from tfrecorder.errors import ConfigError, OutputExistsError
 from tfrecorder.options import Options
-from tfrecorder.records import ShardName
 from tfrecorder.result import ConversionResult
 
 log = logging.getLogger(__name__)
@@ -24,28 +25,41 @@ IN_PROCESS_MAX_ROWS = 20_000
 SIZE_SAMPLE = 64
 
 
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """Everything a runner needs to run one planned conversion."""
+
+    opts: Options
+    output_dir: str
+    task_dir: str       # the staged shard tasks
+    tmp_dir: str        # temporary shards, inside the output directory
+    spec: metadata.DatasetSpec
+    columns: tuple      # names of each row's values, for the errors file
+    records: int        # records the tasks will write
+    workers: int        # DirectRunner worker processes (1: in this process)
+
+
 def convert(source, output_dir: str, *, schema=None, **options) -> ConversionResult:
     """Converts ``source`` to sharded TFRecord files in ``output_dir``.
 
     ``source`` is a pandas DataFrame, a CSV path (local or ``gs://``), or an image
     directory. ``schema`` defaults to AutoML's ``split, image_uri, label``. The options
-    are those of ``tfrecorder.options.Options``. Raises SchemaError (every problem in
-    the table, before anything runs), ConfigError, OutputExistsError, or
-    ConversionError; bad images do not raise, their rows are quarantined.
+    are those of ``tfrecorder.Options``. Raises SchemaError (every problem in the table,
+    before anything runs), ConfigError, OutputExistsError, or ConversionError; bad
+    images do not raise, their rows are quarantined.
     """
     opts = Options.from_kwargs(**options)
     schema = _as_schema(schema)
     table = sources.read(source, schema)
+    vocabulary = _vocabulary(opts.label_vocabulary)
     if table.kind == "detection":
-        checked = schemas.validate_detection(
-            table.frame, table.row_ids, base_dir=table.base_dir,
-            label_vocabulary=_vocabulary(opts.label_vocabulary),
+        checked = detection.validate(
+            table.frame, table.row_ids, base_dir=table.base_dir, label_vocabulary=vocabulary,
             split_fractions=opts.split_fractions)
     else:
-        checked = schemas.validate(
+        checked = validation.validate(
             table.frame, table.row_ids, schema, base_dir=table.base_dir,
-            label_vocabulary=_vocabulary(opts.label_vocabulary),
-            split_fractions=opts.split_fractions)
+            label_vocabulary=vocabulary, split_fractions=opts.split_fractions)
     output_dir = storage.resolve(str(output_dir))
     cloud = opts.runner == "DataflowRunner"
     if cloud:
@@ -58,7 +72,7 @@ def convert(source, output_dir: str, *, schema=None, **options) -> ConversionRes
         num_shards=opts.num_shards, bytes_per_split=_estimate_bytes(checked.rows),
         workers=workers, seed=opts.seed,
     )
-    tmp_dir = storage.join(output_dir, metadata.TMP_DIR)
+    tmp_dir = storage.join(output_dir, layout.TMP_DIR)
     # On Dataflow the shard tasks are staged under the temp location, read by workers.
     task_dir = (storage.join(_temp_location(opts, output_dir), f"tasks-{uuid.uuid4().hex[:12]}")
                 if cloud else storage.join(tmp_dir, "tasks"))
@@ -67,18 +81,18 @@ def convert(source, output_dir: str, *, schema=None, **options) -> ConversionRes
         vocabularies=checked.vocabularies, rows_in=len(table.row_ids),
         max_error_fraction=opts.max_error_fraction, cleanup=(task_dir,) if cloud else (),
     )
-    _stage(tasks, task_dir)
-    columns, records, shards = checked.columns, len(checked.rows), len(tasks)
+    staging.stage_tasks(tasks, task_dir)
+    records, shards = len(checked.rows), len(tasks)
+    in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or shards == 1
+    run = _Run(opts, output_dir, task_dir, tmp_dir, spec, checked.columns, records,
+               1 if in_process else workers)
     # The rows now live in the staged task files; holding them here while the workers
     # run would double the memory a large table needs.
     del table, checked, tasks
     if cloud:
-        return _run_dataflow(task_dir, output_dir, tmp_dir, spec, columns, opts)
-    in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or shards == 1
+        return _run_dataflow(run)
     log.info("converting %d records into %d shards in %s", records, shards, output_dir)
-    job_id = _run_direct(task_dir, output_dir, tmp_dir, spec, columns, opts,
-                         1 if in_process else workers, records)
-    return ConversionResult.from_output(output_dir, opts.runner, job_id)
+    return ConversionResult.from_output(output_dir, opts.runner, _run_direct(run))
 
 
 def _as_schema(schema) -> schemas.Schema:
@@ -106,16 +120,6 @@ def _vocabulary(value) -> list[str] | None:
     return [labels.name_of(v) for v in value]
 
 
-def _owned(name: str) -> bool:
-    """True for the files and folders a conversion writes into its output directory."""
-    return (
-        name in (metadata.MANIFEST, metadata.ERRORS, metadata.DATASET_INFO,
-                 metadata.FEATURES, metadata.TMP_DIR)
-        or name.endswith(".labels.txt")
-        or ShardName.parse(name) is not None
-    )
-
-
 def _prepare_output(output_dir: str, overwrite: bool) -> None:
     """Refuses a non-empty output directory unless ``overwrite``; then clears our files."""
     if storage.exists(output_dir) and not storage.isdir(output_dir):
@@ -129,10 +133,10 @@ def _prepare_output(output_dir: str, overwrite: bool) -> None:
             f"or give an empty directory."
         )
     # The manifest goes first: from here on the directory reads as incomplete.
-    if metadata.MANIFEST in entries:
-        storage.remove(storage.join(output_dir, metadata.MANIFEST))
+    if layout.MANIFEST in entries:
+        storage.remove(storage.join(output_dir, layout.MANIFEST))
     for name in entries:
-        if _owned(name):
+        if layout.is_own_file(name):
             storage.remove(storage.join(output_dir, name))
     storage.makedirs(output_dir)
 
@@ -156,12 +160,6 @@ def _estimate_bytes(rows) -> dict[str, int]:
             sizes.append(size)
         out[split] = int(sum(sizes) / len(sizes) * len(split_rows)) if sizes else 0
     return out
-
-
-def _stage(tasks, folder: str) -> list[str]:
-    from tfrecorder import pipeline
-
-    return pipeline.stage_tasks(tasks, folder)
 
 
 # --- Dataflow -------------------------------------------------------------------------
@@ -207,81 +205,77 @@ def _dataflow_workers(opts: Options) -> int:
     return int(value) if value and value.isdigit() else DATAFLOW_DEFAULT_WORKERS
 
 
-def _run_dataflow(task_dir, output_dir, tmp_dir, spec, columns, opts: Options):
+def _run_dataflow(run: _Run):
     import tempfile
 
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
-    from tfrecorder import pipeline, staging
+    from tfrecorder import pipeline
     from tfrecorder.result import DataflowJob
 
+    opts = run.opts
     wheel = opts.tfrecorder_wheel or staging.build_wheel(tempfile.mkdtemp(prefix="tfrecorder-"))
-    temp = _temp_location(opts, output_dir)
-    flags = [f"--project={opts.project}", f"--region={opts.region}", f"--temp_location={temp}",
+    flags = [f"--project={opts.project}", f"--region={opts.region}",
+             f"--temp_location={_temp_location(opts, run.output_dir)}",
              f"--extra_packages={wheel}"]
     if opts.job_label and opts.flag_value("job_name") is None:
         label = re.sub(r"[^a-z0-9-]", "-", opts.job_label.lower()).strip("-")[:40] or "tfrecorder"
         flags.append(f"--job_name={label}-{uuid.uuid4().hex[:8]}")
     beam_options = PipelineOptions([*flags, *opts.beam_flags()], runner="DataflowRunner")
     p = beam.Pipeline(options=beam_options)
-    pipeline.build(p, task_dir, output_dir=output_dir, tmp_dir=tmp_dir, spec=spec,
-                   columns=columns, check=opts.check)
+    pipeline.build(p, run.task_dir, output_dir=run.output_dir, tmp_dir=run.tmp_dir,
+                   spec=run.spec, columns=run.columns, check=opts.check)
     result = p.run()
     if beam_options.view_as(TestOptions).dry_run:
-        return DataflowJob(output_dir, None, None, pipeline_result=result)
+        return DataflowJob(run.output_dir, None, None, pipeline_result=result)
     job_id = result.job_id()
     url = console_url(opts.project, opts.region, job_id)
     log.info("submitted Dataflow job %s: %s", job_id, url)
-    job = DataflowJob(output_dir, job_id, url, pipeline_result=result)
+    job = DataflowJob(run.output_dir, job_id, url, pipeline_result=result)
     return job.wait() if opts.wait else job
 
 
-def _run_direct(task_dir, output_dir, tmp_dir, spec, columns, opts: Options, workers: int,
-                records: int) -> str:
+# --- DirectRunner ---------------------------------------------------------------------
+
+def _run_direct(run: _Run) -> str:
+    """Runs the conversion on this machine, with a progress bar where one shows."""
     import shutil
     import tempfile
 
     from tfrecorder import progress
 
-    if not progress.wanted(opts.progress):
-        return _run_beam(task_dir, output_dir, tmp_dir, spec, columns, opts, workers, None)
+    if not progress.wanted(run.opts.progress):
+        return _run_beam(run, None)
     folder = tempfile.mkdtemp(prefix="tfrecorder-progress-")
     try:
-        return progress.watch(
-            lambda: _run_beam(task_dir, output_dir, tmp_dir, spec, columns, opts, workers,
-                              folder), records, folder)
+        return progress.watch(lambda: _run_beam(run, folder), run.records, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_beam(task_dir, output_dir, tmp_dir, spec, columns, opts: Options, workers: int,
-              progress_dir: str | None) -> str:
+def _run_beam(run: _Run, progress_dir: str | None) -> str:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from tfrecorder import pipeline
 
-    flags = opts.beam_flags()
-    extra = {"direct_num_workers": workers}
-    if workers > 1:
+    extra = {"direct_num_workers": run.workers}
+    if run.workers > 1:
         extra["direct_running_mode"] = "multi_processing"
-    beam_options = PipelineOptions(flags, runner="DirectRunner", **extra)
+    beam_options = PipelineOptions(run.opts.beam_flags(), runner="DirectRunner", **extra)
     job_id = f"direct-{uuid.uuid4().hex[:12]}"
     try:
         with beam.Pipeline(options=beam_options) as p:
-            pipeline.build(p, task_dir, output_dir=output_dir, tmp_dir=tmp_dir, spec=spec,
-                           columns=columns, check=opts.check, progress_dir=progress_dir)
+            pipeline.build(p, run.task_dir, output_dir=run.output_dir, tmp_dir=run.tmp_dir,
+                           spec=run.spec, columns=run.columns, check=run.opts.check,
+                           progress_dir=progress_dir)
     except Exception as e:
-        # Beam wraps a failure of a step in its own exception; when the cause is ours
-        # (the error budget), raise it as it is.
-        cause = e
-        while cause is not None:
-            if isinstance(cause, ConversionError):
-                raise ConversionError(str(cause)) from e
-            cause = cause.__cause__ or cause.__context__
-        if "ConversionError" in str(e):
-            raise ConversionError(str(e).split("ConversionError:", 1)[-1].strip()) from e
+        # The runner wraps a failed step in its own exception (from a worker process, as
+        # text). The error budget's failure is recognised by what the directory holds.
+        failure = metadata.budget_failure(run.output_dir, run.spec)
+        if failure is not None:
+            raise failure from e
         raise
     return job_id
 

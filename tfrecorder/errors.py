@@ -73,6 +73,30 @@ class SchemaError(TFRecorderError, ValueError):
                             columns=["row", "column", "value", "reason"])
 
 
+class Problems:
+    """Collects the problems found in a table, then raises them together.
+
+    ``add`` records one; ``raise_if_any`` raises one SchemaError holding every problem
+    collected so far. Validation code passes this object around instead of a list.
+    """
+
+    def __init__(self) -> None:
+        self._items: list[Problem] = []
+
+    def add(self, row: Any, column: str | None, value: Any, reason: str) -> None:
+        self._items.append(Problem(row, column, value, reason))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def raise_if_any(self) -> None:
+        if self._items:
+            raise SchemaError(self._items)
+
+
 class ConfigError(TFRecorderError, ValueError):
     """Options that cannot work: an unknown runner, a missing project, a bad path..."""
 

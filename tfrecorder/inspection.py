@@ -17,7 +17,7 @@ import re
 import tempfile
 from typing import Iterator
 
-from tfrecorder import example, metadata, records, splits, storage
+from tfrecorder import example, layout, metadata, records, splits, storage
 from tfrecorder.errors import ConfigError
 
 _MIME = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "bmp": "image/bmp"}
@@ -164,8 +164,8 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
             row["label_name"] = " ".join(names[v] for v in feats[label_key][1] if 0 <= v < len(names))
         if image_key in feats:
             data = feats[image_key][1][0]
-            fmt = row.get("image_format", "png")
-            fname = f"{i:05d}_{_safe_name(str(row.get('image_name', 'image')))}"
+            fmt = row.get(layout.IMAGE_FORMAT, "png")
+            fname = f"{i:05d}_{_safe_name(str(row.get(layout.IMAGE_NAME, 'image')))}"
             ext = _EXT.get(fmt, ".png")
             if not fname.lower().endswith((".jpg", ".jpeg") if fmt == "jpeg" else (ext,)):
                 fname += ext

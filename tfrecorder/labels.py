@@ -9,6 +9,10 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from typing import Sequence
+
+from tfrecorder import types
+from tfrecorder.errors import ConfigError, Problems
 
 #: Integer labels are class ids; larger ones would make a labels file of that many lines.
 MAX_INTEGER_LABEL = 1_000_000
@@ -35,6 +39,19 @@ def is_null(value) -> bool:
         return False
 
 
+def jsonable(value):
+    """A table cell as a JSON value (None for nulls), for problems and the errors file."""
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if is_null(value):
+        return None
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return str(value)
+
+
 def as_whole_number(value) -> int | None:
     """``value`` as a non-negative int when it is one (3, "3", 3.0, "3.0"), else None."""
     if isinstance(value, bool):
@@ -53,7 +70,7 @@ def name_of(value) -> str:
     return value.strip() if isinstance(value, str) else str(value)
 
 
-def vocabulary(values) -> list[str]:
+def vocabulary_of(values) -> list[str]:
     """The sorted, distinct names of the non-null ``values``."""
     return sorted({name_of(v) for v in values if not is_null(v)})
 
@@ -77,9 +94,42 @@ def format_labels_file(names: list[str]) -> str:
     return "".join(f"{n}\n" for n in names)
 
 
-def file_name(feature: str) -> str:
-    """``label`` -> ``label.labels.txt`` (TFDS's name for a ClassLabel's names file).
+def label_ids(column: str, kind: types.ColumnType, values: Sequence, row_ids: Sequence,
+              vocabulary: Sequence[str] | None, problems: Problems):
+    """``(id per row or None, names)`` for the values of a label column.
 
-    A nested feature name such as ``objects/label`` becomes ``objects-label.labels.txt``.
+    Whole numbers are ids as they are (unless ``kind`` is StringLabel or a vocabulary is
+    given); anything else gets an id in ``vocabulary`` or, without one, in the sorted
+    vocabulary of the values. Nulls and unknown labels are added to ``problems``.
     """
-    return f"{feature.replace('/', '-')}.labels.txt"
+    for rid, v in zip(row_ids, values):
+        if is_null(v):
+            problems.add(rid, column, None, "null label; give every row a label")
+    if vocabulary is None and not isinstance(kind, types.StringLabel):
+        whole = [as_whole_number(v) for v in values]
+        whole = [None if w is not None and w > MAX_INTEGER_LABEL else w for w in whole]
+        integer = isinstance(kind, types.IntegerLabel) or all(
+            w is not None for w, v in zip(whole, values) if not is_null(v))
+        if integer:
+            for rid, v, w in zip(row_ids, values, whole):
+                if w is None and not is_null(v):
+                    problems.add(
+                        rid, column, jsonable(v),
+                        f"not a whole number from 0 to {MAX_INTEGER_LABEL} (IntegerLabel); "
+                        f"declare the column StringLabel to map any values through a vocabulary")
+            return whole, integer_names([w for w in whole if w is not None])
+    names = list(vocabulary) if vocabulary is not None else vocabulary_of(values)
+    if vocabulary is not None and len(set(names)) != len(names):
+        raise ConfigError(f"label_vocabulary lists a name twice: {names}")
+    index = {name: i for i, name in enumerate(names)}
+    ids = []
+    for rid, v in zip(row_ids, values):
+        if is_null(v):
+            ids.append(None)
+            continue
+        i = index.get(name_of(v))
+        if i is None:
+            problems.add(rid, column, jsonable(v),
+                         "label not in label_vocabulary; add it there or fix the row")
+        ids.append(i)
+    return ids, names

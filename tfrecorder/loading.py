@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tfrecorder import metadata, splits, storage
+from tfrecorder import layout, metadata, splits, storage
 from tfrecorder.errors import ConfigError
 
 #: Shards read at the same time at most; more only adds memory.
@@ -133,7 +133,7 @@ def feature_spec(tf, manifest: metadata.Manifest) -> dict:
     dtypes = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
     spec = {}
     for key, f in manifest.features.items():
-        if f.shape is None or (f.shape and f.shape[0] == -1):
+        if f.varlen:
             spec[key] = tf.io.VarLenFeature(dtypes[f.dtype])
         else:
             spec[key] = tf.io.FixedLenFeature(f.shape, dtypes[f.dtype])
@@ -196,10 +196,9 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
 
     def finish(ex):
         for key, f in manifest.features.items():
-            varlen = f.shape is None or (f.shape and f.shape[0] == -1)
-            if not varlen or key not in ex:
+            if not f.varlen or key not in ex:
                 continue
-            inner = list(f.shape[1:]) if f.shape else []
+            inner = f.inner_shape
             width = int(np.prod(inner)) if inner else 1
             if batch_size:
                 rt = tf.RaggedTensor.from_sparse(ex[key])
@@ -222,7 +221,8 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
             if decode_one is not None:
                 ex[image_key] = tf.map_fn(
                     lambda a: decode_one(*a),
-                    (ex[image_key], ex["image_format"], ex["image_height"], ex["image_width"]),
+                    (ex[image_key], ex[layout.IMAGE_FORMAT], ex[layout.IMAGE_HEIGHT],
+                     ex[layout.IMAGE_WIDTH]),
                     fn_output_signature=tf.TensorSpec(out_shape, out_dtype),
                     parallel_iterations=batch_size)
             return finish(ex)
@@ -232,8 +232,8 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
         def parse_one(raw):
             ex = tf.io.parse_single_example(raw, spec)
             if decode_one is not None:
-                ex[image_key] = decode_one(ex[image_key], ex["image_format"],
-                                           ex["image_height"], ex["image_width"])
+                ex[image_key] = decode_one(ex[image_key], ex[layout.IMAGE_FORMAT],
+                                           ex[layout.IMAGE_HEIGHT], ex[layout.IMAGE_WIDTH])
             return finish(ex)
 
         ds = ds.map(parse_one, num_parallel_calls=AUTOTUNE, deterministic=deterministic)

@@ -20,17 +20,10 @@ import json
 from typing import Any, Iterable, Mapping
 
 from tfrecorder import labels as label_files
-from tfrecorder import storage
+from tfrecorder import layout, storage
 from tfrecorder.errors import ConversionError, IncompleteOutputError
-from tfrecorder.schema import FeatureSpec
-from tfrecorder.splits import SPLITS
+from tfrecorder.layout import DATASET_INFO, ERRORS, FEATURES, MANIFEST, TMP_DIR, FeatureSpec
 
-MANIFEST = "tfrecorder.json"
-ERRORS = "errors.jsonl"
-DATASET_INFO = "dataset_info.json"
-FEATURES = "features.json"
-#: Where shards are written before they are renamed into place; removed at the end.
-TMP_DIR = ".tfrecorder-tmp"
 FORMAT_VERSION = 1
 TFDS_VERSION = "1.0.0"
 
@@ -104,7 +97,7 @@ class Manifest:
         splits = {
             name: SplitInfo(s["name"], s["num_examples"], s["num_bytes"],
                             [ShardInfo(**x) for x in s["shards"]], dict(s.get("label_counts", {})))
-            for name, s in sorted(d["splits"].items(), key=lambda kv: _split_key(kv[0]))
+            for name, s in sorted(d["splits"].items(), key=lambda kv: layout.split_order(kv[0]))
         }
         return cls(
             name=d["name"], compression=d["compression"],
@@ -123,10 +116,6 @@ def _row_key(row) -> tuple:
     return (0, row, "") if isinstance(row, (int, float)) else (1, 0, str(row))
 
 
-def _split_key(name: str) -> tuple:
-    return (SPLITS.index(name) if name in SPLITS else len(SPLITS), name)
-
-
 def finalize(output_dir: str, spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Manifest:
     """Writes the errors file, labels files, TFDS metadata and, last, the manifest.
 
@@ -134,7 +123,7 @@ def finalize(output_dir: str, spec: DatasetSpec, stats: Iterable, quarantined: I
     Raises ConversionError, and writes no manifest, when the share of quarantined rows
     is over ``spec.max_error_fraction``.
     """
-    stats = sorted(stats, key=lambda s: (_split_key(s.split), s.index))
+    stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.index))
     bad = sorted(quarantined, key=lambda q: _row_key(q.row))
     storage.write_bytes(
         storage.join(output_dir, ERRORS),
@@ -142,13 +131,9 @@ def finalize(output_dir: str, spec: DatasetSpec, stats: Iterable, quarantined: I
                  for q in bad),
     )
     rows_bad = sum(1 + len(q.merged_rows) for q in bad)
-    if spec.rows_in and rows_bad / spec.rows_in > spec.max_error_fraction:
-        reasons = "; ".join(f"row {q.row}: {q.reason}" for q in bad[:5])
-        raise ConversionError(
-            f"{rows_bad} of {spec.rows_in} rows were quarantined, more than "
-            f"max_error_fraction={spec.max_error_fraction:g}. First reasons: {reasons}. "
-            f"Every bad row is listed in {storage.join(output_dir, ERRORS)}."
-        )
+    failure = over_budget(output_dir, spec, rows_bad, [f"row {q.row}: {q.reason}" for q in bad[:5]])
+    if failure is not None:
+        raise failure
 
     label_key = next((k for k, f in spec.features.items() if f.role == "label"), None)
     names = spec.vocabularies.get(label_key, []) if label_key else []
@@ -168,7 +153,7 @@ def finalize(output_dir: str, spec: DatasetSpec, stats: Iterable, quarantined: I
             channels[int(c)] = channels.get(int(c), 0) + n
 
     for key, names in spec.vocabularies.items():
-        storage.write_bytes(storage.join(output_dir, label_files.file_name(key)),
+        storage.write_bytes(storage.join(output_dir, layout.labels_file(key)),
                             label_files.format_labels_file(names).encode("utf-8"))
     manifest = Manifest(
         name=spec.name, compression=spec.compression, features=spec.features,
@@ -182,6 +167,37 @@ def finalize(output_dir: str, spec: DatasetSpec, stats: Iterable, quarantined: I
         storage.remove(folder)
     storage.write_bytes(storage.join(output_dir, MANIFEST), _dumps(manifest.to_json()))
     return manifest
+
+
+def over_budget(output_dir: str, spec: DatasetSpec, rows_bad: int,
+                first_reasons: list[str]) -> ConversionError | None:
+    """The ConversionError of a run whose quarantined rows exceed its error budget."""
+    if not spec.rows_in or rows_bad / spec.rows_in <= spec.max_error_fraction:
+        return None
+    return ConversionError(
+        f"{rows_bad} of {spec.rows_in} rows were quarantined, more than "
+        f"max_error_fraction={spec.max_error_fraction:g}. First reasons: "
+        f"{'; '.join(first_reasons)}. Every bad row is listed in "
+        f"{storage.join(output_dir, ERRORS)}.")
+
+
+def budget_failure(output_dir: str, spec: DatasetSpec) -> ConversionError | None:
+    """The error budget's ConversionError, read back from a directory whose last step
+    failed: its errors file is written and its manifest is not.
+
+    A failed pipeline step reaches the caller wrapped by the runner (in another process,
+    as text); the directory's state says what happened without parsing that text.
+    """
+    if storage.exists(storage.join(output_dir, MANIFEST)):
+        return None
+    try:
+        lines = storage.read_bytes(storage.join(output_dir, ERRORS)).splitlines()
+    except FileNotFoundError:
+        return None
+    bad = [json.loads(line) for line in lines if line.strip()]
+    rows_bad = sum(1 + len(q.get("merged_rows", [])) for q in bad)
+    return over_budget(output_dir, spec, rows_bad,
+                       [f"row {q['row']}: {q['reason']}" for q in bad[:5]])
 
 
 def image_channels(counts: Mapping[int, int]) -> int:
@@ -213,12 +229,12 @@ _TFDS = "tensorflow_datasets.core.features."
 def tfds_dataset_info(m: Manifest) -> dict:
     splits = [
         {
-            "filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}",
+            "filepathTemplate": layout.TFDS_TEMPLATE,
             "name": s.name,
             "numBytes": str(s.num_bytes),
             "shardLengths": [str(x.num_examples) for x in s.shards],
         }
-        for s in sorted(m.splits.values(), key=lambda s: _split_key(s.name))
+        for s in sorted(m.splits.values(), key=lambda s: layout.split_order(s.name))
     ]
     info: dict[str, Any] = {
         "description": "Written by tfrecorder.",
@@ -240,7 +256,7 @@ def tfds_features(m: Manifest, channels: int) -> dict:
             feats[key] = {"pythonClassName": _TFDS + "image_feature.Image",
                           "image": {"dtype": "uint8",
                                     "shape": {"dimensions": ["-1", "-1", str(channels)]}}}
-        elif f.shape is None or (f.shape and f.shape[0] == -1):
+        elif f.varlen:
             continue  # variable length: TFDS would need a Sequence feature
         elif f.role == "label" or key in m.vocabularies:
             feats[key] = {"pythonClassName": _TFDS + "class_label_feature.ClassLabel",

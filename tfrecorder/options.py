@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 
 from tfrecorder import image, splits
 from tfrecorder.errors import ConfigError
-from tfrecorder.records import NAME_PATTERN
+from tfrecorder.layout import NAME_PATTERN
 
 RUNNERS = ("DirectRunner", "DataflowRunner")
 _ALIASES = {"dataflow_options": "pipeline_options"}

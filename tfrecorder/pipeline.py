@@ -1,52 +1,19 @@
 """The Beam pipeline: shard task files -> shards -> metadata. It builds, never runs.
 
-Every step only wires code that lives elsewhere: ``shard.write`` writes a shard,
-``metadata.finalize`` writes the metadata files. The row table is never inlined in the
-job graph: each shard task is staged as a file, and the graph holds only their folder.
+Every step only wires code that lives elsewhere: ``staging`` lists and reads the staged
+shard tasks, ``shard.write`` writes a shard, ``metadata.finalize`` writes the metadata
+files. The row table is never inlined in the job graph: the graph holds only the folder
+of the staged tasks.
 """
 
 from __future__ import annotations
 
-import pickle
-from typing import Sequence
-
 import apache_beam as beam
 
-from tfrecorder import metadata, progress, shard, storage
-from tfrecorder.plan import ShardTask
-from tfrecorder.schema import Row
+from tfrecorder import metadata, progress, shard, staging
 
 STATS = "stats"
 QUARANTINED = "quarantined"
-
-
-TASK_SUFFIX = ".task"
-
-
-def stage_tasks(tasks: Sequence[ShardTask], folder: str) -> list[str]:
-    """Writes each task to its own file under ``folder``; returns their paths in order."""
-    storage.makedirs(folder)
-    paths = []
-    for task in tasks:
-        path = storage.join(folder, f"{task.filename}{TASK_SUFFIX}")
-        # Plain tuples pickle several times faster than dataclass instances.
-        rows = [(r.row, r.split, r.image_uri, r.features, r.values, r.labels, r.merged)
-                for r in task.rows]
-        data = (task.split, task.index, task.count, task.filename, rows)
-        storage.write_bytes(path, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
-        paths.append(path)
-    return paths
-
-
-def read_task(path: str) -> ShardTask:
-    """The task staged at ``path`` by ``stage_tasks``."""
-    split, index, count, filename, rows = pickle.loads(storage.read_bytes(path))
-    return ShardTask(split, index, count, filename, [Row(*r) for r in rows])
-
-
-def list_tasks(folder: str) -> list[str]:
-    """The task files staged in ``folder``, in name order."""
-    return [storage.join(folder, n) for n in storage.listdir(folder) if n.endswith(TASK_SUFFIX)]
 
 
 class _WriteShardFn(beam.DoFn):
@@ -59,7 +26,7 @@ class _WriteShardFn(beam.DoFn):
         self._progress_dir = progress_dir
 
     def process(self, task_path: str):
-        task = read_task(task_path)
+        task = staging.read_task(task_path)
         stats, bad = shard.write(task, output_dir=self._output_dir, tmp_dir=self._tmp_dir,
                                  columns=self._columns, check=self._check,
                                  progress=progress.reporter(self._progress_dir, task.filename))
@@ -122,7 +89,7 @@ def build(p: beam.Pipeline, task_dir: str, *, output_dir: str, tmp_dir: str,
         p
         | "TaskFolder" >> beam.Create([task_dir])
         # str: the folder -> str: one task file path per shard
-        | "ListShards" >> beam.FlatMap(list_tasks)
+        | "ListShards" >> beam.FlatMap(staging.list_tasks)
         | "WriteShards" >> WriteShards(output_dir, tmp_dir, columns, check, progress_dir)
     )
     return (written[STATS], written[QUARANTINED]) | "WriteMetadata" >> WriteMetadata(

@@ -11,11 +11,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import zlib
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from tfrecorder import splits as split_names
-from tfrecorder.records import ShardName
-from tfrecorder.schema import Row
+from tfrecorder.layout import ShardName, split_order
 
 MIN_SHARD_BYTES = 64 << 20
 MAX_SHARD_BYTES = 1 << 30
@@ -26,6 +24,19 @@ RECORD_OVERHEAD_BYTES = 120
 #: A split is "big enough" to be spread over every worker when it has this many rows
 #: per worker; below that, start-up costs more than the parallelism gains.
 MIN_ROWS_PER_SHARD_FOR_PARALLELISM = 64
+
+
+@dataclasses.dataclass(slots=True)
+class Row:
+    """One validated row: where it goes and what it holds besides the image."""
+
+    row: Any                       # CSV line number or DataFrame index label
+    split: str
+    image_uri: str | None          # resolved path, or None for tables without images
+    features: dict[str, bytes]     # encoded non-image features
+    values: tuple                  # the row's original values, for the errors file
+    labels: tuple[int, ...] = ()   # label ids, counted per split in the manifest
+    merged: tuple = ()             # ids of other input rows merged into this record
 
 
 @dataclasses.dataclass
@@ -103,7 +114,7 @@ def plan(
     for row in rows:
         by_split.setdefault(row.split, []).append(row)
     tasks = []
-    for split in sorted(by_split, key=_split_order):
+    for split in sorted(by_split, key=split_order):
         split_rows = shuffled(by_split[split], seed, split)
         n = len(split_rows)
         wanted = num_shards.get(split, 0) if isinstance(num_shards, Mapping) else num_shards
@@ -118,7 +129,3 @@ def plan(
             start = end
     return tasks
 
-
-def _split_order(split: str) -> tuple[int, str]:
-    order = split_names.SPLITS
-    return (order.index(split) if split in order else len(order), split)

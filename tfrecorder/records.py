@@ -1,4 +1,4 @@
-"""TFRecord framing and shard file names: the byte-level half of the on-disk contract.
+"""TFRecord framing: the byte-level half of the on-disk contract (file names are in ``layout``).
 
 A TFRecord file is a sequence of records, each::
 
@@ -12,8 +12,6 @@ Writer and reader both use this module, so they cannot disagree about the format
 
 from __future__ import annotations
 
-import dataclasses
-import re
 import struct
 from typing import BinaryIO, Iterator
 
@@ -89,41 +87,3 @@ def read_records(file: BinaryIO, name: str = "<stream>") -> Iterator[bytes]:
             raise CorruptRecordError(f"{name}: bad data checksum at byte {offset}")
         offset += 16 + length
         yield data
-
-
-# --- shard file names -----------------------------------------------------------------
-
-#: TFDS's rule for dataset names; file names are built from it, so it is ours too.
-NAME_PATTERN = re.compile(r"[a-zA-Z]\w*")
-_SHARD_PATTERN = re.compile(
-    r"(?P<name>[a-zA-Z]\w*)-(?P<split>[a-z][a-z0-9_]*)\.tfrecord-"
-    r"(?P<index>\d{5})-of-(?P<count>\d{5})(?P<gz>\.gz)?"
-)
-#: TFDS's name for the template above, recorded in dataset_info.json.
-TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
-
-
-@dataclasses.dataclass(frozen=True, order=True)
-class ShardName:
-    """The parts of a shard file name such as ``data-train.tfrecord-00002-of-00008``."""
-
-    name: str
-    split: str
-    index: int
-    count: int
-    gzip: bool = False
-
-    def __str__(self) -> str:
-        suffix = ".gz" if self.gzip else ""
-        return (
-            f"{self.name}-{self.split}.tfrecord-"
-            f"{self.index:05d}-of-{self.count:05d}{suffix}"
-        )
-
-    @classmethod
-    def parse(cls, filename: str) -> "ShardName | None":
-        """The parts of ``filename``, or None when it is not a shard name."""
-        m = _SHARD_PATTERN.fullmatch(filename)
-        if m is None:
-            return None
-        return cls(m["name"], m["split"], int(m["index"]), int(m["count"]), bool(m["gz"]))

@@ -19,7 +19,7 @@ import os
 import uuid
 from typing import Any, Callable, Iterable, Iterator
 
-from tfrecorder import example, image, records, storage
+from tfrecorder import example, image, layout, records, storage
 from tfrecorder.plan import ShardTask
 
 #: Reads kept in flight per shard for remote images, so per-object latency overlaps.
@@ -107,14 +107,14 @@ def _small_feature(kind: str, value) -> example.Feature:
 
 
 def image_features(data: bytes, info: image.ImageInfo, uri: str) -> dict:
-    """The image features of one record (keys as in ``schema.IMAGE_FEATURES``)."""
+    """The image features of one record: ``layout.IMAGE_FEATURES``, each set."""
     return {
-        "image": example.LargeBytesFeature(data),
-        "image_format": _small_feature(example.BYTES, info.format),
-        "image_name": example.bytes_feature([os.path.basename(uri.rstrip("/"))]),
-        "image_height": _small_feature(example.INT64, info.height),
-        "image_width": _small_feature(example.INT64, info.width),
-        "image_channels": _small_feature(example.INT64, info.channels),
+        layout.IMAGE: example.LargeBytesFeature(data),
+        layout.IMAGE_FORMAT: _small_feature(example.BYTES, info.format),
+        layout.IMAGE_NAME: example.bytes_feature([os.path.basename(uri.rstrip("/"))]),
+        layout.IMAGE_HEIGHT: _small_feature(example.INT64, info.height),
+        layout.IMAGE_WIDTH: _small_feature(example.INT64, info.width),
+        layout.IMAGE_CHANNELS: _small_feature(example.INT64, info.channels),
     }
 
 

@@ -17,7 +17,7 @@ import re
 import sys
 from typing import Any
 
-from tfrecorder import splits, storage
+from tfrecorder import detection, splits, storage
 from tfrecorder.errors import ConfigError, Problem, SchemaError
 from tfrecorder.schema import IMAGE_CSV_SCHEMA, Schema
 
@@ -32,7 +32,7 @@ class Table:
     frame: Any                # pandas.DataFrame with the schema's column names
     row_ids: list             # CSV line numbers, DataFrame index labels, or relative paths
     base_dir: str | None      # relative image paths resolve against this
-    kind: str                 # "dataframe", "csv" or "directory"
+    kind: str                 # "dataframe", "csv", "directory" or "detection"
 
 
 def read(source, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
@@ -135,8 +135,10 @@ def from_csv(path: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
                 f"looks like a header, but none of its names is a column of the schema "
                 f"({', '.join(schema)}); rename the columns, or remove the line")])
         image_csv = schema is IMAGE_CSV_SCHEMA
-        if image_csv and any(_is_detection(f) for _, f in records):
-            return _detection_table(records, storage.dirname(path))
+        if image_csv and any(detection.is_detection_row(f) for _, f in records):
+            rows, ids = detection.rows_of(records)
+            frame = pd.DataFrame(rows, columns=detection.COLUMNS, dtype=object)
+            return Table(frame, ids, storage.dirname(path), "detection")
         for lineno, fields in records:
             if image_csv and len(fields) == 2:
                 fields = [None, *fields]  # image_uri,label: UNASSIGNED
@@ -155,57 +157,6 @@ def from_csv(path: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
             raise SchemaError(problems)
         frame = pd.DataFrame(rows, columns=columns, dtype=object)
     return Table(frame, ids, storage.dirname(path), "csv")
-
-
-#: Columns of an object-detection table, one row per box.
-DETECTION_COLUMNS = ["split", "image_uri", "label", "x_min", "y_min", "x_max", "y_max"]
-
-
-def _number(text) -> bool:
-    try:
-        float(text)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
-def _is_detection(fields: list) -> bool:
-    """AutoML Vision object detection: 11 fields, the last 8 numbers or empty."""
-    return len(fields) == 11 and all(f is None or _number(f) for f in fields[3:])
-
-
-def _detection_table(records, base_dir) -> Table:
-    """One row per box: two-vertex (x_min,y_min,,,x_max,y_max,,) or four-vertex form."""
-    import pandas as pd
-
-    rows, ids, problems = [], [], []
-    for lineno, f in records:
-        if not _is_detection(f):
-            problems.append(Problem(lineno, None, ",".join(x or "" for x in f),
-                                    "not an object-detection row (split,image_uri,label and 8 "
-                                    "coordinate fields, as AutoML Vision writes them)"))
-            continue
-        coords = f[3:]
-        present = [c is not None for c in coords]
-        if not any(present):
-            box = [None] * 4
-        elif present == [True, True, False, False, True, True, False, False]:
-            box = [float(coords[0]), float(coords[1]), float(coords[4]), float(coords[5])]
-        elif all(present):
-            xs = [float(c) for c in coords[0::2]]
-            ys = [float(c) for c in coords[1::2]]
-            box = [min(xs), min(ys), max(xs), max(ys)]
-        else:
-            problems.append(Problem(lineno, None, ",".join(x or "" for x in f),
-                                    "coordinates in neither AutoML form: give x_min,y_min,,,"
-                                    "x_max,y_max,, or all four vertices"))
-            continue
-        rows.append([f[0], f[1], f[2], *box])
-        ids.append(lineno)
-    if problems:
-        raise SchemaError(problems)
-    return Table(pd.DataFrame(rows, columns=DETECTION_COLUMNS, dtype=object), ids, base_dir,
-                 "detection")
 
 
 def from_directory(root: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:

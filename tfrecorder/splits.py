@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
+from tfrecorder.errors import Problems
 from tfrecorder.labels import is_null
 
 #: The splits, in the order results list them; on disk they are always lowercase.
@@ -83,3 +84,29 @@ def assign(key: str, fractions: Mapping[str, float]) -> str:
         if point < edge:
             return split
     return last
+
+
+def group_by_image(keys: Sequence[str | None], row_splits: Sequence[str | None],
+                   row_ids: Sequence, column: str, fractions: Mapping[str, float],
+                   problems: Problems) -> list[tuple[str, list[int], str]]:
+    """Rows that name the same image, as ``(key, row positions, split)`` groups.
+
+    Used where several input rows become one record (multi-label rows, detection boxes).
+    A group takes the split its rows give, or an assigned one when none gives a split;
+    rows of one image that give different splits are a problem (and no group). Rows
+    whose key is None are left out. Groups come in the order their first row appears.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        if key is not None:
+            groups.setdefault(key, []).append(i)
+    out = []
+    for key, members in groups.items():
+        explicit = {row_splits[i] for i in members if row_splits[i] is not None}
+        if len(explicit) > 1:
+            problems.add(row_ids[members[0]], column, key,
+                         f"the same image is in splits {sorted(explicit)} on rows "
+                         f"{[row_ids[j] for j in members]}; give it one split")
+            continue
+        out.append((key, members, explicit.pop() if explicit else assign(key, fractions)))
+    return out

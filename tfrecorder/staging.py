@@ -1,4 +1,8 @@
-"""What reaches remote workers: a wheel of the tfrecorder that is running now.
+"""What reaches the workers: the shard tasks, and a wheel of the running tfrecorder.
+
+Shard tasks are staged as one file each (``stage_tasks``) in a folder the workers can
+read; the job graph holds only the folder, so it does not grow with the table. No Beam
+here: the pipeline only calls ``list_tasks`` and ``read_task``.
 
 The wheel is built from the installed package's own files (whatever way it was
 installed: a wheel, a source tree, an editable install), so a Dataflow job always runs
@@ -14,7 +18,40 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import pickle
 import zipfile
+from typing import Sequence
+
+from tfrecorder import storage
+from tfrecorder.plan import Row, ShardTask
+
+TASK_SUFFIX = ".task"
+
+
+def stage_tasks(tasks: Sequence[ShardTask], folder: str) -> list[str]:
+    """Writes each task to its own file under ``folder``; returns their paths in order."""
+    storage.makedirs(folder)
+    paths = []
+    for task in tasks:
+        path = storage.join(folder, f"{task.filename}{TASK_SUFFIX}")
+        # Plain tuples pickle several times faster than dataclass instances.
+        rows = [(r.row, r.split, r.image_uri, r.features, r.values, r.labels, r.merged)
+                for r in task.rows]
+        data = (task.split, task.index, task.count, task.filename, rows)
+        storage.write_bytes(path, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+        paths.append(path)
+    return paths
+
+
+def read_task(path: str) -> ShardTask:
+    """The task staged at ``path`` by ``stage_tasks``."""
+    split, index, count, filename, rows = pickle.loads(storage.read_bytes(path))
+    return ShardTask(split, index, count, filename, [Row(*r) for r in rows])
+
+
+def list_tasks(folder: str) -> list[str]:
+    """The task files staged in ``folder``, in name order."""
+    return [storage.join(folder, n) for n in storage.listdir(folder) if n.endswith(TASK_SUFFIX)]
 
 #: Requirements of the code that runs on workers (shard, image, example, records, storage).
 WORKER_REQUIREMENTS = ("pillow>=10.0", "google-crc32c>=1.5", "gcsfs>=2024.2", "numpy>=1.24")

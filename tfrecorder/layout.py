@@ -1,0 +1,137 @@
+"""The on-disk layout, defined once: file names, feature keys and split order.
+
+The writer (``shard``, ``metadata``), the reader (``loading``, ``inspection``) and
+``convert`` all take these names from here, so they cannot disagree::
+
+    OUT/
+      tfrecorder.json                    MANIFEST, written last
+      dataset_info.json, features.json   DATASET_INFO, FEATURES (TFDS metadata)
+      <feature>.labels.txt               labels_file(feature): line i is the name of id i
+      NAME-<split>.tfrecord-SSSSS-of-NNNNN[.gz]   ShardName
+      errors.jsonl                       ERRORS, one line per quarantined row
+      .tfrecorder-tmp/                   TMP_DIR, only while a run is under way
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from tfrecorder import example
+from tfrecorder.splits import SPLITS
+
+MANIFEST = "tfrecorder.json"
+ERRORS = "errors.jsonl"
+DATASET_INFO = "dataset_info.json"
+FEATURES = "features.json"
+#: Where shards are written before they are renamed into place; removed at the end.
+TMP_DIR = ".tfrecorder-tmp"
+#: Held while a conversion writes the directory (see ``lock``).
+LOCK = ".tfrecorder.lock"
+LABELS_SUFFIX = ".labels.txt"
+
+# --- features -------------------------------------------------------------------------
+
+IMAGE = "image"
+IMAGE_FORMAT = "image_format"
+IMAGE_NAME = "image_name"
+IMAGE_HEIGHT = "image_height"
+IMAGE_WIDTH = "image_width"
+IMAGE_CHANNELS = "image_channels"
+
+#: The image features every record with an image holds, and their dtypes.
+IMAGE_FEATURES = {
+    IMAGE: example.BYTES,
+    IMAGE_FORMAT: example.BYTES,
+    IMAGE_NAME: example.BYTES,
+    IMAGE_HEIGHT: example.INT64,
+    IMAGE_WIDTH: example.INT64,
+    IMAGE_CHANNELS: example.INT64,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """How one feature is stored: dtype, shape ([] scalar, None or [-1, ...] variable
+    length), and role ("image", "image_info", "label", "bbox" or "feature")."""
+
+    dtype: str
+    shape: list[int] | None = dataclasses.field(default_factory=list)
+    role: str = "feature"
+
+    @property
+    def varlen(self) -> bool:
+        """True when records hold a variable number of values for this feature."""
+        return self.shape is None or (bool(self.shape) and self.shape[0] == -1)
+
+    @property
+    def inner_shape(self) -> list[int]:
+        """The shape of one item of a variable-length feature (``[4]`` for boxes)."""
+        return list(self.shape[1:]) if self.shape else []
+
+
+def image_feature_specs() -> dict[str, FeatureSpec]:
+    """The FeatureSpec of each image feature."""
+    return {key: FeatureSpec(dtype, [], "image" if key == IMAGE else "image_info")
+            for key, dtype in IMAGE_FEATURES.items()}
+
+
+# --- file names -----------------------------------------------------------------------
+
+#: TFDS's rule for dataset names; file names are built from it, so it is ours too.
+NAME_PATTERN = re.compile(r"[a-zA-Z]\w*")
+_SHARD_PATTERN = re.compile(
+    r"(?P<name>[a-zA-Z]\w*)-(?P<split>[a-z][a-z0-9_]*)\.tfrecord-"
+    r"(?P<index>\d{5})-of-(?P<count>\d{5})(?P<gz>\.gz)?"
+)
+#: TFDS's name for the shard file template, recorded in dataset_info.json.
+TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class ShardName:
+    """The parts of a shard file name such as ``data-train.tfrecord-00002-of-00008``."""
+
+    name: str
+    split: str
+    index: int
+    count: int
+    gzip: bool = False
+
+    def __str__(self) -> str:
+        suffix = ".gz" if self.gzip else ""
+        return f"{self.name}-{self.split}.tfrecord-{self.index:05d}-of-{self.count:05d}{suffix}"
+
+    @classmethod
+    def parse(cls, filename: str) -> "ShardName | None":
+        """The parts of ``filename``, or None when it is not a shard name."""
+        m = _SHARD_PATTERN.fullmatch(filename)
+        if m is None:
+            return None
+        return cls(m["name"], m["split"], int(m["index"]), int(m["count"]), bool(m["gz"]))
+
+
+def escape(key: str) -> str:
+    """A feature key as a file-name part: ``/`` (nested keys such as ``objects/label``,
+    ``image/encoded``) becomes ``-``; every other character stays."""
+    return key.replace("/", "-")
+
+
+def labels_file(feature: str) -> str:
+    """``label`` -> ``label.labels.txt`` (TFDS's name for a ClassLabel's names file)."""
+    return f"{escape(feature)}{LABELS_SUFFIX}"
+
+
+def is_own_file(name: str) -> bool:
+    """True for the names a conversion writes into its output directory.
+
+    ``overwrite`` decides what to remove from this and from a previous manifest; see
+    ``convert``.
+    """
+    return (name in (MANIFEST, ERRORS, DATASET_INFO, FEATURES, TMP_DIR)
+            or name.endswith(LABELS_SUFFIX) or ShardName.parse(name) is not None)
+
+
+def split_order(name: str) -> tuple[int, str]:
+    """Sort key of split names: train, validation, test, then any other by name."""
+    return (SPLITS.index(name) if name in SPLITS else len(SPLITS), name)

@@ -1,0 +1,256 @@
+"""A table checked against a schema, before any pipeline exists.
+
+``validate`` checks every row and reports every problem at once in one SchemaError. What
+it returns is everything the writers need: per row the split, the resolved image path
+and the non-image features already encoded. Object-detection tables are checked by
+``detection.validate`` instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import re
+from typing import Mapping, Sequence
+
+from tfrecorder import example, labels, layout, splits, storage, types
+from tfrecorder.errors import Problem, Problems, SchemaError
+from tfrecorder.layout import FeatureSpec
+from tfrecorder.plan import Row
+from tfrecorder.schema import Schema
+
+_INT = re.compile(r"\s*[+-]?\d+\s*")
+
+
+@dataclasses.dataclass
+class Checked:
+    """A validated table."""
+
+    rows: list[Row]
+    columns: tuple[str, ...]                 # names of Row.values
+    features: dict[str, FeatureSpec]         # every feature an Example holds
+    vocabularies: dict[str, list[str]]       # feature -> names (line i = id i)
+
+
+@dataclasses.dataclass
+class _Columns:
+    """The table taken apart column by column, on its way to Rows."""
+
+    row_ids: Sequence
+    names: tuple[str, ...]                   # schema columns: the order of Row.values
+    raw: dict[str, list]                     # column -> its values
+    splits: list[str | None]                 # canonical split per row; None: unassigned
+    uris: list[str | None]                   # resolved image path per row
+    keys: list[str]                          # image_uri as written: groups and split hashes
+    encoded: list[dict[str, bytes]]          # encoded non-image features per row
+    labels: list[tuple[int, ...]]            # label ids per row
+    features: dict[str, FeatureSpec] = dataclasses.field(default_factory=dict)
+    vocabularies: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    def values(self, i: int) -> tuple:
+        return tuple(labels.jsonable(self.raw[c][i]) for c in self.names)
+
+
+def validate(
+    frame,
+    row_ids: Sequence,
+    schema: Schema,
+    *,
+    base_dir: str | None = None,
+    label_vocabulary: Sequence[str] | None = None,
+    split_fractions: Mapping[str, float] = splits.DEFAULT_FRACTIONS,
+) -> Checked:
+    """Checks ``frame`` (columns named as in ``schema``) row by row.
+
+    Raises SchemaError listing every problem found, with row, column, value and reason.
+    """
+    n = len(frame)
+    if n == 0:
+        raise SchemaError([Problem(None, None, None, "the table has no rows; give it at least one")])
+    missing = [c for c in schema if c not in frame.columns]
+    if missing:
+        have = ", ".join(map(repr, frame.columns)) or "none"
+        raise SchemaError([
+            Problem(None, c, None, f"missing column; the table has {have}") for c in missing
+        ])
+    problems = Problems()
+    names = tuple(schema)
+    cols = _Columns(row_ids, names, {c: frame[c].tolist() for c in names}, [None] * n,
+                    [None] * n, [""] * n, [{} for _ in range(n)], [()] * n)
+    _check_splits(cols, schema.column("split"), problems)
+    image_col = schema.column("image")
+    if image_col is not None:
+        _check_uris(cols, image_col, base_dir, problems)
+        cols.features.update(layout.image_feature_specs())
+    multi = False
+    for col, kind in schema.items():
+        if kind.role == "label":
+            multi = _encode_labels(cols, col, kind, label_vocabulary, problems)
+        elif kind.role not in ("split", "image"):
+            encode_column(cols, col, kind, problems)
+    problems.raise_if_any()
+
+    fractions = splits.check_fractions(split_fractions)
+    if multi and image_col is not None:
+        return _merged(cols, image_col, schema.column("label"), fractions)
+    rows = []
+    shared: dict[tuple, dict] = {}  # rows with the same features share one dict
+    for i, rid in enumerate(row_ids):
+        split = cols.splits[i] or splits.assign(cols.keys[i] or str(rid), fractions)
+        feats = cols.encoded[i]
+        key = tuple(feats.items())
+        feats = shared.setdefault(key, feats) if len(shared) < 100_000 else feats
+        rows.append(Row(rid, split, cols.uris[i], feats, cols.values(i), cols.labels[i]))
+    return Checked(rows, names, cols.features, cols.vocabularies)
+
+
+def _check_splits(cols: _Columns, split_col: str | None, problems: Problems) -> None:
+    if split_col is None:
+        cols.splits = ["train"] * len(cols.row_ids)
+        return
+    for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[split_col])):
+        try:
+            cols.splits[i] = splits.canonical(v)
+        except splits.UnknownSplit as e:
+            problems.add(rid, split_col, v, str(e))
+
+
+def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
+                problems: Problems) -> None:
+    for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[image_col])):
+        if labels.is_null(v) or not isinstance(v, str):
+            reason = ("empty image URI; give every row the path or gs:// URI of its image"
+                      if labels.is_null(v) else "not a string; give a path or gs:// URI")
+            problems.add(rid, image_col, labels.jsonable(v), reason)
+            continue
+        cols.keys[i] = v.strip()
+        cols.uris[i] = storage.resolve(v.strip(), base_dir)
+
+
+def _encode_labels(cols: _Columns, col: str, kind: types.ColumnType,
+                   vocabulary: Sequence[str] | None, problems: Problems) -> bool:
+    """Label ids of every row into ``cols``; True when the column is multi-label."""
+    values = cols.raw[col]
+    multi = _is_multi_label(values, cols.keys)
+    if multi:
+        lists = [_as_list(v) for v in values]
+        flat_ids, names = labels.label_ids(
+            col, kind, [x for lst in lists for x in lst] or [None],
+            [rid for rid, lst in zip(cols.row_ids, lists) for _ in lst] or [cols.row_ids[0]],
+            vocabulary, problems)
+        pos = 0
+        for i, (rid, lst) in enumerate(zip(cols.row_ids, lists)):
+            if not lst:
+                problems.add(rid, col, None, "no label; give every row a label")
+            cols.labels[i] = tuple(sorted({x for x in flat_ids[pos:pos + len(lst)]
+                                           if x is not None}))
+            pos += len(lst)
+    else:
+        ids, names = labels.label_ids(col, kind, values, cols.row_ids, vocabulary, problems)
+        cols.labels = [() if i is None else (i,) for i in ids]
+    cols.vocabularies[col] = names
+    cols.features[col] = FeatureSpec(example.INT64, None if multi else [], "label")
+    cache: dict[tuple, bytes] = {}
+    for enc, ids_ in zip(cols.encoded, cols.labels):
+        if ids_ or multi:
+            if ids_ not in cache:
+                cache[ids_] = example.int64_feature(ids_)
+            enc[col] = cache[ids_]
+    return multi
+
+
+def _as_list(value) -> list:
+    """The label names of one cell: a list or tuple as it is, a scalar as [scalar]."""
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if not labels.is_null(v)]
+    if hasattr(value, "tolist") and not isinstance(value, str) and getattr(value, "ndim", 0):
+        return [v for v in value.tolist() if not labels.is_null(v)]
+    return [] if labels.is_null(value) else [value]
+
+
+def _is_multi_label(values, keys) -> bool:
+    """Lists in the label column, or one image with different labels on different rows."""
+    seen: dict[str, object] = {}
+    for value, key in zip(values, keys):
+        if isinstance(value, (list, tuple)) or (hasattr(value, "ndim") and getattr(value, "ndim", 0)):
+            return True
+        if not key or labels.is_null(value):
+            continue
+        whole = labels.as_whole_number(value)  # "0", "00" and 0 are one label
+        name = labels.name_of(value) if whole is None else whole
+        if seen.setdefault(key, name) != name:
+            return True
+    return False
+
+
+def _merged(cols: _Columns, image_col: str, label_col: str,
+            fractions: Mapping[str, float]) -> Checked:
+    """Multi-label rows of the same image merged into one record (as AutoML does)."""
+    problems = Problems()
+    rows = []
+    for _key, members, split in splits.group_by_image(
+            cols.keys, cols.splits, cols.row_ids, image_col, fractions, problems):
+        ids = tuple(sorted({x for i in members for x in cols.labels[i]}))
+        first = members[0]
+        feats = {**cols.encoded[first], label_col: example.int64_feature(ids)}
+        rows.append(Row(cols.row_ids[first], split, cols.uris[first], feats, cols.values(first),
+                        ids, tuple(cols.row_ids[i] for i in members[1:])))
+    problems.raise_if_any()
+    return Checked(rows, cols.names, cols.features, cols.vocabularies)
+
+
+def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Problems) -> None:
+    """Encodes a plain feature column into ``cols.encoded``; problems are collected."""
+    dtype = kind.dtype
+    values = cols.raw[col]
+    if isinstance(kind, types.CategoricalInput):
+        names = labels.vocabulary_of(values)
+        cols.vocabularies[col] = names
+        index = {name: i for i, name in enumerate(names)}
+        convert = lambda v: index[labels.name_of(v)]  # noqa: E731
+    elif dtype == example.INT64:
+        convert = _to_int
+    elif dtype == example.FLOAT:
+        convert = _to_float
+    else:
+        convert = lambda v: v if isinstance(v, str) else str(v)  # noqa: E731
+    varlen = kind.optional and kind.default is None  # a missing value is an empty list
+    cols.features[col] = FeatureSpec(dtype, None if varlen else [], "feature")
+    for enc, rid, v in zip(cols.encoded, cols.row_ids, values):
+        if labels.is_null(v):
+            if kind.default is not None:
+                v = kind.default
+            elif kind.optional:
+                enc[col] = example.feature(dtype, [])
+                continue
+            else:
+                problems.add(rid, col, None, "null value; fill it in or declare the column optional")
+                continue
+        try:
+            enc[col] = example.feature(dtype, [convert(v)])
+        except (ValueError, OverflowError) as e:
+            problems.add(rid, col, labels.jsonable(v), str(e))
+
+
+def _to_float(v) -> float:
+    if isinstance(v, bool):
+        raise ValueError("not a number (FloatInput)")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise ValueError("not a number (FloatInput)") from None
+
+
+def _to_int(v) -> int:
+    """An int for IntegerInput; whole floats (pandas' ints with nulls) are accepted."""
+    if isinstance(v, bool):
+        raise ValueError("a boolean in an IntegerInput column; use 0 or 1")
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        if float(v).is_integer():
+            return int(v)
+        raise ValueError("not a whole number (IntegerInput); declare the column FloatInput")
+    if isinstance(v, str) and _INT.fullmatch(v):
+        return int(v)
+    raise ValueError("not a whole number (IntegerInput)")
