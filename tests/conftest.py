@@ -71,6 +71,26 @@ def read_examples(tf, files, compression=None):
     return out
 
 
+def split_files(out, split, manifest=None) -> list[str]:
+    """The shard paths of ``split`` in output directory ``out``, as its manifest lists them."""
+    from tfrecorder import metadata
+
+    m = manifest or metadata.read_manifest(str(out))
+    return [os.path.join(str(out), f) for f in m.files(split)]
+
+
+def read_split(tf, out, split=None):
+    """Every record of ``split`` (None: of every split, in split order) in ``out``,
+    parsed by TensorFlow into dicts of value lists."""
+    from tfrecorder import metadata
+
+    m = metadata.read_manifest(str(out))
+    compression = (m.compression or "").upper()
+    names = list(m.splits) if split is None else [split]
+    return [ex for name in names
+            for ex in read_examples(tf, split_files(out, name, m), compression)]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -9,6 +9,9 @@ import pytest
 
 from tests.conftest import SAMPLES, encode
 
+# Every test here starts the CLI as a new process (a few seconds each).
+pytestmark = pytest.mark.slow
+
 
 def cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "tfrecorder", *args], capture_output=True,

@@ -9,12 +9,11 @@ import pytest
 
 import tfrecorder
 from tfrecorder import metadata
-from tests.conftest import SAMPLES, encode, read_examples
+from tests.conftest import SAMPLES, encode, read_examples, split_files
 
 
-def _files(out, manifest=None):
-    m = manifest or metadata.read_manifest(str(out))
-    return {s: [os.path.join(str(out), f) for f in m.files(s)] for s in m.splits}
+def _files(out):
+    return {s: split_files(out, s) for s in metadata.read_manifest(str(out)).splits}
 
 
 def test_samples_round_trip_with_plain_tensorflow(tf, tmp_path):
@@ -221,3 +220,44 @@ def test_to_tfr_takes_tfrecorder_positional_order(tmp_path):
                                   "gzip", 2)
     assert result.shards_per_split["train"] == 2
     assert metadata.read_manifest(out).compression == "gzip"
+
+
+def _detection_csv(tmp_path, image_table):
+    a, b = image_table("a.jpg", encode(seed=1)), image_table("b.jpg", encode(seed=2))
+    path = tmp_path / "boxes.csv"
+    path.write_text(f"TRAIN,{a},car,0.1,0.2,,,0.5,0.6,,\nTRAIN,{a},cat,0.3,0.1,,,0.9,0.4,,\n"
+                    f"TEST,{b},,,,,,,,,\n")
+    return str(path), None
+
+
+def _tabular(tmp_path, image_table):
+    from tfrecorder import types
+
+    df = pd.DataFrame({"split": ["TRAIN", "TEST"], "Age": [3.0, float("nan")],
+                       "Kind": ["a", "b"], "Name": ["x", "y"], "Survived": [0, 1]})
+    schema = {"split": types.SplitKey, "Age": types.FloatInput(optional=True),
+              "Kind": types.CategoricalInput, "Name": types.StringInput,
+              "Survived": types.IntegerLabel}
+    return df, schema
+
+
+@pytest.mark.parametrize("make", [
+    lambda tmp_path, image_table: (os.path.join(SAMPLES, "data.csv"), None),
+    _tabular,
+    _detection_csv,
+], ids=["images", "tabular", "detection"])
+def test_every_record_holds_exactly_the_features_the_manifest_declares(tmp_path, image_table,
+                                                                      make):
+    from tfrecorder import example, inspection
+
+    source, schema = make(tmp_path, image_table)
+    out = str(tmp_path / "out")
+    tfrecorder.convert(source, out, schema=schema)
+    m = metadata.read_manifest(out)
+    declared = set(m.features)
+    seen = 0
+    for split in m.splits:
+        for raw in inspection.iter_records(out, m, split):
+            assert set(example.parse(raw)) == declared
+            seen += 1
+    assert seen == sum(s.num_examples for s in m.splits.values()) > 0

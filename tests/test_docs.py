@@ -3,6 +3,8 @@
 import os
 import re
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -31,6 +33,7 @@ def test_every_linked_doc_exists():
         assert os.path.exists(os.path.join(ROOT, link)), link
 
 
+@pytest.mark.slow
 def test_getting_started_steps_run_as_written(tmp_path):
     """docs/getting-started.md, steps 2 to 4, in a fresh folder, as a new user runs them."""
     import shutil

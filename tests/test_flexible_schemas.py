@@ -9,7 +9,7 @@ import pytest
 import tfrecorder
 from tfrecorder import metadata, types
 from tfrecorder.input_schema import Schema
-from tests.conftest import encode, read_examples
+from tests.conftest import encode, read_split, split_files
 
 TITANIC = Schema({
     "split": types.SplitKey,
@@ -54,7 +54,7 @@ def test_tabular_table_reads_back_with_plain_tensorflow(tf, tmp_path):
     }
     got = {}
     for split in m.splits:
-        for raw in tf.data.TFRecordDataset([str(out / f) for f in m.files(split)]):
+        for raw in tf.data.TFRecordDataset(split_files(out, split)):
             ex = tf.io.parse_single_example(raw, spec)
             got[ex["Name"].numpy().decode()] = (split, ex)
     assert len(got) == 5
@@ -136,8 +136,7 @@ def test_wide_automl_rows_give_a_variable_length_label(tf, tmp_path, pics):
     assert result.labels == ["bird", "cat", "dog"]
     m = metadata.read_manifest(str(out))
     assert m.features["label"].shape is None
-    got = {e["image_name"][0]: e["label"] for s in m.splits
-           for e in read_examples(tf, [str(out / f) for f in m.files(s)])}
+    got = {e["image_name"][0]: e["label"] for e in read_split(tf, out)}
     assert got == {b"0.jpg": [1, 2], b"1.jpg": [2], b"2.jpg": [0, 1, 2]}
     batch = next(iter(tfrecorder.load(str(out), split="train", batch_size=2, image_size=(8, 8))))
     assert sorted(batch["label"].to_list()) == [[1, 2], [2]]
@@ -151,9 +150,7 @@ def test_rows_of_one_image_with_different_labels_are_merged(tf, tmp_path, pics):
     result = tfrecorder.convert(df, str(out))
     assert (result.rows_in, result.rows_written, result.rows_quarantined) == (4, 4, 0)
     assert result.rows_per_split == {"train": 2, "test": 1}  # records: one per image
-    m = metadata.read_manifest(str(out))
-    got = {e["image_name"][0]: e["label"] for e in read_examples(
-        tf, [str(out / f) for f in m.files("train")])}
+    got = {e["image_name"][0]: e["label"] for e in read_split(tf, out, "train")}
     assert got == {b"0.jpg": [0, 1], b"1.jpg": [1]}
 
 
@@ -183,12 +180,10 @@ def test_detection_boxes_read_back_exactly(tf, tmp_path, pics):
     assert result.labels == ["car", "person"] and result.rows_written == 4
     assert result.rows_per_split == {"train": 2, "test": 1}
     assert open(out / "objects-label.labels.txt").read() == "car\nperson\n"
-    m = metadata.read_manifest(str(out))
     got = {}
-    for s in m.splits:
-        for e in read_examples(tf, [str(out / f) for f in m.files(s)]):
-            got[e["image_name"][0]] = (np.array(e["objects/bbox"], np.float32).reshape(-1, 4),
-                                       e["objects/label"])
+    for e in read_split(tf, out):
+        got[e["image_name"][0]] = (np.array(e["objects/bbox"], np.float32).reshape(-1, 4),
+                                   e["objects/label"])
     f32 = lambda *v: np.array(v, np.float32).reshape(-1, 4)  # noqa: E731
     np.testing.assert_array_equal(got[b"0.jpg"][0], f32(0.2, 0.1, 0.6, 0.5, 0.1, 0.3, 0.4, 0.9))
     assert got[b"0.jpg"][1] == [0, 1]

@@ -19,6 +19,7 @@ def test_the_five_notebooks_are_there():
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.slow
 def test_notebook_runs(name, tmp_path, request):
     if name.startswith("dataflow"):
         request.getfixturevalue("gcs")  # a local GCS emulator stands in for a bucket

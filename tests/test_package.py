@@ -45,3 +45,48 @@ def test_errors_subclass_the_matching_builtins():
     assert issubclass(tfrecorder.IncompleteOutputError, FileNotFoundError)
     for cls in (tfrecorder.SchemaError, tfrecorder.ConfigError, tfrecorder.ConversionError):
         assert issubclass(cls, tfrecorder.TFRecorderError)
+
+
+#: The public names; a change here is a change of the public API.
+PUBLIC = [
+    "ConfigError", "ConversionError", "ConversionResult", "CorruptRecordError", "DataflowJob",
+    "Datasets", "IncompleteOutputError", "Inspection", "Manifest", "Options",
+    "OutputExistsError", "Problem", "SchemaError", "TFRecorderError", "Verification",
+    "convert", "convert_and_load", "create_image_csv", "info", "input_schema", "inspect",
+    "load", "types", "verify",
+]
+
+
+def test_the_public_names_are_pinned():
+    assert tfrecorder.__all__ == PUBLIC
+
+
+def test_public_functions_show_their_real_parameters():
+    import inspect
+
+    def params(fn):
+        return list(inspect.signature(fn).parameters)
+
+    assert params(tfrecorder.load)[:4] == ["tfrecord_dir", "split", "batch_size", "image_size"]
+    assert "as_supervised" in params(tfrecorder.load)
+    assert params(tfrecorder.inspect) == ["tfrecord_dir", "split", "num_records", "output_dir"]
+    assert params(tfrecorder.verify) == ["tfrecord_dir"]
+    assert params(tfrecorder.info) == ["tfrecord_dir"]
+    for fn in (tfrecorder.load, tfrecorder.inspect, tfrecorder.verify, tfrecorder.info):
+        assert not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
+        assert fn.__doc__ and fn.__module__.startswith("tfrecorder."), fn
+
+
+def test_options_document_every_field_once_and_the_cli_offers_each():
+    import dataclasses
+
+    from tfrecorder import cli
+
+    doc = tfrecorder.Options.__doc__
+    convert = cli.build_parser()._subparsers._group_actions[0].choices["convert"]
+    flags = {o for a in convert._actions for o in a.option_strings}
+    for f in dataclasses.fields(tfrecorder.Options):
+        assert f.metadata["help"] and f"``{f.name}``" in doc, f.name
+        if f.metadata["cli"] is not None and f.name != "progress":
+            assert {f"--{f.name.replace('_', '-')}", f"--{f.name}"} <= flags, f.name
+    assert "--no-progress" in flags

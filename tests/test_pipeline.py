@@ -8,7 +8,7 @@ from tfrecorder import example, metadata, pipeline, staging
 from tfrecorder.plan import plan
 from tfrecorder.layout import FeatureSpec
 from tfrecorder.plan import Row
-from tests.conftest import encode, read_examples
+from tests.conftest import encode, read_split
 
 COLUMNS = ("split", "image_uri", "label")
 
@@ -56,7 +56,7 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
     m = metadata.read_manifest(out)
     assert (m.rows_in, m.rows_written, m.rows_quarantined) == (6, 5, 1)
     assert m.splits["train"].num_examples == 5 and m.splits["test"].num_examples == 0
-    ex = read_examples(tf, [os.path.join(out, f) for f in m.files("train")])
+    ex = read_split(tf, out, "train")
     assert sorted(e["label"][0] for e in ex) == [0, 0, 0, 1, 1]
 
 

@@ -34,6 +34,7 @@ def _run_in_terminal(args):
     return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_a_terminal_shows_rows_done_of_total_rate_and_time_left(tmp_path):
     code, shown = _run_in_terminal(["convert", os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o")])
     assert code == 0, shown
@@ -41,15 +42,11 @@ def test_a_terminal_shows_rows_done_of_total_rate_and_time_left(tmp_path):
     assert shown.count("\n") < 20  # redrawn in place, not a line per update
 
 
+@pytest.mark.slow
 def test_no_progress_on_a_terminal_when_asked(tmp_path):
     code, shown = _run_in_terminal(["convert", os.path.join(SAMPLES, "data.csv"),
                                     str(tmp_path / "o"), "--no-progress"])
     assert code == 0 and "rows/s" not in shown and "wrote 36 of 36 rows" in shown
-
-
-def test_wanted_follows_the_request_and_the_terminal():
-    assert progress.wanted(True) and not progress.wanted(False)
-    assert progress.wanted(None) == sys.stderr.isatty()  # pytest captures: not a terminal
 
 
 def test_reports_are_summed_across_shards(tmp_path):

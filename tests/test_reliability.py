@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from PIL import Image
 
 import tfrecorder
 from tfrecorder import layout, metadata, records
-from tests.conftest import encode, read_examples
+from tests.conftest import encode, read_split
 
 
 def _save(img, fmt, **kw) -> bytes:
@@ -95,11 +94,9 @@ def test_every_hostile_row_is_written_or_quarantined_with_its_reason(tf, hostile
     assert result.rows_in == n_rows == result.rows_written + result.rows_quarantined
     errors = {os.path.relpath(e["image_uri"], root): e
               for e in map(json.loads, open(out / "errors.jsonl", encoding="utf-8"))}
-    m = metadata.read_manifest(str(out))
     written = {}
-    for split in m.splits:
-        for ex in read_examples(tf, [str(out / f) for f in m.files(split)]):
-            written.setdefault(ex["image_name"][0].decode(), []).append(ex)
+    for ex in read_split(tf, out):
+        written.setdefault(ex["image_name"][0].decode(), []).append(ex)
     for uri, (kind, detail) in expected.items():
         name = os.path.basename(uri)
         if kind == "quarantined":
@@ -119,8 +116,7 @@ def test_every_hostile_row_is_written_or_quarantined_with_its_reason(tf, hostile
 def test_exif_orientation_is_not_applied(tf, hostile):
     # TensorFlow ignores EXIF orientation, so the stored size is the file's own 40x20.
     root, out, *_ = hostile
-    m = metadata.read_manifest(str(out))
-    exs = read_examples(tf, [str(out / f) for f in m.files("train")])
+    exs = read_split(tf, out, "train")
     (rot,) = [e for e in exs if e["image_name"] == [b"rotated.jpg"]]
     assert (rot["image_width"], rot["image_height"]) == ([40], [20])
 
@@ -131,8 +127,7 @@ def test_every_written_file_passes_a_full_checksummed_read(tf, hostile):
     assert v.records == result.rows_written
     m = metadata.read_manifest(str(out))
     for split in m.splits:
-        files = [str(out / f) for f in m.files(split)]
-        assert sum(1 for _ in tf.data.TFRecordDataset(files)) == m.splits[split].num_examples
+        assert len(read_split(tf, out, split)) == m.splits[split].num_examples
 
 
 def test_a_flipped_byte_is_reported_by_file_name(tf, tmp_path, image_table):
@@ -172,9 +167,22 @@ def test_failure_budget_fails_the_run_and_leaves_no_manifest(tmp_path, image_tab
     assert result.rows_quarantined == 3
 
 
+# The run signals on a pipe once it has written records into a shard that is not
+# finished, then waits to be killed: the test waits on that signal, not on the clock.
 _KILL_SCRIPT = """
-import sys, tfrecorder
-tfrecorder.convert(sys.argv[1], sys.argv[2], num_shards=4, overwrite=True)
+import os, sys, threading, tfrecorder
+from tfrecorder import records
+signal_fd, written = int(sys.argv[3]), []
+real = records.write_record_parts
+def write_then_signal(file, parts):
+    n = real(file, parts)
+    written.append(n)
+    if len(written) == 100:
+        os.write(signal_fd, b"x")
+        threading.Event().wait()
+    return n
+records.write_record_parts = write_then_signal
+tfrecorder.convert(sys.argv[1], sys.argv[2], num_shards=4, overwrite=True, progress=False)
 """
 
 
@@ -182,6 +190,7 @@ def _final_shards(out):
     return sorted(n for n in os.listdir(out) if layout.ShardName.parse(n))
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table):
     # 1,200 rows of ~200 KB images: long enough to be caught while shards are written.
     rng = np.random.default_rng(1)
@@ -197,16 +206,18 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table):
     tfrecorder.convert(str(csv_path), str(clean), num_shards=4)
 
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, str(csv_path), str(out)])
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, str(csv_path), str(out),
+                             str(write_end)], pass_fds=(write_end,))
+    os.close(write_end)
+    signalled = os.read(read_end, 1)  # blocks until the run is inside a shard
+    os.close(read_end)
+    assert signalled == b"x", "the run ended before it signalled"
     tmp = out / layout.TMP_DIR
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if tmp.is_dir() and any(n.endswith(".part") for n in os.listdir(tmp)):
-            break
-        time.sleep(0.002)
+    assert any(n.endswith(".part") for n in os.listdir(tmp))  # a shard is half written
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    assert proc.returncode == -signal.SIGKILL
 
     assert not (out / "tfrecorder.json").exists()
     with pytest.raises(tfrecorder.IncompleteOutputError):

@@ -26,17 +26,19 @@ def test_every_problem_is_reported_at_once_with_rows_values_and_reasons():
         ["TEST", None, "cat"],           # null uri
         ["TRAIN", "e.jpg", None],        # null label
         ["VALIDATE", "f.jpg", "cat"],
+        ["TRAIN", "g.jpg", float("nan")],  # NaN label, as pandas gives a missing cell
     ])
     with pytest.raises(SchemaError) as e:
         _validate(df)
     got = {(p.row, p.column) for p in e.value.problems}
-    assert got == {(1, "split"), (2, "image_uri"), (3, "image_uri"), (4, "label")}
+    assert got == {(1, "split"), (2, "image_uri"), (3, "image_uri"), (4, "label"), (6, "label")}
     message = str(e.value)
-    assert "4 problem(s)" in message
+    assert "5 problem(s)" in message
+    assert "row 6, column 'label': null label" in message
     assert "row 1, column 'split': value 'HOLDOUT'" in message
     assert "null label" in message
     frame = e.value.to_frame()
-    assert list(frame.columns) == ["row", "column", "value", "reason"] and len(frame) == 4
+    assert list(frame.columns) == ["row", "column", "value", "reason"] and len(frame) == 5
 
 
 def test_missing_columns_are_named():

@@ -2,9 +2,13 @@
 
     import tfrecorder
     result = df.tensorflow.to_tfrecord("out/")          # or tfrecorder.convert(...)
+    train = tfrecorder.load("out/", split="train", batch_size=64, image_size=(224, 224))
 
 Importing this package registers the ``df.tensorflow`` accessor; TensorFlow and Beam
 are imported only when a conversion or a load needs them.
+
+The public API is what ``__all__`` lists, plus the modules ``input_schema`` and
+``types`` (TFRecorder's names). Every other module is internal and may change.
 """
 
 from __future__ import annotations
@@ -18,46 +22,16 @@ from tfrecorder.errors import (
     CorruptRecordError,
     IncompleteOutputError,
     OutputExistsError,
+    Problem,
     SchemaError,
     TFRecorderError,
 )
+from tfrecorder.inspection import Inspection, Verification, inspect, verify
+from tfrecorder.loading import Datasets, info, load
+from tfrecorder.metadata import Manifest
 from tfrecorder.options import Options
-
-
-def load(tfrecord_dir, split=None, **options):
-    """``tf.data`` datasets of a tfrecorder output directory; see ``tfrecorder.loading.load``."""
-    from tfrecorder.loading import load as _load
-
-    return _load(tfrecord_dir, split, **options)
-
-
-def inspect(tfrecord_dir, split="train", num_records=5, output_dir=None):
-    """The first records of a split as files and a thumbnail grid; see ``tfrecorder.inspection``."""
-    from tfrecorder.inspection import inspect as _inspect
-
-    return _inspect(tfrecord_dir, split, num_records, output_dir)
-
-
-def verify(tfrecord_dir):
-    """Reads every record of every shard with CRC checks; see ``tfrecorder.inspection.verify``."""
-    from tfrecorder.inspection import verify as _verify
-
-    return _verify(tfrecord_dir)
-
-
-def create_image_csv(image_dir, csv_file):
-    """Writes an AutoML CSV for an image tree; see ``tfrecorder.sources.create_image_csv``."""
-    from tfrecorder.sources import create_image_csv as _create
-
-    return _create(str(image_dir), str(csv_file))
-
-
-def info(tfrecord_dir):
-    """The manifest of an output directory: splits, counts, features, label names."""
-    from tfrecorder.metadata import read_manifest
-
-    return read_manifest(str(tfrecord_dir))
-from tfrecorder.result import ConversionResult
+from tfrecorder.result import ConversionResult, DataflowJob
+from tfrecorder.sources import create_image_csv
 
 __version__ = "0.1.0"
 
@@ -66,11 +40,17 @@ __all__ = [
     "ConversionError",
     "ConversionResult",
     "CorruptRecordError",
+    "DataflowJob",
+    "Datasets",
     "IncompleteOutputError",
+    "Inspection",
+    "Manifest",
     "Options",
     "OutputExistsError",
+    "Problem",
     "SchemaError",
     "TFRecorderError",
+    "Verification",
     "convert",
     "convert_and_load",
     "create_image_csv",

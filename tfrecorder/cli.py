@@ -17,57 +17,77 @@ from tfrecorder.errors import (
 )
 
 
+class UsageError(ConfigError):
+    """A command line that cannot work (exit code 2)."""
+
+
 def _convert_parser(sub) -> None:
+    import dataclasses
+
+    from tfrecorder.options import Options
+
     p = sub.add_parser(
         "convert", help="convert a CSV or an image directory to TFRecord files",
         description="Convert an AutoML-style CSV (split,image_uri,label; header optional) or an "
                     "image directory (DIR/<split>/<label>/<file>) to sharded TFRecord files. "
-                    "Unknown --flags are passed to Apache Beam.")
+                    "Flags that Apache Beam knows (e.g. --max_num_workers=20) are passed to it.")
     p.add_argument("source", help="CSV file (local or gs://) or image directory")
     p.add_argument("output_dir", help="directory to write the TFRecord files to")
     p.add_argument("--schema", metavar="FILE",
                    help='JSON file mapping columns to types, e.g. {"split": "SplitKey", '
                         '"image_uri": "ImageUri", "label": "StringLabel"}')
-    p.add_argument("--runner", default="DirectRunner", help="Beam runner (default: DirectRunner)")
-    p.add_argument("--num-shards", type=int, default=0,
-                   help="shards per split; 0 sizes them automatically (default)")
-    p.add_argument("--compression", choices=["gzip"], default=None,
-                   help="compress shards with gzip (TFDS cannot read them); default: none")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace tfrecorder's files in a non-empty output directory")
-    p.add_argument("--label-vocabulary", metavar="FILE",
-                   help="file with one label per line; line i becomes id i")
-    p.add_argument("--name", default="data", help="dataset name in file names (default: data)")
-    p.add_argument("--check", choices=["header", "decode"], default="header",
-                   help="image check: parse headers (default) or decode every image")
-    p.add_argument("--max-error-fraction", type=float, default=1.0,
-                   help="fail when more than this share of rows is quarantined (default: 1.0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the write-time shuffle")
-    p.add_argument("--num-workers", type=int, default=0,
-                   help="DirectRunner worker processes; 0 = one per core (default)")
-    p.add_argument("--project", help="Google Cloud project (DataflowRunner)")
-    p.add_argument("--region", help="Dataflow region, e.g. us-central1 (DataflowRunner)")
-    p.add_argument("--temp-location", help="gs:// folder for staging (DataflowRunner)")
-    p.add_argument("--wait", action="store_true",
-                   help="DataflowRunner: wait for the job to end and print the result")
-    p.add_argument("--no-progress", dest="progress", action="store_false", default=None,
-                   help="no progress bar (it shows only on a terminal anyway)")
+    # One flag per option, in both spellings (--num-shards and --num_shards).
+    for f in dataclasses.fields(Options):
+        cli = f.metadata["cli"]
+        if cli is None:
+            continue
+        cli = dict(cli)
+        flags = cli.pop("flags", None) or [f"--{f.name.replace('_', '-')}", f"--{f.name}"]
+        flags = list(dict.fromkeys(flags + [flag.replace("-", "_").replace("__", "--", 1)
+                                            for flag in flags]))
+        cli.setdefault("default", f.default)
+        p.add_argument(*flags, dest=f.name, help=f"{f.metadata['help']} (default: {f.default})",
+                       **cli)
 
 
 def _run_convert(args, beam_flags) -> int:
-    from tfrecorder.convert import convert
+    import dataclasses
 
-    result = convert(
-        args.source, args.output_dir, schema=args.schema, runner=args.runner, num_shards=args.num_shards,
-        compression=args.compression, overwrite=args.overwrite,
-        label_vocabulary=args.label_vocabulary, name=args.name, check=args.check,
-        max_error_fraction=args.max_error_fraction, seed=args.seed,
-        num_workers=args.num_workers, pipeline_options=beam_flags or None,
-        project=args.project, region=args.region, temp_location=args.temp_location,
-        wait=args.wait, progress=args.progress,
-    )
+    from tfrecorder.convert import convert
+    from tfrecorder.options import Options
+
+    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(Options)
+               if f.metadata["cli"] is not None}
+    _check_beam_flags(beam_flags)
+    result = convert(args.source, args.output_dir, schema=args.schema,
+                     pipeline_options=beam_flags or None, **options)
     print(result)
     return 0
+
+
+def _check_beam_flags(flags: list[str]) -> None:
+    """Refuses flags that neither tfrecorder nor Beam's registered options know."""
+    if not flags:
+        return
+    import argparse
+    import difflib
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
+    for cls in PipelineOptions.__subclasses__():
+        cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(flags)
+    unknown = [u for u in unknown if u.startswith("-")]
+    if not unknown:
+        return
+    flag = unknown[0].split("=", 1)[0]
+    ours = [o for a in build_parser()._subparsers._group_actions[0].choices["convert"]._actions
+            for o in a.option_strings]
+    beam = [o for a in parser._actions for o in a.option_strings]
+    close = difflib.get_close_matches(flag, ours + beam, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise UsageError(f"unknown flag {flag}: neither tfrecorder nor Apache Beam knows it{hint}")
 
 
 def _inspect_parser(sub) -> None:

@@ -219,6 +219,8 @@ def _run_dataflow(run: _Run):
     flags = [f"--project={opts.project}", f"--region={opts.region}",
              f"--temp_location={_temp_location(opts, run.output_dir)}",
              f"--extra_packages={wheel}"]
+    if opts.num_workers and opts.flag_value("num_workers") is None:
+        flags.append(f"--num_workers={opts.num_workers}")
     if opts.job_label and opts.flag_value("job_name") is None:
         label = re.sub(r"[^a-z0-9-]", "-", opts.job_label.lower()).strip("-")[:40] or "tfrecorder"
         flags.append(f"--job_name={label}-{uuid.uuid4().hex[:8]}")

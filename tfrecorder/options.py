@@ -1,26 +1,8 @@
 """The options of a conversion, in one frozen dataclass documented once.
 
-| option               | default          | meaning                                                      |
-|----------------------|------------------|--------------------------------------------------------------|
-| `runner`             | `"DirectRunner"` | Beam runner; the DirectRunner runs on this machine            |
-| `num_shards`         | `0`              | shards per split; 0 sizes them from the data (64 MiB - 1 GiB) |
-| `compression`        | `None`           | `None` or `"gzip"` (TFDS cannot read gzip shards)             |
-| `overwrite`          | `False`          | replace tfrecorder's files in a non-empty output directory    |
-| `label_vocabulary`   | `None`           | list of label names, or a path to a file with one per line    |
-| `split_fractions`    | 0.8 / 0.1 / 0.1  | how UNASSIGNED rows are split: {"train": .8, ...}             |
-| `seed`               | `0`              | seed of the write-time shuffle                                |
-| `name`               | `"data"`         | dataset name in file names (`NAME-train.tfrecord-...`)        |
-| `check`              | `"header"`       | `"header"`: parse headers and file ends; `"decode"`: decode   |
-| `max_error_fraction` | `1.0`            | fail the run when more rows than this share are quarantined   |
-| `num_workers`        | `0`              | DirectRunner worker processes; 0 = one per core               |
-| `pipeline_options`   | `None`           | extra Beam flags: a dict or a list of `--flag=value` strings  |
-| `project`, `region`  | `None`           | Google Cloud project and region (DataflowRunner)              |
-| `temp_location`      | `None`           | gs:// folder for staging; default `gs://<output bucket>/tfrecorder-tmp` |
-| `tfrecorder_wheel`   | `None`           | a wheel to stage instead of the one built from this install   |
-| `wait`               | `False`          | DataflowRunner: block until the job ends, return the result   |
-| `progress`           | `None`           | progress bar of a local run; None: on a terminal or notebook  |
-
-TFRecorder's `dataflow_options=` is accepted as another name for `pipeline_options`.
+Each field carries its help text; the ``Options`` docstring table, ``help(Options)`` and
+the command line's flags (``--num-shards`` / ``--num_shards``) are all built from it.
+TFRecorder's ``dataflow_options=`` is accepted as another name for ``pipeline_options``.
 """
 
 from __future__ import annotations
@@ -37,28 +19,60 @@ RUNNERS = ("DirectRunner", "DataflowRunner")
 _ALIASES = {"dataflow_options": "pipeline_options"}
 
 
+def _option(default=dataclasses.MISSING, help: str = "", *, cli: dict | None = None,
+            factory=dataclasses.MISSING):
+    """A field with its help text; ``cli`` holds argparse settings, None for no flag."""
+    return dataclasses.field(default=default, default_factory=factory,
+                             metadata={"help": help, "cli": cli})
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
-    runner: str = "DirectRunner"
-    num_shards: int | Mapping[str, int] = 0
-    compression: str | None = None
-    overwrite: bool = False
-    label_vocabulary: Sequence[str] | str | None = None
-    split_fractions: Mapping[str, float] = dataclasses.field(
-        default_factory=lambda: dict(splits.DEFAULT_FRACTIONS))
-    seed: int = 0
-    name: str = "data"
-    check: str = "header"
-    max_error_fraction: float = 1.0
-    num_workers: int = 0
-    pipeline_options: Mapping[str, Any] | Sequence[str] | None = None
-    job_label: str | None = None
-    project: str | None = None
-    region: str | None = None
-    temp_location: str | None = None
-    tfrecorder_wheel: str | None = None
-    wait: bool = False
-    progress: bool | None = None
+    runner: str = _option("DirectRunner", "Beam runner; the DirectRunner runs on this machine",
+                          cli={})
+    num_shards: int | Mapping[str, int] = _option(
+        0, "shards per split, or a dict per split; 0 sizes them from the data (64 MiB - 1 GiB)",
+        cli={"type": int})
+    compression: str | None = _option(
+        None, "None or 'gzip' (TFDS cannot read gzip shards; images do not shrink)",
+        cli={"choices": ["gzip"]})
+    overwrite: bool = _option(
+        False, "replace tfrecorder's files in a non-empty output directory",
+        cli={"action": "store_true"})
+    label_vocabulary: Sequence[str] | str | None = _option(
+        None, "label names in id order, or a path to a file with one per line",
+        cli={"metavar": "FILE"})
+    split_fractions: Mapping[str, float] = _option(
+        help="how UNASSIGNED rows are split: {'train': .8, 'validation': .1, 'test': .1}",
+        factory=lambda: dict(splits.DEFAULT_FRACTIONS))
+    seed: int = _option(0, "seed of the write-time shuffle", cli={"type": int})
+    name: str = _option("data", "dataset name in file names (NAME-train.tfrecord-...)", cli={})
+    check: str = _option("header", "'header': parse headers and file ends; 'decode': decode "
+                         "every image", cli={"choices": list(image.CHECKS)})
+    max_error_fraction: float = _option(
+        1.0, "fail the run when more than this share of rows is quarantined",
+        cli={"type": float})
+    num_workers: int = _option(
+        0, "DirectRunner worker processes (0: one per core); on Dataflow, the initial workers",
+        cli={"type": int})
+    pipeline_options: Mapping[str, Any] | Sequence[str] | None = _option(
+        None, "extra Beam flags: a dict or a list of '--flag=value' strings")
+    job_label: str | None = _option(None, "DataflowRunner: a readable prefix of the job name",
+                                    cli={})
+    project: str | None = _option(None, "Google Cloud project (DataflowRunner)", cli={})
+    region: str | None = _option(None, "Dataflow region, e.g. us-central1 (DataflowRunner)",
+                                 cli={})
+    temp_location: str | None = _option(
+        None, "gs:// folder for staging (DataflowRunner); default gs://<output bucket>/"
+        "tfrecorder-tmp", cli={})
+    tfrecorder_wheel: str | None = _option(
+        None, "a wheel to stage instead of the one built from this install (DataflowRunner)",
+        cli={})
+    wait: bool = _option(False, "DataflowRunner: block until the job ends, return the result",
+                         cli={"action": "store_true"})
+    progress: bool | None = _option(
+        None, "progress bar of a local run; None: on a terminal or in a notebook only",
+        cli={"flags": ["--no-progress"], "action": "store_false", "default": None})
 
     def __post_init__(self):
         if self.runner not in RUNNERS:
@@ -131,3 +145,17 @@ class Options:
         if isinstance(extra, str):
             return extra.split()
         return [str(f) for f in extra]
+
+
+def _table() -> str:
+    rows = ["| option | default | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(Options):
+        default = (f.default_factory() if f.default is dataclasses.MISSING
+                   else f.default)
+        rows.append(f"| ``{f.name}`` | ``{default!r}`` | {f.metadata['help']} |")
+    return "\n".join(rows)
+
+
+Options.__doc__ = (
+    "The options of a conversion; ``convert(..., **options)`` builds one and checks it.\n\n"
+    + _table())

@@ -191,17 +191,17 @@ def from_directory(root: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
     return Table(frame, ids, root, "directory")
 
 
-def create_image_csv(image_dir: str, csv_file: str) -> int:
+def create_image_csv(image_dir: str | os.PathLike, csv_file: str | os.PathLike) -> int:
     """Writes an AutoML image CSV (no header: ``SPLIT,image_uri,label``) for an image tree.
 
     ``image_dir`` is laid out ``<split>/<label>/<file>`` or ``<label>/<file>`` (rows then
     UNASSIGNED). Paths are written absolute. Returns the number of rows written.
     """
-    table = from_directory(image_dir)
+    table = from_directory(str(image_dir))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     for split, uri, label in table.frame.itertuples(index=False):
         name = splits.canonical(split) if split else None
         writer.writerow([name.upper() if name else "UNASSIGNED", uri, label])
-    storage.write_bytes(csv_file, out.getvalue().encode("utf-8"))
+    storage.write_bytes(str(csv_file), out.getvalue().encode("utf-8"))
     return len(table.frame)
