@@ -102,3 +102,79 @@ def test_jpeg_header_parser_skips_exif_and_fill_bytes():
     padded = data[:2] + b"\xff\xff" + data[2:]  # fill bytes before a marker are legal
     for d in (data, padded):
         assert image._jpeg_header(d) == (21, 33, 3)
+
+
+# --- files as phones write them ---------------------------------------------------------
+
+def _photo(**save) -> bytes:
+    """A JPEG with an EXIF block holding a thumbnail (a whole JPEG, FFD9 included)."""
+    big = Image.frombytes("RGB", (96, 64), bytes(range(256)) * 72)
+    thumb = io.BytesIO()
+    big.resize((24, 16)).save(thumb, "JPEG")
+    exif = Image.Exif()
+    exif[0x0112] = 1
+    out = io.BytesIO()
+    # Pillow writes the thumbnail as raw bytes inside APP1 when given as exif bytes.
+    big.save(out, "JPEG", exif=exif.tobytes() + thumb.getvalue(), **save)
+    return out.getvalue()
+
+
+def _mpo() -> bytes:
+    first = Image.frombytes("RGB", (40, 30), bytes(range(200)) * 18)
+    out = io.BytesIO()
+    first.save(out, "MPO", save_all=True, append_images=[first.rotate(180)])
+    return out.getvalue()
+
+
+MOTION_VIDEO = b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 40 + b"\xff\xd9\xff\xd8"
+SAMSUNG_TRAILER = b"\x00\x00SEFH" + b"\x01" * 300 + b"SEFT"
+
+# name -> (image bytes, bytes a phone appends after them)
+PHONE_FILES = {
+    "motion photo (video after the JPEG)": (_photo(), MOTION_VIDEO),
+    "samsung trailer": (_photo(), SAMSUNG_TRAILER),
+    "progressive jpeg + trailer": (_photo(progressive=True), SAMSUNG_TRAILER),
+    "jpeg with restart markers + trailer": (_photo(restart_marker_blocks=2), MOTION_VIDEO),
+    "png + bytes after IEND": (encode("RGB", fmt="PNG"), b"\x00garbage after IEND" * 10),
+    "gif + bytes after the trailer": (encode("P", fmt="GIF"), b"extra bytes"),
+    "multi-picture jpeg (MPO)": (_mpo(), b""),
+}
+
+
+@pytest.mark.parametrize("check", image.CHECKS)
+@pytest.mark.parametrize("case", sorted(PHONE_FILES))
+def test_images_with_bytes_after_their_end_are_written_without_them(tf, case, check):
+    picture, appended = PHONE_FILES[case]
+    data = picture + appended
+    decoded_whole = tf.io.decode_image(data, expand_animations=False)  # valid as it is
+    stored, info = image.prepare(data, check)
+    assert stored == picture  # the image itself, without what follows it
+    decoded = tf.io.decode_image(stored, expand_animations=False)
+    assert [info.height, info.width, info.channels] == decoded.shape.as_list()
+    assert decoded.numpy().tobytes() == decoded_whole.numpy().tobytes()
+    assert info.format in ("jpeg", "png", "gif")
+
+
+@pytest.mark.parametrize("check", image.CHECKS)
+@pytest.mark.parametrize("make,cut", [
+    (lambda: _photo(), 300),                      # inside the scan data
+    (lambda: _photo(progressive=True), 500),      # between two progressive scans
+    (lambda: encode("RGB", size=(64, 64), fmt="PNG"), 30),
+    (lambda: encode("P", size=(64, 64), fmt="GIF"), 40),
+], ids=["jpeg", "progressive jpeg", "png", "gif"])
+def test_truncated_images_are_still_refused(tf, make, cut, check):
+    data = make()[:-cut]
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        tf.io.decode_image(data, expand_animations=False)  # TensorFlow refuses it too
+    with pytest.raises(image.ImageProblem, match="truncated|fails to decode"):
+        image.prepare(data, check)
+
+
+@pytest.mark.parametrize("check", image.CHECKS)
+def test_a_jpeg_cut_right_after_its_exif_thumbnail_is_refused(check):
+    # The thumbnail's own end-of-image marker must not pass for the photo's.
+    data = _photo()
+    thumb_end = data.index(b"\xff\xd9") + 2
+    assert thumb_end < len(data) - 100
+    with pytest.raises(image.ImageProblem, match="truncated JPEG|not a readable image"):
+        image.prepare(data[:thumb_end] + b"\x00" * 5000, check)

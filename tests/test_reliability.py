@@ -38,8 +38,18 @@ def _exif_rotated() -> bytes:
 
 
 def _bomb() -> bytes:
-    # 10,000 x 10,000 one-bit pixels: 100 million, over Pillow's limit, in ~12 KB.
+    # 15,000 x 15,000 one-bit pixels: 225 million, over twice Pillow's limit, in ~30 KB.
+    return _save(Image.new("1", (15000, 15000)), "PNG")
+
+
+def _hundred_megapixels() -> bytes:
+    # 10,000 x 10,000: as many pixels as a 108 MP phone photo; Pillow only warns.
     return _save(Image.new("1", (10000, 10000)), "PNG")
+
+
+def _motion_photo() -> bytes:
+    # A JPEG followed by a video, as Google's Motion Photos are.
+    return encode(size=(32, 24), seed=9) + b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 64
 
 
 def _fifty_megabytes() -> bytes:
@@ -61,11 +71,17 @@ HOSTILE = {
     "exif-rotated jpeg": ("rotated.jpg", _exif_rotated, ("written", 3)),
     "1x1 image": ("dot.png", lambda: encode("RGB", size=(1, 1), fmt="PNG"), ("written", 3)),
     "decompression bomb": ("bomb.png", _bomb, ("quarantined", "decompression bomb")),
+    "100-megapixel image": ("huge.png", _hundred_megapixels, ("written", 1)),
+    "motion photo": ("motion.jpg", _motion_photo, ("written", 3)),
     "missing file": ("missing.jpg", None, ("quarantined", "not found")),
     "directory as image": ("a_directory.jpg", "dir", ("quarantined", "is a directory")),
     "odd path": ('we ird, "quoted" ñame é.jpg', lambda: encode(seed=5), ("written", 3)),
     "50 MB image": ("big.bmp", _fifty_megabytes, ("written", 3)),
 }
+
+
+#: Bytes that follow the image itself in a hostile file.
+APPENDED = {"motion.jpg": len(b"\x00\x00\x00\x18ftypmp42") + 256 * 64}
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +125,9 @@ def test_every_hostile_row_is_written_or_quarantined_with_its_reason(tf, hostile
                 shape = [ex["image_height"][0], ex["image_width"][0], ex["image_channels"][0]]
                 assert decoded.shape.as_list() == shape, uri
                 assert shape[2] == detail, uri
-                assert ex["image"][0] == open(root / uri, "rb").read()
+                raw = open(root / uri, "rb").read()
+                kept = len(raw) - APPENDED.get(name, 0)  # what follows an image is not kept
+                assert ex["image"][0] == raw[:kept]
     assert len(written["dot.png"]) == 2  # a duplicate row is written twice
 
 

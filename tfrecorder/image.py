@@ -18,7 +18,8 @@ import io
 import warnings
 
 #: Formats stored as they are, by Pillow's format name -> our ``image_format`` value.
-PASS_THROUGH = {"JPEG": "jpeg", "PNG": "png", "GIF": "gif", "BMP": "bmp"}
+#: Phones' multi-picture JPEGs (MPO) are JPEG files; decoders read their first image.
+PASS_THROUGH = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "GIF": "gif", "BMP": "bmp"}
 
 #: Integrity checks: "header" (default, no pixel decoding) or "decode" (decode fully).
 CHECKS = ("header", "decode")
@@ -62,20 +63,126 @@ def _channels(img, fmt: str) -> int:
     return _CHANNELS.get(mode, 3)
 
 
-def _check_end(data: bytes, fmt: str) -> None:
-    tail = data.rstrip(b"\x00")
-    if fmt == "JPEG" and not tail.endswith(b"\xff\xd9"):
-        raise ImageProblem("truncated JPEG: no end-of-image marker (FFD9) at the end of the file")
-    if fmt == "PNG" and not tail.endswith(_PNG_IEND):
-        raise ImageProblem("truncated PNG: the file does not end with its IEND chunk")
-    if fmt == "GIF" and not tail.endswith(b";"):
-        raise ImageProblem("truncated GIF: no trailer byte (0x3B) at the end of the file")
-    if fmt == "BMP" and len(data) >= 6:
+def image_end(data: bytes, fmt: str) -> int:
+    """Where the image in ``data`` (of ``fmt``: jpeg, png, gif, bmp) ends: ``len(data)``,
+    or less when bytes follow it.
+
+    Phones append data after a complete image (Samsung trailers, Google Motion Photos'
+    video after a JPEG's end-of-image marker), and decoders ignore it. A file that stops
+    before its image's end is truncated: ImageProblem.
+    """
+    tail = len(data.rstrip(b"\x00"))
+    if fmt == "jpeg":
+        if data[:tail].endswith(b"\xff\xd9"):
+            return tail
+        end = _jpeg_end(data)
+        if end is None:
+            raise ImageProblem("truncated JPEG: the file ends before the image's end-of-image "
+                               "marker (FFD9)")
+        return end
+    if fmt == "png":
+        if data[:tail].endswith(_PNG_IEND):
+            return tail
+        end = _png_end(data)
+        if end is None:
+            raise ImageProblem("truncated PNG: the file ends before its IEND chunk")
+        return end
+    if fmt == "gif":
+        if data[:tail].endswith(b";"):
+            return tail
+        end = _gif_end(data)
+        if end is None:
+            raise ImageProblem("truncated GIF: the file ends before its trailer byte (0x3B)")
+        return end
+    if fmt == "bmp" and len(data) >= 6:
         declared = int.from_bytes(data[2:6], "little")
         if declared and len(data) < declared:
             raise ImageProblem(
                 f"truncated BMP: {len(data)} bytes, the header declares {declared}"
             )
+    return len(data)
+
+
+def _jpeg_end(data: bytes) -> int | None:
+    """The offset just past the end-of-image marker, walking segments and scans."""
+    pos, n = 2, len(data)
+    while pos + 2 <= n:
+        if data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xFF:          # fill byte
+            pos += 1
+            continue
+        if marker == 0xD9:
+            return pos + 2
+        if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a length
+            pos += 2
+            continue
+        if pos + 4 > n:
+            return None
+        pos += 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
+        if marker != 0xDA:
+            continue
+        # Entropy-coded data follows a scan header, up to the next marker: an FF that is
+        # not stuffing (FF00), a restart marker (FFD0-FFD7) or fill (FFFF).
+        while True:
+            pos = data.find(b"\xff", pos)
+            if pos < 0 or pos + 1 >= n:
+                return None
+            follower = data[pos + 1]
+            if follower == 0xFF:
+                pos += 1
+            elif follower == 0x00 or 0xD0 <= follower <= 0xD7:
+                pos += 2
+            else:
+                break
+    return None
+
+
+def _png_end(data: bytes) -> int | None:
+    """The offset just past the IEND chunk, walking the chunks."""
+    pos, n = 8, len(data)
+    while pos + 12 <= n:
+        length = int.from_bytes(data[pos:pos + 4], "big")
+        if data[pos + 4:pos + 8] == b"IEND":
+            return pos + 12
+        pos += 12 + length
+    return None
+
+
+def _gif_sub_blocks(data: bytes, pos: int) -> int | None:
+    while pos < len(data):
+        size = data[pos]
+        pos += 1 + size
+        if size == 0:
+            return pos
+    return None
+
+
+def _gif_end(data: bytes) -> int | None:
+    """The offset just past the trailer byte, walking the blocks."""
+    n = len(data)
+    if n < 13:
+        return None
+    flags = data[10]
+    pos = 13 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)
+    while pos < n:
+        block = data[pos]
+        if block == 0x3B:
+            return pos + 1
+        if block == 0x21:          # extension: label, then sub-blocks
+            pos = _gif_sub_blocks(data, pos + 2)
+        elif block == 0x2C:        # image: descriptor, local colour table, LZW data
+            if pos + 10 > n:
+                return None
+            flags = data[pos + 9]
+            pos += 10 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)
+            pos = _gif_sub_blocks(data, pos + 1)
+        else:
+            return None
+        if pos is None:
+            return None
+    return None
 
 
 def _bmp_channels(data: bytes) -> int | None:
@@ -173,11 +280,14 @@ def _fast_info(data: bytes) -> ImageInfo | None:
 def _check_size(fmt: str, width: int, height: int) -> None:
     if width <= 0 or height <= 0:
         raise ImageProblem(f"{fmt} image with an empty size {width}x{height}")
+    # Pillow warns above MAX_IMAGE_PIXELS and refuses above twice that; a 108-megapixel
+    # phone photo is between the two, and is an image, not a bomb.
     limit = _pil().MAX_IMAGE_PIXELS
-    if limit and width * height > limit:
+    if limit and width * height > 2 * limit:
         raise ImageProblem(
             f"decompression bomb: {width}x{height} = {width * height} pixels is more than "
-            f"Pillow's limit of {limit} (PIL.Image.MAX_IMAGE_PIXELS)"
+            f"twice Pillow's PIL.Image.MAX_IMAGE_PIXELS ({limit}); raise that limit if the "
+            f"image is genuine"
         )
 
 
@@ -215,8 +325,7 @@ def prepare(data: bytes, check: str = "header") -> tuple[bytes, ImageInfo]:
         info = _fast_info(data)
         if info is not None:
             _check_size(info.format.upper(), info.width, info.height)
-            _check_end(data, info.format.upper())
-            return data, info
+            return data[:image_end(data, info.format)], info
     Image = _pil()
     try:
         with warnings.catch_warnings():
@@ -230,7 +339,7 @@ def prepare(data: bytes, check: str = "header") -> tuple[bytes, ImageInfo]:
     width, height = img.size
     _check_size(fmt, width, height)
     if fmt in PASS_THROUGH:
-        _check_end(data, fmt)
+        data = data[:image_end(data, PASS_THROUGH[fmt])]
     if check == "decode" or fmt not in PASS_THROUGH:
         try:
             img.load()
