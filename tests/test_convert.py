@@ -67,7 +67,7 @@ def test_nothing_is_lost_bad_rows_are_quarantined_with_reasons(tf, tmp_path, ima
         rows.append(["TEST", uri, "bad"])
     df = pd.DataFrame(rows, columns=["split", "image_uri", "label"])
     out = tmp_path / "out"
-    result = df.tensorflow.to_tfrecord(str(out))
+    result = df.tensorflow.to_tfrecord(str(out), max_error_fraction=0.5)
 
     assert result.rows_in == len(df) == result.rows_written + result.rows_quarantined
     assert result.rows_quarantined == len(bad)

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from tfrecorder import layout, metadata
+from tfrecorder import layout, metadata, output
 from tfrecorder.errors import ConversionError, IncompleteOutputError
 from tfrecorder.layout import FeatureSpec
 from tfrecorder.shard import Quarantined, ShardStats
@@ -12,8 +12,19 @@ FEATURES = {"image": FeatureSpec("bytes", [], "image"), "label": FeatureSpec("in
             "image_name": FeatureSpec("bytes", [], "image_info")}
 
 
-def _spec(rows_in=5, budget=1.0):
-    return metadata.DatasetSpec("d", None, FEATURES, {"label": ["cat", "dog"]}, rows_in, budget)
+def _spec(out, rows_in=5, budget=1.0):
+    run = os.path.join(out, layout.TMP_DIR, "r1")
+    return metadata.DatasetSpec("d", None, FEATURES, {"label": ["cat", "dog"]}, rows_in, budget,
+                                run_id="r1", run_dir=run)
+
+
+def _stage(out, stats):
+    """Shard files in the run's folder, as the shard writers leave them."""
+    run = os.path.join(out, layout.TMP_DIR, "r1")
+    os.makedirs(run, exist_ok=True)
+    for s in stats:
+        with open(os.path.join(run, s.filename), "wb") as f:
+            f.write(s.filename.encode())
 
 
 def _stats():
@@ -29,16 +40,18 @@ def _bad():
     return [Quarantined(9, "train", "/x/9.jpg", {"label": "dog"}, "read", "image file not found")]
 
 
-def test_finalize_writes_every_file_sorted_and_deterministic(tmp_path):
+def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
     out = str(tmp_path)
-    os.makedirs(tmp_path / layout.TMP_DIR)
-    m = metadata.finalize(out, _spec(), _stats(), _bad())
+    _stage(out, _stats())
+    m = output.finish(out, _spec(out), _stats(), _bad())
     assert list(m.splits) == ["train", "test"]
     assert m.files("train") == ["d-train.tfrecord-00000-of-00002", "d-train.tfrecord-00001-of-00002"]
     assert (m.rows_written, m.rows_quarantined) == (4, 1)
     assert m.splits["train"].label_counts == {"cat": 1, "dog": 2}
-    assert sorted(os.listdir(out)) == ["dataset_info.json", "errors.jsonl", "features.json",
-                                       "label.labels.txt", "tfrecorder.json"]
+    shards = sorted(s.filename for s in _stats())
+    assert sorted(os.listdir(out)) == sorted(
+        ["dataset_info.json", "errors.jsonl", "features.json", "label.labels.txt",
+         "tfrecorder.json", *shards])  # the run's folder is gone, its shards moved in
     assert open(tmp_path / "label.labels.txt").read() == "cat\ndog\n"
     (line,) = open(tmp_path / "errors.jsonl").read().splitlines()
     assert json.loads(line) == {"row": 9, "split": "train", "image_uri": "/x/9.jpg",
@@ -48,16 +61,20 @@ def test_finalize_writes_every_file_sorted_and_deterministic(tmp_path):
     assert [(s["name"], s["shardLengths"]) for s in info["splits"]] == [
         ("train", ["1", "2"]), ("test", ["1"])]
     first = {f: open(tmp_path / f, "rb").read() for f in os.listdir(out)}
-    metadata.finalize(out, _spec(), list(reversed(_stats())), _bad())
+    _stage(out, _stats())
+    output.finish(out, _spec(out), list(reversed(_stats())), _bad())
     assert first == {f: open(tmp_path / f, "rb").read() for f in os.listdir(out)}
     assert metadata.read_manifest(out) == m
 
 
 def test_over_the_error_budget_no_manifest_is_written(tmp_path):
+    out = str(tmp_path)
+    _stage(out, _stats())
     with pytest.raises(ConversionError, match="1 of 5 rows.*max_error_fraction=0.1.*not found"):
-        metadata.finalize(str(tmp_path), _spec(budget=0.1), _stats(), _bad())
+        output.finish(out, _spec(out, budget=0.1), _stats(), _bad())
     assert not os.path.exists(tmp_path / layout.MANIFEST)
     assert os.path.exists(tmp_path / layout.ERRORS)
+    assert not any(n.endswith(("00001", "00002")) for n in os.listdir(out))  # nothing published
     with pytest.raises(IncompleteOutputError, match="overwrite=True"):
         metadata.read_manifest(str(tmp_path))
 

@@ -4,7 +4,7 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecorder import example, metadata, pipeline, staging
+from tfrecorder import example, metadata, pipeline, shard, staging
 from tfrecorder.plan import plan
 from tfrecorder.layout import FeatureSpec
 from tfrecorder.plan import Row
@@ -31,7 +31,7 @@ def test_write_shards_emits_exact_stats_and_quarantined_rows(tmp_path, image_tab
     paths = staging.stage_tasks(tasks, str(tmp_path / "tasks"))
     with BeamTestPipeline() as p:
         written = (p | beam.Create(paths)
-                   | pipeline.WriteShards(out, str(tmp_path / "tmp"), COLUMNS, "header"))
+                   | pipeline.WriteShards(shard.WriteSettings(out, str(tmp_path / "run"), COLUMNS)))
         assert_that(written[pipeline.STATS]
                     | beam.Map(lambda s: (s.filename, s.num_examples)),
                     equal_to([("d-train.tfrecord-00000-of-00002", 3),
@@ -47,12 +47,13 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
     tasks = plan(rows, name="d", num_shards=1)
     out = str(tmp_path / "out")
     os.makedirs(out)
+    run = os.path.join(out, ".tfrecorder-tmp", "r1")
     spec = metadata.DatasetSpec(
-        "d", None, {"label": FeatureSpec("int64", [], "label")}, {"label": ["even", "odd"]}, len(rows))
+        "d", None, {"label": FeatureSpec("int64", [], "label")}, {"label": ["even", "odd"]},
+        len(rows), max_error_fraction=0.5, run_id="r1", run_dir=run)
     with beam.Pipeline() as p:
         staging.stage_tasks(tasks, str(tmp_path / "tasks"))
-        pipeline.build(p, str(tmp_path / "tasks"), output_dir=out,
-                       tmp_dir=str(tmp_path / "tmp"), spec=spec, columns=COLUMNS, check="header")
+        pipeline.build(p, str(tmp_path / "tasks"), shard.WriteSettings(out, run, COLUMNS), spec)
     m = metadata.read_manifest(out)
     assert (m.rows_in, m.rows_written, m.rows_quarantined) == (6, 5, 1)
     assert m.splits["train"].num_examples == 5 and m.splits["test"].num_examples == 0

@@ -6,6 +6,10 @@ from tfrecorder.plan import Row
 from tests.conftest import encode, read_examples
 
 
+def _settings(tmp_path, columns=("split", "image_uri", "label"), **kw):
+    return shard.WriteSettings(str(tmp_path / "out"), str(tmp_path / "run"), columns, **kw)
+
+
 def _row(i, uri, label=0):
     return Row(i, "train", uri, {"label": example.int64_feature([label])}, ("TRAIN", uri, label))
 
@@ -18,10 +22,8 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     task = ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001", [
         _row(1, good, 1), _row(2, str(tmp_path / "missing.jpg")), _row(3, broken),
         _row(4, png, 2), _row(5, str(tmp_path / "dir.jpg"))])
-    out = tmp_path / "out"
-    out.mkdir()
-    stats, bad = shard.write(task, output_dir=str(out), tmp_dir=str(out / ".tmp"),
-                             columns=("split", "image_uri", "label"))
+    out = tmp_path / "run"
+    stats, bad = shard.write(task, _settings(tmp_path))
 
     assert stats.num_examples == 2 and stats.channels == {3: 1, 4: 1}
     assert stats.num_bytes == os.path.getsize(out / task.filename)
@@ -29,7 +31,7 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     assert "not found" in bad[0].reason and "truncated JPEG" in bad[1].reason
     assert "directory" in bad[2].reason
     assert bad[0].values == {"split": "TRAIN", "image_uri": str(tmp_path / "missing.jpg"), "label": 0}
-    assert os.listdir(out / ".tmp") == []  # the temporary file was renamed into place
+    assert os.listdir(out) == [task.filename]  # complete: the .part file was renamed
 
     ex = read_examples(tf, [str(out / task.filename)])
     assert [e["image"][0] for e in ex] == [open(good, "rb").read(), open(png, "rb").read()]
@@ -40,14 +42,38 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
 def test_gzip_shard_is_readable(tf, tmp_path, image_table):
     good = image_table("a.jpg", encode("RGB", fmt="JPEG"))
     task = ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001.gz", [_row(1, good, 4)])
-    stats, bad = shard.write(task, output_dir=str(tmp_path), tmp_dir=str(tmp_path / "t"),
-                             columns=("split", "image_uri", "label"))
-    ex = read_examples(tf, [str(tmp_path / task.filename)], "GZIP")
+    stats, bad = shard.write(task, _settings(tmp_path))
+    ex = read_examples(tf, [str(tmp_path / "run" / task.filename)], "GZIP")
     assert [e["label"] for e in ex] == [[4]] and not bad
 
 
 def test_rows_without_images_keep_their_features(tf, tmp_path):
     row = Row(1, "train", None, {"x": example.float_feature([2.5])}, (2.5,))
     task = ShardTask("train", 0, 1, "t-train.tfrecord-00000-of-00001", [row])
-    shard.write(task, output_dir=str(tmp_path), tmp_dir=str(tmp_path / "t"), columns=("x",))
-    assert read_examples(tf, [str(tmp_path / task.filename)]) == [{"x": [2.5]}]
+    shard.write(task, _settings(tmp_path, columns=("x",)))
+    assert read_examples(tf, [str(tmp_path / "run" / task.filename)]) == [{"x": [2.5]}]
+
+
+def test_files_that_are_not_regular_or_too_large_are_quarantined_unread(tmp_path, image_table):
+    import socket
+
+    fifo = str(tmp_path / "fifo.jpg")
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "socket.jpg"))
+    big = image_table("big.jpg", encode("RGB", size=(200, 200), fmt="JPEG"))
+    small = image_table("small.jpg", encode("RGB", size=(8, 8), fmt="JPEG"))
+    uris = ["/dev/zero", "/dev/urandom", fifo, str(tmp_path / "socket.jpg"), str(tmp_path), big,
+            small]
+    task = ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001",
+                     [_row(i, u) for i, u in enumerate(uris)])
+    limit = os.path.getsize(small)
+    try:
+        stats, bad = shard.write(task, _settings(tmp_path, max_image_bytes=limit))
+    finally:
+        sock.close()
+    reasons = {q.row: q.reason for q in bad}
+    assert stats.num_examples == 1 and sorted(reasons) == [0, 1, 2, 3, 4, 5]
+    assert "character device" in reasons[0] and "character device" in reasons[1]
+    assert "FIFO" in reasons[2] and "socket" in reasons[3] and "directory" in reasons[4]
+    assert "too large" in reasons[5] and "max_image_bytes" in reasons[5]

@@ -9,10 +9,10 @@ import re
 import uuid
 from typing import Mapping
 
-from tfrecorder import detection, labels, layout, metadata, plan, sources, staging, storage
+from tfrecorder import (detection, labels, layout, metadata, output, plan, shard, sources,
+                        staging, storage, validation)
 from tfrecorder import schema as schemas
-from tfrecorder import validation
-from tfrecorder.errors import ConfigError, OutputExistsError
+from tfrecorder.errors import ConfigError
 from tfrecorder.options import Options
 from tfrecorder.result import ConversionResult
 
@@ -30,13 +30,15 @@ class _Run:
     """Everything a runner needs to run one planned conversion."""
 
     opts: Options
-    output_dir: str
-    task_dir: str       # the staged shard tasks
-    tmp_dir: str        # temporary shards, inside the output directory
-    spec: metadata.DatasetSpec
-    columns: tuple      # names of each row's values, for the errors file
-    records: int        # records the tasks will write
-    workers: int        # DirectRunner worker processes (1: in this process)
+    task_dir: str                   # the staged shard tasks
+    settings: shard.WriteSettings   # where and how shards are written
+    spec: metadata.DatasetSpec      # what the last step writes
+    records: int                    # records the tasks will write
+    workers: int                    # DirectRunner worker processes (1: in this process)
+
+    @property
+    def output_dir(self) -> str:
+        return self.settings.output_dir
 
 
 def convert(source, output_dir: str, *, schema=None, **options) -> ConversionResult:
@@ -45,13 +47,16 @@ def convert(source, output_dir: str, *, schema=None, **options) -> ConversionRes
     ``source`` is a pandas DataFrame, a CSV path (local or ``gs://``), or an image
     directory. ``schema`` defaults to AutoML's ``split, image_uri, label``. The options
     are those of ``tfrecorder.Options``. Raises SchemaError (every problem in the table,
-    before anything runs), ConfigError, OutputExistsError, or ConversionError; bad
-    images do not raise, their rows are quarantined.
+    before anything runs), ConfigError, OutputExistsError (OutputBusyError while another
+    conversion writes there), or ConversionError; bad images do not raise, their rows are
+    quarantined. Every check runs before anything is written or removed, and a run that
+    fails leaves a previous complete output in ``output_dir`` as it was.
     """
     opts = Options.from_kwargs(**options)
     schema = _as_schema(schema)
-    table = sources.read(source, schema)
+    output_dir = _output_path(output_dir)
     vocabulary = _vocabulary(opts.label_vocabulary)
+    table = sources.read(source, schema)
     if table.kind == "detection":
         checked = detection.validate(
             table.frame, table.row_ids, base_dir=table.base_dir, label_vocabulary=vocabulary,
@@ -60,11 +65,9 @@ def convert(source, output_dir: str, *, schema=None, **options) -> ConversionRes
         checked = validation.validate(
             table.frame, table.row_ids, schema, base_dir=table.base_dir,
             label_vocabulary=vocabulary, split_fractions=opts.split_fractions)
-    output_dir = storage.resolve(str(output_dir))
     cloud = opts.runner == "DataflowRunner"
     if cloud:
         _check_dataflow(opts, output_dir, checked.rows)
-    _prepare_output(output_dir, opts.overwrite)
 
     workers = opts.num_workers or (_dataflow_workers(opts) if cloud else os.cpu_count() or 1)
     tasks = plan.plan(
@@ -72,27 +75,92 @@ def convert(source, output_dir: str, *, schema=None, **options) -> ConversionRes
         num_shards=opts.num_shards, bytes_per_split=_estimate_bytes(checked.rows),
         workers=workers, seed=opts.seed,
     )
-    tmp_dir = storage.join(output_dir, layout.TMP_DIR)
-    # On Dataflow the shard tasks are staged under the temp location, read by workers.
-    task_dir = (storage.join(_temp_location(opts, output_dir), f"tasks-{uuid.uuid4().hex[:12]}")
-                if cloud else storage.join(tmp_dir, "tasks"))
-    spec = metadata.DatasetSpec(
-        name=opts.name, compression=opts.compression, features=checked.features,
-        vocabularies=checked.vocabularies, rows_in=len(table.row_ids),
-        max_error_fraction=opts.max_error_fraction, cleanup=(task_dir,) if cloud else (),
-    )
-    staging.stage_tasks(tasks, task_dir)
-    records, shards = len(checked.rows), len(tasks)
-    in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or shards == 1
-    run = _Run(opts, output_dir, task_dir, tmp_dir, spec, checked.columns, records,
-               1 if in_process else workers)
+    shards = [t.filename for t in tasks]
+    files = [*shards, *(layout.labels_file(k) for k in checked.vocabularies),
+             layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
+    before = output.survey(output_dir)
+    output.check_target(before, opts.overwrite, files)
+
+    # Nothing has been written so far. From here on the directory is this run's.
+    _makedirs(output_dir)
+    run_id = output.new_run_id()
+    lock = output.acquire(output_dir, run_id, opts.runner,
+                          output.DATAFLOW_LOCK_TTL if cloud else output.LOCK_TTL)
+    try:
+        output.clear_leftovers(before, run_id)
+        run = _plan_run(opts, output_dir, run_id, before, checked, tasks, len(table.row_ids),
+                        workers)
+        output.write_ledger(run.settings.run_dir, files)
+        staging.stage_tasks(tasks, run.task_dir)
+    except BaseException:
+        lock.release()
+        raise
     # The rows now live in the staged task files; holding them here while the workers
     # run would double the memory a large table needs.
     del table, checked, tasks
     if cloud:
-        return _run_dataflow(run)
-    log.info("converting %d records into %d shards in %s", records, shards, output_dir)
-    return ConversionResult.from_output(output_dir, opts.runner, _run_direct(run))
+        return _run_dataflow(run, lock)
+    log.info("converting %d records into %d shards in %s", run.records, len(shards), output_dir)
+    try:
+        with lock.renewing():
+            job_id = _run_direct(run)
+    except BaseException:
+        _after_failure(run)
+        raise
+    finally:
+        lock.release()
+    return ConversionResult.from_output(output_dir, opts.runner, job_id)
+
+
+def _plan_run(opts: Options, output_dir: str, run_id: str, before: output.Survey, checked,
+              tasks, rows_in: int, workers: int) -> _Run:
+    cloud = opts.runner == "DataflowRunner"
+    run_dir = output.run_dir(output_dir, run_id)
+    # On an object store, shards go straight to their final names when no previous
+    # output is there to keep; otherwise into the run's folder, moved at the end.
+    staged = not (storage.is_remote(output_dir) and before.manifest is None)
+    # On Dataflow the shard tasks are staged under the temp location, read by workers.
+    task_dir = (storage.join(_temp_location(opts, output_dir), f"tasks-{run_id}")
+                if cloud else storage.join(run_dir, "tasks"))
+    spec = metadata.DatasetSpec(
+        name=opts.name, compression=opts.compression, features=checked.features,
+        vocabularies=checked.vocabularies, rows_in=rows_in,
+        max_error_fraction=opts.max_error_fraction, cleanup=(task_dir,) if cloud else (),
+        run_id=run_id, run_dir=run_dir, staged=staged)
+    settings = shard.WriteSettings(output_dir, run_dir, checked.columns, opts.check,
+                                   opts.max_image_bytes, staged)
+    records = len(checked.rows)
+    in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(tasks) == 1
+    return _Run(opts, task_dir, settings, spec, records, 1 if in_process else workers)
+
+
+def _after_failure(run: _Run) -> None:
+    """Removes what a failed local run wrote into its folder, but its ledger and errors."""
+    folder = run.settings.run_dir
+    for name in storage.listdir(folder):
+        if name not in (output.LEDGER, layout.ERRORS):
+            storage.remove(storage.join(folder, name))
+
+
+def _output_path(path) -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(f"output_dir={path!r}; give a folder path or a gs:// URI")
+    path = str(path)
+    reason = storage.check_scheme(path)
+    if reason is not None:
+        raise ConfigError(f"output directory {path}: {reason}")
+    return storage.resolve(path)
+
+
+def _makedirs(output_dir: str) -> None:
+    try:
+        storage.makedirs(output_dir)
+    except (NotADirectoryError, FileExistsError):
+        raise ConfigError(f"output directory {output_dir}: a part of the path is a file, not "
+                          f"a folder; give a path under a folder") from None
+    except PermissionError:
+        raise ConfigError(f"output directory {output_dir} cannot be created or written (no "
+                          f"permission); give a folder you can write to") from None
 
 
 def _as_schema(schema) -> schemas.Schema:
@@ -113,32 +181,28 @@ def _vocabulary(value) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, (str, os.PathLike)):
+        path = str(value)
         try:
-            return labels.parse_labels_file(storage.read_bytes(str(value)).decode("utf-8"))
+            names = labels.parse_labels_file(storage.read_bytes(path).decode("utf-8"))
         except FileNotFoundError:
-            raise ConfigError(f"label_vocabulary file {value!r} does not exist") from None
-    return [labels.name_of(v) for v in value]
-
-
-def _prepare_output(output_dir: str, overwrite: bool) -> None:
-    """Refuses a non-empty output directory unless ``overwrite``; then clears our files."""
-    if storage.exists(output_dir) and not storage.isdir(output_dir):
-        raise ConfigError(f"output directory {output_dir} is a file; give a directory path")
-    entries = storage.listdir(output_dir)
-    if entries and not overwrite:
-        shown = ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
-        raise OutputExistsError(
-            f"output directory {output_dir} already holds {len(entries)} entries ({shown}). "
-            f"Pass overwrite=True (--overwrite in the CLI) to replace tfrecorder's files there, "
-            f"or give an empty directory."
-        )
-    # The manifest goes first: from here on the directory reads as incomplete.
-    if layout.MANIFEST in entries:
-        storage.remove(storage.join(output_dir, layout.MANIFEST))
-    for name in entries:
-        if layout.is_own_file(name):
-            storage.remove(storage.join(output_dir, name))
-    storage.makedirs(output_dir)
+            raise ConfigError(f"label_vocabulary file {path!r} does not exist") from None
+        except IsADirectoryError:
+            raise ConfigError(f"label_vocabulary {path!r} is a folder; give a file with one "
+                              f"label per line") from None
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"label_vocabulary file {path!r} is not UTF-8 text ({e.reason} "
+                              f"at byte {e.start}); save it as UTF-8") from None
+        except OSError as e:
+            raise ConfigError(f"label_vocabulary file {path!r} cannot be read: {e}") from None
+    elif isinstance(value, (list, tuple)):
+        names = [labels.name_of(v) for v in value]
+    else:
+        raise ConfigError(f"label_vocabulary={value!r}; give a list of names or a file path")
+    broken = [n for n in names if "\n" in n or "\r" in n]
+    if broken:
+        raise ConfigError(f"label_vocabulary name {broken[0]!r} holds a line break; a labels "
+                          f"file has one name per line")
+    return names
 
 
 def _estimate_bytes(rows) -> dict[str, int]:
@@ -205,7 +269,8 @@ def _dataflow_workers(opts: Options) -> int:
     return int(value) if value and value.isdigit() else DATAFLOW_DEFAULT_WORKERS
 
 
-def _run_dataflow(run: _Run):
+def _run_dataflow(run: _Run, lock: output.Lock):
+    """Submits the job; its last step publishes the directory and releases the lock."""
     import tempfile
 
     import apache_beam as beam
@@ -215,23 +280,29 @@ def _run_dataflow(run: _Run):
     from tfrecorder.result import DataflowJob
 
     opts = run.opts
-    wheel = opts.tfrecorder_wheel or staging.build_wheel(tempfile.mkdtemp(prefix="tfrecorder-"))
-    flags = [f"--project={opts.project}", f"--region={opts.region}",
-             f"--temp_location={_temp_location(opts, run.output_dir)}",
-             f"--extra_packages={wheel}"]
-    if opts.num_workers and opts.flag_value("num_workers") is None:
-        flags.append(f"--num_workers={opts.num_workers}")
-    if opts.job_label and opts.flag_value("job_name") is None:
-        label = re.sub(r"[^a-z0-9-]", "-", opts.job_label.lower()).strip("-")[:40] or "tfrecorder"
-        flags.append(f"--job_name={label}-{uuid.uuid4().hex[:8]}")
-    beam_options = PipelineOptions([*flags, *opts.beam_flags()], runner="DataflowRunner")
-    p = beam.Pipeline(options=beam_options)
-    pipeline.build(p, run.task_dir, output_dir=run.output_dir, tmp_dir=run.tmp_dir,
-                   spec=run.spec, columns=run.columns, check=opts.check)
-    result = p.run()
+    try:
+        wheel = opts.tfrecorder_wheel or staging.build_wheel(tempfile.mkdtemp(prefix="tfrecorder-"))
+        flags = [f"--project={opts.project}", f"--region={opts.region}",
+                 f"--temp_location={_temp_location(opts, run.output_dir)}",
+                 f"--extra_packages={wheel}"]
+        if opts.num_workers and opts.flag_value("num_workers") is None:
+            flags.append(f"--num_workers={opts.num_workers}")
+        if opts.job_label and opts.flag_value("job_name") is None:
+            label = re.sub(r"[^a-z0-9-]", "-", opts.job_label.lower()).strip("-")[:40] or "tfrecorder"
+            flags.append(f"--job_name={label}-{uuid.uuid4().hex[:8]}")
+        beam_options = PipelineOptions([*flags, *opts.beam_flags()], runner="DataflowRunner")
+        p = beam.Pipeline(options=beam_options)
+        pipeline.build(p, run.task_dir, run.settings, run.spec)
+        result = p.run()
+    except BaseException:
+        lock.release()
+        raise
     if beam_options.view_as(TestOptions).dry_run:
+        lock.release()  # nothing will run
         return DataflowJob(run.output_dir, None, None, pipeline_result=result)
     job_id = result.job_id()
+    lock.holder["job_id"] = job_id
+    lock.write()
     url = console_url(opts.project, opts.region, job_id)
     log.info("submitted Dataflow job %s: %s", job_id, url)
     job = DataflowJob(run.output_dir, job_id, url, pipeline_result=result)
@@ -249,7 +320,7 @@ def _run_direct(run: _Run) -> str:
 
     if not progress.wanted(run.opts.progress):
         return _run_beam(run, None)
-    folder = tempfile.mkdtemp(prefix="tfrecorder-progress-")
+    folder = tempfile.mkdtemp(prefix="tfrecorder-progress-")  # local, even for gs:// output
     try:
         return progress.watch(lambda: _run_beam(run, folder), run.records, folder)
     finally:
@@ -269,13 +340,11 @@ def _run_beam(run: _Run, progress_dir: str | None) -> str:
     job_id = f"direct-{uuid.uuid4().hex[:12]}"
     try:
         with beam.Pipeline(options=beam_options) as p:
-            pipeline.build(p, run.task_dir, output_dir=run.output_dir, tmp_dir=run.tmp_dir,
-                           spec=run.spec, columns=run.columns, check=run.opts.check,
-                           progress_dir=progress_dir)
+            pipeline.build(p, run.task_dir, run.settings, run.spec, progress_dir)
     except Exception as e:
         # The runner wraps a failed step in its own exception (from a worker process, as
-        # text). The error budget's failure is recognised by what the directory holds.
-        failure = metadata.budget_failure(run.output_dir, run.spec)
+        # text). The error budget's failure is recognised by the files the step left.
+        failure = metadata.budget_failure(run.spec)
         if failure is not None:
             raise failure from e
         raise

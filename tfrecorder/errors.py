@@ -7,9 +7,10 @@ also from the builtin that fits, so ``except ValueError`` keeps working::
      ├── SchemaError(ValueError)             the input table has problems; .problems lists them
      ├── ConfigError(ValueError)             options that cannot work together
      ├── OutputExistsError(FileExistsError)  the output directory holds data; pass overwrite=True
-     ├── IncompleteOutputError(FileNotFoundError)  no tfrecorder.json: the run did not finish
-     ├── CorruptRecordError(OSError)         a TFRecord file fails its checksum
-     └── ConversionError(RuntimeError)       the pipeline ran but the run failed (e.g. error budget)
+     │    └── OutputBusyError                another conversion is writing that directory now
+     ├── IncompleteOutputError(FileNotFoundError)  no complete tfrecorder.json: no run finished
+     ├── CorruptRecordError(OSError)         a shard fails its checksum or lost records
+     └── ConversionError(RuntimeError)       the run failed: over the error budget, nothing written
 
 A bad image is not an exception: its row is quarantined with the reason.
 """
@@ -105,8 +106,12 @@ class OutputExistsError(TFRecorderError, FileExistsError):
     """The output directory already holds files and ``overwrite=True`` was not given."""
 
 
+class OutputBusyError(OutputExistsError):
+    """Another conversion is writing the output directory now; the message names it."""
+
+
 class IncompleteOutputError(TFRecorderError, FileNotFoundError):
-    """The directory has no ``tfrecorder.json``: the conversion never finished there."""
+    """The directory has no complete ``tfrecorder.json``: no conversion finished there."""
 
 
 class CorruptRecordError(TFRecorderError, OSError):

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 from tfrecorder import labels as label_files
 from tfrecorder import layout, storage
 from tfrecorder.errors import ConversionError, IncompleteOutputError
-from tfrecorder.layout import DATASET_INFO, ERRORS, FEATURES, MANIFEST, TMP_DIR, FeatureSpec
+from tfrecorder.layout import DATASET_INFO, ERRORS, FEATURES, MANIFEST, FeatureSpec
 
 FORMAT_VERSION = 1
 TFDS_VERSION = "1.0.0"
@@ -39,6 +39,9 @@ class DatasetSpec:
     rows_in: int
     max_error_fraction: float = 1.0
     cleanup: tuple[str, ...] = ()   # staging folders removed once the directory is complete
+    run_id: str = ""
+    run_dir: str = ""               # the run's own folder (output.run_dir)
+    staged: bool = True             # shards are written into run_dir, moved at the end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,28 +119,35 @@ def _row_key(row) -> tuple:
     return (0, row, "") if isinstance(row, (int, float)) else (1, 0, str(row))
 
 
-def finalize(output_dir: str, spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Manifest:
-    """Writes the errors file, labels files, TFDS metadata and, last, the manifest.
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """Everything the last step writes, built in memory before anything is written."""
 
-    ``stats`` are the ShardStats of every shard, ``quarantined`` every Quarantined row.
-    Raises ConversionError, and writes no manifest, when the share of quarantined rows
-    is over ``spec.max_error_fraction``.
+    manifest: Manifest
+    manifest_bytes: bytes
+    errors: bytes                    # errors.jsonl
+    files: dict[str, bytes]          # labels files and TFDS metadata, by name
+    shards: list[str]                # shard file names, in split and index order
+    rows_bad: int
+    first_reasons: list[str]
+
+
+def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Built:
+    """The metadata of a run from the ShardStats of every shard and every Quarantined row.
+
+    Every file is built with sorted keys and no timestamps: the same input gives the same
+    bytes, whatever order the shards finished in.
     """
     stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.index))
     bad = sorted(quarantined, key=lambda q: _row_key(q.row))
-    storage.write_bytes(
-        storage.join(output_dir, ERRORS),
-        b"".join(json.dumps(q.to_json(), sort_keys=True, ensure_ascii=False).encode() + b"\n"
-                 for q in bad),
-    )
+    errors = b"".join(json.dumps(q.to_json(), sort_keys=True, ensure_ascii=False).encode() + b"\n"
+                      for q in bad)
     rows_bad = sum(1 + len(q.merged_rows) for q in bad)
-    failure = over_budget(output_dir, spec, rows_bad, [f"row {q.row}: {q.reason}" for q in bad[:5]])
-    if failure is not None:
-        raise failure
 
     label_key = next((k for k, f in spec.features.items() if f.role == "label"), None)
     names = spec.vocabularies.get(label_key, []) if label_key else []
     splits: dict[str, SplitInfo] = {}
+    channels: dict[int, int] = {}
     for s in stats:
         info = splits.get(s.split) or SplitInfo(s.split, 0, 0, [], {})
         counts = dict(info.label_counts)
@@ -147,57 +157,56 @@ def finalize(output_dir: str, spec: DatasetSpec, stats: Iterable, quarantined: I
         splits[s.split] = SplitInfo(
             s.split, info.num_examples + s.num_examples, info.num_bytes + s.num_bytes,
             info.shards + [ShardInfo(s.filename, s.num_examples, s.num_bytes)], counts)
-    channels: dict[int, int] = {}
-    for s in stats:
         for c, n in s.channels.items():
             channels[int(c)] = channels.get(int(c), 0) + n
-
-    for key, names in spec.vocabularies.items():
-        storage.write_bytes(storage.join(output_dir, layout.labels_file(key)),
-                            label_files.format_labels_file(names).encode("utf-8"))
     manifest = Manifest(
         name=spec.name, compression=spec.compression, features=spec.features,
         vocabularies=spec.vocabularies, splits=splits, rows_in=spec.rows_in,
         rows_written=sum(s.rows for s in stats), rows_quarantined=rows_bad,
     )
-    storage.write_bytes(storage.join(output_dir, DATASET_INFO), _dumps(tfds_dataset_info(manifest)))
-    storage.write_bytes(storage.join(output_dir, FEATURES),
-                        _dumps(tfds_features(manifest, image_channels(channels))))
-    for folder in (storage.join(output_dir, TMP_DIR), *spec.cleanup):
-        storage.remove(folder)
-    storage.write_bytes(storage.join(output_dir, MANIFEST), _dumps(manifest.to_json()))
-    return manifest
+    files = {layout.labels_file(key): label_files.format_labels_file(vocab).encode("utf-8")
+             for key, vocab in spec.vocabularies.items()}
+    files[DATASET_INFO] = _dumps(tfds_dataset_info(manifest))
+    files[FEATURES] = _dumps(tfds_features(manifest, image_channels(channels)))
+    return Built(manifest, _dumps(manifest.to_json()), errors, files,
+                 [s.filename for s in stats], rows_bad,
+                 [f"row {q.row}: {q.reason}" for q in bad[:5]])
 
 
-def over_budget(output_dir: str, spec: DatasetSpec, rows_bad: int,
-                first_reasons: list[str]) -> ConversionError | None:
-    """The ConversionError of a run whose quarantined rows exceed its error budget."""
-    if not spec.rows_in or rows_bad / spec.rows_in <= spec.max_error_fraction:
+def over_budget(spec: DatasetSpec, rows_bad: int, first_reasons: list[str],
+                errors_path: str) -> ConversionError | None:
+    """The ConversionError of a run whose quarantined rows exceed its error budget, or
+    that wrote nothing at all."""
+    if not spec.rows_in:
         return None
+    if rows_bad < spec.rows_in and rows_bad / spec.rows_in <= spec.max_error_fraction:
+        return None
+    why = ("every row was quarantined, so nothing was written" if rows_bad >= spec.rows_in
+           else f"more than max_error_fraction={spec.max_error_fraction:g}")
     return ConversionError(
-        f"{rows_bad} of {spec.rows_in} rows were quarantined, more than "
-        f"max_error_fraction={spec.max_error_fraction:g}. First reasons: "
-        f"{'; '.join(first_reasons)}. Every bad row is listed in "
-        f"{storage.join(output_dir, ERRORS)}.")
+        f"{rows_bad} of {spec.rows_in} rows were quarantined: {why}. First reasons: "
+        f"{'; '.join(first_reasons)}. Every bad row is listed in {errors_path}.")
 
 
-def budget_failure(output_dir: str, spec: DatasetSpec) -> ConversionError | None:
-    """The error budget's ConversionError, read back from a directory whose last step
-    failed: its errors file is written and its manifest is not.
+def budget_failure(spec: DatasetSpec) -> ConversionError | None:
+    """The error budget's ConversionError, read back from the run's folder after its last
+    step failed (it writes the errors file there before it checks the budget).
 
-    A failed pipeline step reaches the caller wrapped by the runner (in another process,
-    as text); the directory's state says what happened without parsing that text.
+    A failed pipeline step reaches the caller wrapped by the runner (from a worker
+    process, only as text); the files say what happened without parsing that text.
     """
-    if storage.exists(storage.join(output_dir, MANIFEST)):
-        return None
     try:
-        lines = storage.read_bytes(storage.join(output_dir, ERRORS)).splitlines()
+        lines = storage.read_bytes(storage.join(spec.run_dir, ERRORS)).splitlines()
     except FileNotFoundError:
         return None
     bad = [json.loads(line) for line in lines if line.strip()]
     rows_bad = sum(1 + len(q.get("merged_rows", [])) for q in bad)
-    return over_budget(output_dir, spec, rows_bad,
-                       [f"row {q['row']}: {q['reason']}" for q in bad[:5]])
+    output_dir = storage.dirname(storage.dirname(spec.run_dir))
+    errors = storage.join(output_dir, ERRORS)
+    if storage.exists(storage.join(output_dir, MANIFEST)) or not storage.exists(errors):
+        errors = storage.join(spec.run_dir, ERRORS)
+    return over_budget(spec, rows_bad, [f"row {q['row']}: {q['reason']}" for q in bad[:5]],
+                       errors)
 
 
 def image_channels(counts: Mapping[int, int]) -> int:
@@ -218,7 +227,13 @@ def read_manifest(output_dir: str) -> Manifest:
             f"{output_dir} has no {MANIFEST}: no conversion finished there (it may have been "
             f"interrupted, or still be running). Convert again with overwrite=True."
         ) from None
-    return Manifest.from_json(json.loads(data))
+    try:
+        return Manifest.from_json(json.loads(data))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise IncompleteOutputError(
+            f"{path} is not a complete tfrecorder manifest ({type(e).__name__}: {e}); the "
+            f"conversion that wrote it did not finish cleanly. Convert again with "
+            f"overwrite=True.") from None
 
 
 # --- TFDS -----------------------------------------------------------------------------

@@ -50,8 +50,10 @@ class Options:
     check: str = _option("header", "'header': parse headers and file ends; 'decode': decode "
                          "every image", cli={"choices": list(image.CHECKS)})
     max_error_fraction: float = _option(
-        1.0, "fail the run when more than this share of rows is quarantined",
-        cli={"type": float})
+        0.1, "fail the run when more than this share of rows is quarantined (a run that "
+        "writes nothing always fails)", cli={"type": float})
+    max_image_bytes: int = _option(
+        256 << 20, "image files larger than this are quarantined unread", cli={"type": int})
     num_workers: int = _option(
         0, "DirectRunner worker processes (0: one per core); on Dataflow, the initial workers",
         cli={"type": int})
@@ -94,6 +96,17 @@ class Options:
         counts = self.num_shards.values() if isinstance(self.num_shards, Mapping) else [self.num_shards]
         if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in counts):
             raise ConfigError(f"num_shards={self.num_shards!r}; use 0 (automatic) or a positive int")
+        if isinstance(self.num_shards, Mapping):
+            object.__setattr__(self, "num_shards", _per_split(self.num_shards, "num_shards"))
+        for name in ("seed", "max_image_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name}={value!r}; use a whole number >= 0")
+        for name in ("runner", "name", "check", "project", "region", "temp_location",
+                     "tfrecorder_wheel", "job_label"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{name}={value!r}; give a string")
         if not (isinstance(self.max_error_fraction, (int, float))
                 and 0 <= self.max_error_fraction <= 1):
             raise ConfigError(f"max_error_fraction={self.max_error_fraction!r}; use a number in [0, 1]")
@@ -145,6 +158,20 @@ class Options:
         if isinstance(extra, str):
             return extra.split()
         return [str(f) for f in extra]
+
+
+def _per_split(values: Mapping, option: str) -> dict:
+    """``values`` keyed by canonical split names (any spelling: "TRAIN", "VALIDATE")."""
+    out = {}
+    for key, value in values.items():
+        try:
+            split = splits.canonical(key)
+        except splits.UnknownSplit:
+            split = None
+        if split is None:
+            raise ConfigError(f"{option}: unknown split {key!r}; use train, validation or test")
+        out[split] = value
+    return out
 
 
 def _table() -> str:

@@ -1,8 +1,7 @@
 """The Beam pipeline: shard task files -> shards -> metadata. It builds, never runs.
 
 Every step only wires code that lives elsewhere: ``staging`` lists and reads the staged
-shard tasks, ``shard.write`` writes a shard, ``metadata.finalize`` writes the metadata
-files. The row table is never inlined in the job graph: the graph holds only the folder
+shard tasks, ``shard.write`` writes a shard, ``output.finish`` publishes the run. The row table is never inlined in the job graph: the graph holds only the folder
 of the staged tasks.
 """
 
@@ -10,26 +9,21 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from tfrecorder import metadata, progress, shard, staging
+from tfrecorder import metadata, output, progress, shard, staging
 
 STATS = "stats"
 QUARANTINED = "quarantined"
 
 
 class _WriteShardFn(beam.DoFn):
-    def __init__(self, output_dir: str, tmp_dir: str, columns: tuple, check: str,
-                 progress_dir: str | None = None):
-        self._output_dir = output_dir
-        self._tmp_dir = tmp_dir
-        self._columns = columns
-        self._check = check
+    def __init__(self, settings: shard.WriteSettings, progress_dir: str | None = None):
+        self._settings = settings
         self._progress_dir = progress_dir
 
     def process(self, task_path: str):
         task = staging.read_task(task_path)
-        stats, bad = shard.write(task, output_dir=self._output_dir, tmp_dir=self._tmp_dir,
-                                 columns=self._columns, check=self._check,
-                                 progress=progress.reporter(self._progress_dir, task.filename))
+        stats, bad = shard.write(task, self._settings,
+                                 progress.reporter(self._progress_dir, task.filename))
         yield beam.pvalue.TaggedOutput(STATS, stats)
         for q in bad:
             yield beam.pvalue.TaggedOutput(QUARANTINED, q)
@@ -38,10 +32,9 @@ class _WriteShardFn(beam.DoFn):
 class WriteShards(beam.PTransform):
     """Task file paths -> one shard file each; outputs ShardStats and Quarantined rows."""
 
-    def __init__(self, output_dir: str, tmp_dir: str, columns: tuple, check: str,
-                 progress_dir: str | None = None):
+    def __init__(self, settings: shard.WriteSettings, progress_dir: str | None = None):
         super().__init__()
-        self._fn = _WriteShardFn(output_dir, tmp_dir, columns, check, progress_dir)
+        self._fn = _WriteShardFn(settings, progress_dir)
 
     def expand(self, task_paths):
         return (
@@ -53,13 +46,14 @@ class WriteShards(beam.PTransform):
         )
 
 
-def _finalize(_, output_dir, spec, stats, quarantined):
-    metadata.finalize(output_dir, spec, stats, quarantined)
+def _finish(_, output_dir, spec, stats, quarantined):
+    output.finish(output_dir, spec, stats, quarantined)
     return output_dir
 
 
 class WriteMetadata(beam.PTransform):
-    """After every shard: errors file, labels, TFDS metadata, and the manifest last."""
+    """After every shard: the shards moved into place, errors file, labels, TFDS
+    metadata, and the manifest last (``output.finish``)."""
 
     def __init__(self, output_dir: str, spec: metadata.DatasetSpec):
         super().__init__()
@@ -73,13 +67,12 @@ class WriteMetadata(beam.PTransform):
             written[0].pipeline
             | "Once" >> beam.Create([None])
             # None -> output_dir, once every shard's stats and bad rows are in
-            | "Finalize" >> beam.Map(_finalize, self._output_dir, self._spec, stats, bad)
+            | "Finish" >> beam.Map(_finish, self._output_dir, self._spec, stats, bad)
         )
 
 
-def build(p: beam.Pipeline, task_dir: str, *, output_dir: str, tmp_dir: str,
-          spec: metadata.DatasetSpec, columns: tuple, check: str,
-          progress_dir: str | None = None):
+def build(p: beam.Pipeline, task_dir: str, settings: shard.WriteSettings,
+          spec: metadata.DatasetSpec, progress_dir: str | None = None):
     """Adds the conversion to pipeline ``p``; returns the PCollection of the final step.
 
     The job graph holds only ``task_dir``, never the tasks or their rows, so its size
@@ -90,7 +83,7 @@ def build(p: beam.Pipeline, task_dir: str, *, output_dir: str, tmp_dir: str,
         | "TaskFolder" >> beam.Create([task_dir])
         # str: the folder -> str: one task file path per shard
         | "ListShards" >> beam.FlatMap(staging.list_tasks)
-        | "WriteShards" >> WriteShards(output_dir, tmp_dir, columns, check, progress_dir)
+        | "WriteShards" >> WriteShards(settings, progress_dir)
     )
     return (written[STATS], written[QUARANTINED]) | "WriteMetadata" >> WriteMetadata(
-        output_dir, spec)
+        settings.output_dir, spec)

@@ -1,11 +1,12 @@
 """Writes one shard: a ShardTask -> one TFRecord file, its statistics, and the rows that
 could not be written with their reasons. No Beam: the pipeline only calls ``write``.
 
-On a local file system the file is written under a temporary name in the run's
-temporary folder and renamed into place when complete; on an object store (gs://) it is
-uploaded under its final name, which the store makes visible only once the upload is
-complete. Either way a file with a final shard name is always whole, and a retried
-shard simply writes its file again.
+A shard is written into the run's own folder, under a temporary name renamed when the
+shard is complete (locally), and the run's last step moves every shard into place
+(``output.finish``). On an object store, into a directory that held no previous output,
+a shard is uploaded under its final name directly: the store makes an object visible
+only once its upload is complete, and a rename there would copy the whole shard. Either
+way a file with a shard name is always whole, and a retried shard writes its file again.
 """
 
 from __future__ import annotations
@@ -60,6 +61,25 @@ class Quarantined:
         return dataclasses.asdict(self)
 
 
+#: Images larger than this are quarantined unread (Options.max_image_bytes).
+MAX_IMAGE_BYTES = 256 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteSettings:
+    """How every shard of a run is written."""
+
+    output_dir: str
+    run_dir: str                     # the run's own folder (output.run_dir)
+    columns: tuple                   # names of each row's values, for the errors file
+    check: str = "header"            # image.CHECKS
+    max_image_bytes: int = MAX_IMAGE_BYTES
+    staged: bool = True              # into run_dir, moved into place by the last step
+
+    def reader(self) -> Callable[[str], bytes]:
+        return functools.partial(storage.read_file, max_bytes=self.max_image_bytes)
+
+
 def _read(uri: str, read=storage.read_bytes) -> bytes | OSError:
     try:
         return read(uri)
@@ -93,8 +113,10 @@ def read_all(uris: list[str | None], threads: int,
 def _read_reason(err: OSError) -> str:
     if isinstance(err, FileNotFoundError):
         return "image file not found"
-    if isinstance(err, IsADirectoryError):
-        return "the image path is a directory, not a file"
+    if isinstance(err, (IsADirectoryError, storage.NotAFileError)):
+        return f"not a regular image file: {err}"
+    if isinstance(err, storage.FileTooLargeError):
+        return f"image file too large: {err} (raise max_image_bytes if it is genuine)"
     if isinstance(err, PermissionError):
         return "no permission to read the image file"
     return f"cannot read the image file ({type(err).__name__}: {err})"
@@ -126,32 +148,25 @@ def _open_for_write(path: str, gzipped: bool):
     return gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6), raw
 
 
-def write(
-    task: ShardTask,
-    *,
-    output_dir: str,
-    tmp_dir: str,
-    columns: Iterable[str],
-    check: str = "header",
-    progress: Callable[[int], None] | None = None,
-) -> tuple[ShardStats, list[Quarantined]]:
-    """Writes ``task`` to ``output_dir/task.filename``; returns its stats and bad rows.
+def write(task: ShardTask, settings: WriteSettings,
+          progress: Callable[[int], None] | None = None) -> tuple[ShardStats, list[Quarantined]]:
+    """Writes ``task`` as one shard file; returns its stats and bad rows.
 
     Expected per-row failures (unreadable file, broken image) are returned as
     Quarantined rows; anything else raises and fails the shard. ``progress``, if
     given, is called now and then with the number of rows done so far.
     """
-    columns = tuple(columns)
+    columns = tuple(settings.columns)
     gzipped = task.filename.endswith(".gz")
-    final = storage.join(output_dir, task.filename)
+    folder = settings.run_dir if settings.staged else settings.output_dir
+    final = storage.join(folder, task.filename)
     if storage.is_remote(final):
         # An object store creates an object only when its upload completes: writing the
-        # final name directly is already all-or-nothing, and spares a copy of the shard.
+        # final name directly is already all-or-nothing.
         tmp = final
     else:
-        storage.makedirs(tmp_dir)
-        storage.makedirs(output_dir)
-        tmp = storage.join(tmp_dir, f"{task.filename}.{uuid.uuid4().hex}.part")
+        storage.makedirs(folder)
+        tmp = storage.join(folder, f"{task.filename}.{uuid.uuid4().hex}.part")
     uris = [row.image_uri for row in task.rows]
     first = next((u for u in uris if u is not None), None)
     threads = REMOTE_READ_THREADS if first is not None and storage.is_remote(first) else 1
@@ -160,7 +175,8 @@ def write(
     bad: list[Quarantined] = []
     out, raw = _open_for_write(tmp, gzipped)
     try:
-        for done, (row, data) in enumerate(zip(task.rows, read_all(uris, threads))):
+        for done, (row, data) in enumerate(zip(task.rows, read_all(uris, threads,
+                                                                    settings.reader()))):
             if progress is not None and done % REPORT_EVERY == 0:
                 progress(done)
             features = row.features
@@ -170,7 +186,7 @@ def write(
                     reason = _read_reason(data)
                 else:
                     try:
-                        stored, info = image.prepare(data, check)
+                        stored, info = image.prepare(data, settings.check)
                     except image.ImageProblem as e:
                         reason, stage = str(e), "image"
                 if reason is not None:

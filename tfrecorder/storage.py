@@ -10,7 +10,34 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
+import stat
+import uuid
 from typing import IO, Iterator
+
+#: URI schemes tfrecorder reads and writes; anything else is refused before a run.
+SCHEMES = ("gs",)
+
+
+class NotAFileError(OSError):
+    """The path is not a regular file (a directory, a device, a FIFO, a socket)."""
+
+
+class FileTooLargeError(OSError):
+    """The file is larger than the cap a read was given."""
+
+
+def scheme(path: str) -> str | None:
+    """``gs`` for ``gs://...``; None for a local path (``file://`` included)."""
+    return str(path).split("://", 1)[0].lower() if is_remote(path) else None
+
+
+def check_scheme(path: str) -> str | None:
+    """The reason ``path`` cannot be used, or None: only local paths and gs:// work."""
+    kind = scheme(path)
+    if kind is None or kind in SCHEMES:
+        return None
+    return (f"unsupported URI scheme {kind}://; tfrecorder reads and writes local paths and "
+            f"gs:// (copy the files to Cloud Storage or a local disk)")
 
 
 def is_remote(path: str) -> bool:
@@ -130,6 +157,75 @@ def read_bytes(path: str) -> bytes:
 def write_bytes(path: str, data: bytes) -> None:
     with open_file(path, "wb") as f:
         f.write(data)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Writes ``path`` so that readers see the old file or the whole new one, never a
+    part: a temporary name and a rename locally; one upload on an object store, which
+    makes an object visible only once complete."""
+    if is_remote(path):
+        write_bytes(path, data)
+        return
+    tmp = f"{_local(path)}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, _local(path))
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def create_exclusive(path: str, data: bytes) -> None:
+    """Creates ``path`` holding ``data``; FileExistsError when it already exists.
+
+    Atomic: of two callers, one wins (O_EXCL on a local disk; a ``ifGenerationMatch=0``
+    precondition on Cloud Storage).
+    """
+    if is_remote(path):
+        _fs(path).pipe_file(path, data, mode="create")
+        return
+    fd = os.open(_local(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def read_file(path: str, max_bytes: int) -> bytes:
+    """The bytes of regular file ``path``, refusing anything else before reading it.
+
+    A device (/dev/zero), a FIFO, a socket or a directory raises NotAFileError at once,
+    and a file over ``max_bytes`` raises FileTooLargeError, so no input can hang or
+    exhaust a run. On an object store the read itself stops after ``max_bytes + 1``.
+    """
+    if is_remote(path):
+        data = _fs(path).cat_file(path, start=0, end=max_bytes + 1)
+        if len(data) > max_bytes:
+            raise FileTooLargeError(f"{path} is larger than {max_bytes} bytes")
+        return data
+    local = _local(path)
+    mode = os.stat(local).st_mode
+    for test, kind in _KINDS:
+        if test(mode):
+            raise NotAFileError(f"{path} is {kind}, not a regular file")
+    # O_NONBLOCK: should the path turn into a FIFO after the check, open does not wait.
+    fd = os.open(local, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise NotAFileError(f"{path} is not a regular file")
+        if st.st_size > max_bytes:
+            raise FileTooLargeError(f"{path} is {st.st_size} bytes, more than {max_bytes}")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise FileTooLargeError(f"{path} is more than {max_bytes} bytes")
+    return data
 
 
 def size(path: str) -> int:
