@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     except TFRecorderError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # a file the run needed could not be read or written
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -339,7 +339,7 @@ def _run_beam(run: _Run, progress_dir: str | None) -> str:
     beam_options = PipelineOptions(run.opts.beam_flags(), runner="DirectRunner", **extra)
     job_id = f"direct-{uuid.uuid4().hex[:12]}"
     try:
-        with beam.Pipeline(options=beam_options) as p:
+        with beam.Pipeline(runner=_local_runner(beam_options), options=beam_options) as p:
             pipeline.build(p, run.task_dir, run.settings, run.spec, progress_dir)
     except Exception as e:
         # The runner wraps a failed step in its own exception (from a worker process, as
@@ -349,6 +349,24 @@ def _run_beam(run: _Run, progress_dir: str | None) -> str:
             raise failure from e
         raise
     return job_id
+
+
+def _local_runner(beam_options):
+    """Beam's FnApiRunner, which the DirectRunner runs our pipeline on.
+
+    Since Beam 2.6x the DirectRunner first tries the Prism runner, a binary it downloads
+    from GitHub on first use and runs beside this process; here that would mean a
+    network download inside a conversion, temporary folders left behind, and a runner our
+    design and measurements do not cover. The FnApiRunner runs in this process, or in
+    one worker process per core with ``direct_running_mode="multi_processing"``.
+    """
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(beam_options.get_all_options())
+    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
 
 
 def convert_and_load(source, output_dir: str, *, schema=None, load_options=None, **options):

@@ -134,6 +134,8 @@ def _box(rid, label, box, problems: Problems):
         return None
     if labels.is_null(label):
         problems.add(rid, "label", None, "a box without a label")
+    elif labels.has_line_break(labels.name_of(label)):
+        problems.add(rid, "label", label, labels.LINE_BREAK)
     x_min, y_min, x_max, y_max = box
     for name, v in zip(("x_min", "y_min", "x_max", "y_max"), box):
         if not 0.0 <= v <= 1.0:

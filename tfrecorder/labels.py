@@ -127,9 +127,22 @@ def label_ids(column: str, kind: types.ColumnType, values: Sequence, row_ids: Se
         if is_null(v):
             ids.append(None)
             continue
-        i = index.get(name_of(v))
+        name = name_of(v)
+        i = index.get(name)
         if i is None:
             problems.add(rid, column, jsonable(v),
                          "label not in label_vocabulary; add it there or fix the row")
+        elif has_line_break(name):
+            problems.add(rid, column, jsonable(v), LINE_BREAK)
+            i = None
         ids.append(i)
     return ids, names
+
+
+#: Why a name with a line break cannot be a label or category.
+LINE_BREAK = ("a line break (\\n or \\r) inside a label; a labels file holds one name per "
+              "line, so remove it from the value")
+
+
+def has_line_break(name: str) -> bool:
+    return "\n" in name or "\r" in name

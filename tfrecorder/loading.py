@@ -171,6 +171,36 @@ def _decoder(tf, image_size, channels):
     return decode
 
 
+def _counted_records(tf, path, expected, compression):
+    """The records of one shard; at its end, an error naming the shard when it holds
+    fewer or more records than the manifest says (a truncated or replaced file).
+
+    TFRecord framing cannot show a file cut at a record boundary; the count can. It costs
+    one addition per record and one comparison per shard.
+    """
+    end = tf.data.Dataset.from_tensors((tf.constant(b""), True))
+    records = tf.data.TFRecordDataset(path, compression_type=compression).map(
+        lambda r: (r, False))
+
+    def count(n, item):
+        record, last = item
+        check = tf.cond(
+            last,
+            lambda: tf.debugging.assert_equal(
+                n, expected, message=tf.strings.format(
+                    "{}: the manifest says {} records; this shard holds a different number "
+                    "(it was truncated or replaced). Convert again, or restore the file. Read",
+                    (path, expected))),
+            lambda: tf.no_op())
+        with tf.control_dependencies([check]):
+            return n + tf.cast(tf.logical_not(last), tf.int64), (record, last)
+
+    return (records.concatenate(end)
+            .scan(tf.constant(0, tf.int64), count)
+            .filter(lambda record, last: tf.logical_not(last))
+            .map(lambda record, last: record))
+
+
 def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, channels,
               as_supervised, shuffle, shuffle_buffer, seed, cache, deterministic, drop_remainder):
     AUTOTUNE = tf.data.AUTOTUNE
@@ -182,11 +212,12 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
     out_shape = [*image_size, channels] if image_size else [None, None, channels]
     out_dtype = tf.float32 if image_size else tf.uint8
 
-    ds = tf.data.Dataset.from_tensor_slices(files)
+    counts = [s.num_examples for s in manifest.splits[split].shards]
+    ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
     if shuffle:
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     ds = ds.interleave(
-        lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+        lambda f, n: _counted_records(tf, f, n, compression),
         cycle_length=max(1, min(len(files), MAX_PARALLEL_READS)),
         num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     if cache:

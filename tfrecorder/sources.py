@@ -55,13 +55,24 @@ def read(source, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
 
 
 def _match_columns(names, schema: Schema) -> dict[str, str]:
-    """Maps the table's column names to the schema's, ignoring case and blanks."""
+    """Maps the table's column names to the schema's, ignoring case and blanks.
+
+    Two columns that match one schema column are a SchemaError naming them.
+    """
     wanted = {c.lower(): c for c in schema}
-    out = {}
+    out: dict = {}
+    seen: dict[str, list] = {}
     for name in names:
         key = str(name).strip().lower()
-        if key in wanted and wanted[key] not in out.values():
-            out[name] = wanted[key]
+        if key in wanted:
+            seen.setdefault(wanted[key], []).append(name)
+            out.setdefault(name, wanted[key])
+    twice = {c: found for c, found in seen.items() if len(found) > 1}
+    if twice:
+        raise SchemaError([
+            Problem(None, c, [str(n) for n in found],
+                    f"{len(found)} columns are named {c!r} (ignoring case); keep or rename "
+                    f"all but one") for c, found in twice.items()])
     return out
 
 
@@ -95,17 +106,34 @@ def from_csv(path: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
     import pandas as pd
 
     with storage.open_file(path, "rb") as f:
-        text = f.read().decode("utf-8-sig")
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        near = raw[max(0, e.start - 20):e.start + 20].decode("latin-1")
+        raise SchemaError([Problem(
+            line, None, near,
+            f"{path} is not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); save "
+            f"it as UTF-8, e.g. pandas.read_csv(path, encoding='latin-1').to_csv(path, "
+            f"index=False)")]) from None
+    del raw
     reader = csv.reader(io.StringIO(text, newline=""))
     records: list[tuple[int, list[str]]] = []
     line = 1
-    for fields in reader:
-        if fields and any(x.strip() for x in fields):
-            # An empty field is a missing value, as pandas reads it. Short fields (splits,
-            # labels) repeat on every row: one shared string each saves memory per row.
-            records.append((line, [(sys.intern(x) if len(x) < 40 else x) if x.strip() else None
-                                   for x in fields]))
-        line = reader.line_num + 1
+    try:
+        for fields in reader:
+            if fields and any(x.strip() for x in fields):
+                # An empty field is a missing value, as pandas reads it. Short fields
+                # (splits, labels) repeat on every row: one shared string each saves memory.
+                records.append((line, [(sys.intern(x) if len(x) < 40 else x) if x.strip()
+                                       else None for x in fields]))
+            line = reader.line_num + 1
+    except csv.Error as e:
+        raise SchemaError([Problem(
+            line, None, None,
+            f"{path} cannot be read as CSV from here on ({e}); a field this long is most "
+            f"often a quote (\") that is never closed: check the quoting from this line")]) from None
     if not records:
         raise SchemaError([Problem(None, None, None, f"{path} has no rows")])
 

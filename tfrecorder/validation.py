@@ -123,6 +123,10 @@ def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
                       if labels.is_null(v) else "not a string; give a path or gs:// URI")
             problems.add(rid, image_col, labels.jsonable(v), reason)
             continue
+        reason = storage.check_scheme(v.strip())
+        if reason is not None:
+            problems.add(rid, image_col, v, reason)
+            continue
         cols.keys[i] = v.strip()
         cols.uris[i] = storage.resolve(v.strip(), base_dir)
 
@@ -205,6 +209,9 @@ def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Pr
     values = cols.raw[col]
     if isinstance(kind, types.CategoricalInput):
         names = labels.vocabulary_of(values)
+        for rid, v in zip(cols.row_ids, values):
+            if not labels.is_null(v) and labels.has_line_break(labels.name_of(v)):
+                problems.add(rid, col, labels.jsonable(v), labels.LINE_BREAK)
         cols.vocabularies[col] = names
         index = {name: i for i, name in enumerate(names)}
         convert = lambda v: index[labels.name_of(v)]  # noqa: E731
