@@ -51,7 +51,7 @@ def test_errors_subclass_the_matching_builtins():
 PUBLIC = [
     "ConfigError", "ConversionError", "ConversionResult", "CorruptRecordError", "DataflowJob",
     "Datasets", "IncompleteOutputError", "Inspection", "Manifest", "Options",
-    "OutputExistsError", "Problem", "SchemaError", "TFRecorderError", "Verification",
+    "OutputBusyError", "OutputExistsError", "Problem", "SchemaError", "TFRecorderError", "Verification",
     "convert", "convert_and_load", "create_image_csv", "info", "input_schema", "inspect",
     "load", "types", "verify",
 ]

@@ -14,7 +14,7 @@ from PIL import Image
 
 import tfrecorder
 from tfrecorder import layout, metadata, records
-from tests.conftest import encode, read_split
+from tests.conftest import SAMPLES, encode, read_split
 
 
 def _save(img, fmt, **kw) -> bytes:
@@ -209,7 +209,8 @@ def _final_shards(out):
 
 
 @pytest.mark.slow
-def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table):
+@pytest.mark.parametrize("previous", [False, True], ids=["empty directory", "over an output"])
+def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table, previous):
     # 1,200 rows of ~200 KB images: long enough to be caught while shards are written.
     rng = np.random.default_rng(1)
     pics = [image_table(f"p{i}.bmp", _save(Image.fromarray(
@@ -224,6 +225,9 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table):
     tfrecorder.convert(str(csv_path), str(clean), num_shards=4)
 
     out = tmp_path / "killed"
+    if previous:  # a complete output of another table is there before the killed run
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out))
+        before = {n: (out / n).read_bytes() for n in os.listdir(out)}
     read_end, write_end = os.pipe()
     proc = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, str(csv_path), str(out),
                              str(write_end)], pass_fds=(write_end,))
@@ -237,11 +241,15 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table):
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
 
-    assert not (out / "tfrecorder.json").exists()
-    with pytest.raises(tfrecorder.IncompleteOutputError):
-        tfrecorder.load(str(out))
-    for name in _final_shards(out):  # whatever carries a final name is whole
-        assert (out / name).read_bytes() == (clean / name).read_bytes(), name
+    if previous:  # the previous output is whole and readable, as it was
+        for name, data in before.items():
+            assert (out / name).read_bytes() == data, name
+        assert tfrecorder.verify(str(out)).records == 36
+    else:
+        assert not (out / "tfrecorder.json").exists()
+        with pytest.raises(tfrecorder.IncompleteOutputError):
+            tfrecorder.load(str(out))
+        assert _final_shards(out) == []  # shards get their names only when the run ends
     tfrecorder.convert(str(csv_path), str(out), num_shards=4, overwrite=True)
     assert sorted(os.listdir(out)) == sorted(os.listdir(clean))
     for name in os.listdir(clean):

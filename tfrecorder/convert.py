@@ -161,6 +161,9 @@ def _makedirs(output_dir: str) -> None:
     except PermissionError:
         raise ConfigError(f"output directory {output_dir} cannot be created or written (no "
                           f"permission); give a folder you can write to") from None
+    except OSError as e:
+        raise ConfigError(f"output directory {output_dir} cannot be created ({e.strerror or e}); "
+                          f"give a folder you can write to") from None
 
 
 def _as_schema(schema) -> schemas.Schema:

@@ -185,7 +185,11 @@ def create_exclusive(path: str, data: bytes) -> None:
     precondition on Cloud Storage).
     """
     if is_remote(path):
-        _fs(path).pipe_file(path, data, mode="create")
+        fs = _fs(path)
+        fs.invalidate_cache(path)
+        if fs.exists(path):  # stores that ignore the precondition (emulators) still refuse
+            raise FileExistsError(path)
+        fs.pipe_file(path, data, mode="create")
         return
     fd = os.open(_local(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     with os.fdopen(fd, "wb") as f:

@@ -1,0 +1,314 @@
+"""The output directory: one writer at a time, nothing destroyed before a run is sound,
+only our own files replaced, and nothing left behind."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tfrecorder import inspection, layout, metadata, output, storage
+from tests.conftest import BUCKET, SAMPLES, encode, read_split
+
+
+def _table(root, prefix, n, labels):
+    """A CSV of ``n`` distinct images named ``<prefix>_<i>.jpg``."""
+    os.makedirs(root / prefix, exist_ok=True)
+    lines = []
+    for i in range(n):
+        path = root / prefix / f"{prefix}_{i}.jpg"
+        path.write_bytes(encode(size=(64, 48), seed=hash((prefix, i)) % 10_000))
+        lines.append(f"TRAIN,{path},{labels[i % len(labels)]}")
+    csv = root / f"{prefix}.csv"
+    csv.write_text("\n".join(lines) + "\n")
+    return str(csv)
+
+
+def _snapshot(out):
+    return {name: (out / name).read_bytes() for name in sorted(os.listdir(out))
+            if (out / name).is_file()}
+
+
+# --- one writer at a time -----------------------------------------------------------
+
+_RACER = """
+import json, sys
+import apache_beam, tfrecorder  # imported before the start signal, so both start together
+csv, out, overwrite = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    r = tfrecorder.convert(csv, out, overwrite=overwrite, num_shards=2, progress=False)
+    print(json.dumps({"ok": True, "rows": r.rows_written, "labels": r.labels}))
+except tfrecorder.OutputExistsError as e:
+    print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}))
+"""
+
+
+def _race(tables, out, overwrite):
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, csv, str(out), str(int(overwrite))],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for csv in tables]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready"
+    for p in procs:  # the start signal: both runs begin at once
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    results = []
+    for p in procs:
+        out_text, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out_text
+        results.append(json.loads(out_text.strip().splitlines()[-1]))
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("repetition,overwrite", [(0, True), (1, True), (2, True), (3, False)])
+def test_two_racing_runs_never_publish_each_others_data(tmp_path, tf, repetition, overwrite):
+    a = _table(tmp_path, "a", 120, ["a0", "a1", "a2"])
+    b = _table(tmp_path, "b", 160, ["b0", "b1"])
+    out = tmp_path / "out"
+    if overwrite:  # a complete output of a third table is already there
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out))
+    results = _race([a, b], out, overwrite)
+
+    busy = [r for r in results if not r["ok"]]
+    assert len(busy) == 1, results  # the second run met the lock of the first
+    assert busy[0]["error"] == "OutputBusyError"
+    assert "another conversion is writing" in busy[0]["message"] and "run " in busy[0]["message"]
+    (winner,) = [r for r in results if r["ok"]]
+    prefix = "a" if winner["labels"][0].startswith("a") else "b"
+    expected = {"a": 120, "b": 160}[prefix]
+    assert winner["rows"] == expected
+    names = [e["image_name"][0].decode() for e in read_split(tf, out)]
+    assert len(names) == expected and all(n.startswith(f"{prefix}_") for n in names)
+    m = metadata.read_manifest(str(out))
+    assert m.rows_in == m.rows_written == expected and tfrecorder.verify(str(out)).records == expected
+    assert sorted(os.listdir(out)) == sorted(
+        [*(f for s in m.splits for f in m.files(s)), "dataset_info.json", "errors.jsonl",
+         "features.json", "label.labels.txt", "tfrecorder.json"])  # no lock, no run folder
+
+
+def _lock_file(out, **holder):
+    out.mkdir(exist_ok=True)
+    now = time.time()
+    base = {"run_id": "other", "runner": "DirectRunner", "host": "elsewhere", "pid": 1,
+            "started": now, "expires": now + 600}
+    (out / layout.LOCK).write_text(json.dumps({**base, **holder}))
+
+
+def test_a_live_lock_refuses_at_once_and_names_the_run(tmp_path):
+    out = tmp_path / "out"
+    _lock_file(out, run_id="abc123", pid=os.getpid(), host=os.uname().nodename)
+    with pytest.raises(tfrecorder.OutputBusyError, match=r"run abc123 \(DirectRunner, process") as e:
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+    assert isinstance(e.value, tfrecorder.OutputExistsError)
+    assert os.listdir(out) == [layout.LOCK]  # nothing written
+
+
+@pytest.mark.parametrize("holder", [
+    {"host": "HOST", "pid": "DEAD"},            # a killed run on this machine
+    {"expires": 0},                             # a lock nobody renewed
+    {"runner": "DataflowRunner", "expires": 1},  # a Dataflow job that ended without its last step
+], ids=["dead process", "expired", "expired dataflow"])
+def test_a_stale_lock_is_taken_over(tmp_path, holder):
+    if holder.get("pid") == "DEAD":
+        done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True)
+        holder = {"host": os.uname().nodename, "pid": int(done.stdout)}
+    out = tmp_path / "out"
+    _lock_file(out, **holder)
+    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+    assert result.rows_written == 36 and layout.LOCK not in os.listdir(out)
+
+
+def test_the_lock_on_cloud_storage(gcs):
+    out = f"gs://{BUCKET}/locked"
+    lock = output.acquire(out, "run-1", "DataflowRunner", ttl=3600)
+    with pytest.raises(tfrecorder.OutputBusyError, match="run run-1 \\(DataflowRunner"):
+        output.acquire(out, "run-2", "DirectRunner")
+    lock.holder["job_id"] = "2026-11-23_job"
+    lock.write()
+    with pytest.raises(tfrecorder.OutputBusyError, match="job 2026-11-23_job"):
+        output.acquire(out, "run-2", "DirectRunner")
+    output.release(storage.join(out, layout.LOCK), "someone-else")  # not theirs: stays
+    assert gcs.exists(f"{BUCKET}/locked/{layout.LOCK}")
+    lock.release()
+    output.acquire(out, "run-2", "DirectRunner").release()
+    assert not gcs.exists(f"{BUCKET}/locked/{layout.LOCK}")
+
+
+# --- nothing destroyed before the run is sound ----------------------------------------
+
+@pytest.fixture
+def previous(tmp_path):
+    """An output directory holding a complete conversion, and its files' bytes."""
+    out = tmp_path / "out"
+    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), num_shards=2)
+    return out, _snapshot(out)
+
+
+def _df(paths, labels=None, split="TRAIN"):
+    return pd.DataFrame({"split": split, "image_uri": paths,
+                         "label": labels or ["x"] * len(paths)})
+
+
+@pytest.mark.parametrize("make,error,match", [
+    (lambda t: dict(source=_df([str(t / "a.jpg")]), seed="x"), tfrecorder.ConfigError,
+     "seed='x'"),
+    (lambda t: dict(source=_df([str(t / "a.jpg"), str(t / "b.jpg")], ["cat", "big\ndog"])),
+     tfrecorder.SchemaError, r"row 1, column 'label'.*line break"),
+    (lambda t: dict(source=_df([str(t / "a.jpg"), "s3://bucket/b.jpg"])),
+     tfrecorder.SchemaError, r"row 1, column 'image_uri'.*unsupported URI scheme s3://"),
+    (lambda t: dict(source=_df([str(t / "a.jpg")]), label_vocabulary=str(t)),
+     tfrecorder.ConfigError, "is a folder"),
+    (lambda t: dict(source=_df([str(t / "a.jpg")]), label_vocabulary=["a", "b\rc"]),
+     tfrecorder.ConfigError, "line break"),
+    (lambda t: dict(source=_df([str(t / "a.jpg")]), num_shards={"holdout": 1}),
+     tfrecorder.ConfigError, "num_shards: unknown split 'holdout'"),
+], ids=["seed", "label line break", "s3 uri", "vocabulary folder", "vocabulary line break",
+        "num_shards split"])
+def test_every_check_runs_before_the_previous_output_is_touched(tmp_path, previous, make,
+                                                                error, match):
+    out, before = previous
+    (tmp_path / "a.jpg").write_bytes(encode(seed=1))
+    (tmp_path / "b.jpg").write_bytes(encode(seed=2))
+    kwargs = make(tmp_path)
+    with pytest.raises(error, match=match):
+        tfrecorder.convert(kwargs.pop("source"), str(out), overwrite=True, **kwargs)
+    assert _snapshot(out) == before and sorted(os.listdir(out)) == sorted(before)
+
+
+def test_a_run_that_fails_leaves_the_previous_output_as_it_was(tmp_path, previous, tf):
+    out, before = previous
+    good = [str(tmp_path / f"{i}.jpg") for i in range(3)]
+    for i, p in enumerate(good):
+        open(p, "wb").write(encode(seed=i))
+    df = _df(good + [str(tmp_path / f"gone{i}.jpg") for i in range(3)])
+    with pytest.raises(tfrecorder.ConversionError, match="3 of 6 rows") as e:
+        tfrecorder.convert(df, str(out), overwrite=True)
+    assert _snapshot(out) == before  # every file of the previous output, byte for byte
+    assert len(read_split(tf, out)) == 36 and tfrecorder.verify(str(out)).records == 36
+    # The failed run's errors are kept in its own folder, which the error names.
+    path = str(e.value).split("listed in ")[1].rstrip(".")
+    assert path.startswith(str(out / layout.TMP_DIR)) and len(open(path).readlines()) == 3
+    # The next run clears that folder.
+    tfrecorder.convert(df, str(out), overwrite=True, max_error_fraction=0.5)
+    assert layout.TMP_DIR not in os.listdir(out)
+
+
+def test_overwrite_replaces_only_what_a_conversion_wrote(tmp_path, previous):
+    out, before = previous
+    # Files of the user's, one named like a shard of ours but listed by no manifest.
+    (out / "notes.txt").write_text("mine")
+    (out / "other-train.tfrecord-00000-of-00001").write_bytes(b"not ours")
+    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True,
+                                num_shards=1)
+    m = metadata.read_manifest(str(out))
+    assert result.shards_per_split["train"] == 1
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "other-train.tfrecord-00000-of-00001").read_bytes() == b"not ours"
+    old_shards = {n for n in before if layout.ShardName.parse(n)}
+    assert not old_shards & set(os.listdir(out)) - set(m.files("train"))  # old shards gone
+
+
+def test_a_users_file_that_a_run_would_replace_is_refused(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "data-test.tfrecord-00000-of-00001").write_bytes(b"my own records")
+    with pytest.raises(tfrecorder.OutputExistsError, match="which no tfrecorder manifest lists"):
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+    assert os.listdir(out) == ["data-test.tfrecord-00000-of-00001"]
+
+
+# --- reading back checks the counts -------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["cut at a record boundary", "replaced by a shorter file"])
+def test_a_shard_that_lost_records_is_an_error_naming_it(tf, tmp_path, damage):
+    out = tmp_path / "out"
+    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), num_shards={"TRAIN": 2})
+    m = metadata.read_manifest(str(out))
+    assert len(m.files("train")) == 2  # a per-split count in any spelling
+    shard = out / m.files("train")[1]
+    records = list(inspection.shard_records(str(shard), None))
+    if damage == "cut at a record boundary":
+        keep = sum(16 + len(r) for r in records[:-2])
+        shard.write_bytes(shard.read_bytes()[:keep])
+    else:
+        other = out / m.files("validation")[0]
+        shard.write_bytes(other.read_bytes())
+    with pytest.raises(tf.errors.InvalidArgumentError, match=m.files("train")[1]):
+        for _ in tfrecorder.load(str(out), split="train", decode_images=False):
+            pass
+    with pytest.raises(tfrecorder.CorruptRecordError, match=m.files("train")[1]):
+        tfrecorder.verify(str(out))
+    assert sum(1 for _ in tfrecorder.load(str(out), split="test", decode_images=False)) == 3
+
+
+@pytest.mark.parametrize("text", ["", "{not json", '{"format": "tfrecorder", "name": "d"}',
+                                  '{"splits": {"train": {"name": "train"}}}'])
+def test_a_garbage_or_partial_manifest_is_one_clear_error(tmp_path, text):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / layout.MANIFEST).write_text(text)
+    for read in (tfrecorder.load, tfrecorder.info, tfrecorder.verify, tfrecorder.inspect):
+        with pytest.raises(tfrecorder.IncompleteOutputError,
+                           match="not a complete tfrecorder manifest.*overwrite=True"):
+            read(str(out))
+
+
+def test_a_failed_manifest_write_leaves_the_old_one(tmp_path):
+    path = tmp_path / layout.MANIFEST
+    path.write_bytes(b'{"old": true}')
+    with pytest.raises(TypeError):
+        storage.write_atomic(str(path), object())  # the write fails half way
+    assert path.read_bytes() == b'{"old": true}' and os.listdir(tmp_path) == [layout.MANIFEST]
+    storage.write_atomic(str(path), b'{"new": true}')
+    assert path.read_bytes() == b'{"new": true}' and os.listdir(tmp_path) == [layout.MANIFEST]
+
+
+# --- a run that writes nothing, and what is left behind --------------------------------
+
+def test_a_run_that_writes_nothing_fails(tmp_path):
+    df = _df([str(tmp_path / f"missing{i}.jpg") for i in range(4)])
+    with pytest.raises(tfrecorder.ConversionError,
+                       match=r"4 of 4 rows.*every row was quarantined.*image file not found"):
+        tfrecorder.convert(df, str(tmp_path / "out"), max_error_fraction=1.0)
+    assert not (tmp_path / "out" / layout.MANIFEST).exists()
+
+
+def test_the_default_budget_fails_a_run_with_one_bad_row_in_five(tmp_path):
+    paths = [str(tmp_path / f"{i}.jpg") for i in range(4)]
+    for i, p in enumerate(paths):
+        open(p, "wb").write(encode(seed=i))
+    df = _df(paths + [str(tmp_path / "gone.jpg")])
+    assert tfrecorder.Options().max_error_fraction == 0.1
+    with pytest.raises(tfrecorder.ConversionError, match="max_error_fraction=0.1"):
+        tfrecorder.convert(df, str(tmp_path / "out"))
+
+
+_IN_TMPDIR = """
+import sys, tfrecorder
+from tfrecorder import convert
+if sys.argv[2] == "workers":
+    convert.IN_PROCESS_MAX_ROWS = 0  # worker processes even for a small table
+tfrecorder.convert(sys.argv[1], sys.argv[3], num_workers=2, num_shards=2, progress=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["in process", "workers"])
+def test_nothing_is_left_in_tmpdir(tmp_path, mode):
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    p = subprocess.run([sys.executable, "-c", _IN_TMPDIR, os.path.join(SAMPLES, "data.csv"),
+                        mode.split()[0], str(tmp_path / "out")], env=env, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert os.listdir(tmpdir) == []
+    assert metadata.read_manifest(str(tmp_path / "out")).rows_written == 36

@@ -1,0 +1,141 @@
+"""Every user error is one clear line: a TFRecorderError naming the file, row or value and
+the fix; the CLI prints ``Error: ...`` and exits 2 (bad input) or 1, never a traceback."""
+
+import csv
+import os
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tfrecorder import cli, layout
+from tests.conftest import SAMPLES, encode
+
+
+def _cli(capsys, *args):
+    code = cli.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def pics(tmp_path):
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"{i}.jpg"
+        p.write_bytes(encode(seed=i))
+        paths.append(str(p))
+    return paths
+
+
+def _latin1_csv(tmp_path, pics):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(f"TRAIN,{pics[0]},cat\nTRAIN,{pics[1]},caf\xe9\n".encode("latin-1"))
+    return str(path)
+
+
+def _long_field_csv(tmp_path, pics):
+    path = tmp_path / "quote.csv"
+    # An opening quote never closed: the rest of the file becomes one field.
+    path.write_text(f'TRAIN,{pics[0]},cat\nTRAIN,"{pics[1]},dog\n' + "x" * 200_000 + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("make,error,words", [
+    (_latin1_csv, tfrecorder.SchemaError, ["row 2", "not UTF-8", "0xe9", "save it as UTF-8"]),
+    (_long_field_csv, tfrecorder.SchemaError, ["row 2", "field larger than field limit",
+                                               "never closed"]),
+], ids=["latin-1 csv", "runaway quoted field"])
+def test_unreadable_csv_files(tmp_path, pics, make, error, words, capsys):
+    source = make(tmp_path, pics)
+    with pytest.raises(error) as e:
+        tfrecorder.convert(source, str(tmp_path / "out"))
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+    code, out, err = _cli(capsys, "convert", source, str(tmp_path / "out"))
+    assert code == 2 and err.startswith("Error: ") and "Traceback" not in err and out == ""
+
+
+def test_two_columns_of_the_same_name(tmp_path, pics):
+    df = pd.DataFrame([["TRAIN", pics[0], "a", "b"]], columns=["split", "image_uri", "label",
+                                                             "LABEL"])
+    with pytest.raises(tfrecorder.SchemaError,
+                       match=r"column 'label'.*2 columns are named 'label'.*rename all but one"):
+        df.tensorflow.to_tfrecord(str(tmp_path / "out"))
+    path = tmp_path / "dup.csv"
+    path.write_text(f"split,image_uri,label,label\nTRAIN,{pics[0]},a,b\n")
+    with pytest.raises(tfrecorder.SchemaError, match="2 columns are named 'label'"):
+        tfrecorder.convert(str(path), str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("where,match", [
+    ("under a file", "a part of the path is a file"),
+    ("not writable", "no permission"),
+    ("s3", "unsupported URI scheme s3://"),
+])
+def test_output_paths_that_cannot_work(tmp_path, where, match, capsys):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    out = {"under a file": str(blocker / "out"), "not writable": "/sys/tfrecorder-out",
+           "s3": "s3://bucket/out"}[where]
+    with pytest.raises(tfrecorder.ConfigError, match=match):
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out)
+    code, _, err = _cli(capsys, "convert", os.path.join(SAMPLES, "data.csv"), out)
+    assert code == 2 and err.count("\n") == 1 and match.split()[0] in err
+
+
+def test_a_vocabulary_that_is_a_folder(tmp_path, capsys):
+    code, _, err = _cli(capsys, "convert", os.path.join(SAMPLES, "data.csv"),
+                        str(tmp_path / "out"), "--label-vocabulary", str(tmp_path))
+    assert code == 2 and "is a folder; give a file with one label per line" in err
+
+
+def test_a_garbage_manifest_in_the_cli(tmp_path, capsys):
+    (tmp_path / layout.MANIFEST).write_text("{ half a manifest")
+    code, _, err = _cli(capsys, "inspect", str(tmp_path))
+    assert code == 2 and "not a complete tfrecorder manifest" in err and "Traceback" not in err
+
+
+def test_a_run_that_writes_nothing_exits_1(tmp_path, capsys):
+    path = tmp_path / "gone.csv"
+    path.write_text(f"TRAIN,{tmp_path / 'a.jpg'},x\nTRAIN,{tmp_path / 'b.jpg'},y\n")
+    code, out, err = _cli(capsys, "convert", str(path), str(tmp_path / "out"))
+    assert code == 1 and "every row was quarantined" in err and "errors.jsonl" in err
+
+
+# --- the CLI's flags --------------------------------------------------------------------
+
+def test_our_options_take_both_spellings(tmp_path, capsys):
+    rows = [["TRAIN", os.path.join(SAMPLES, "images", "circle_01.jpg"), "a"],
+            ["TRAIN", str(tmp_path / "gone.jpg"), "b"]] + [
+           ["TRAIN", os.path.join(SAMPLES, "images", f"square_{i:02d}.jpg"), "c"]
+           for i in (1, 2, 4, 5, 7, 8, 10, 11)]
+    path = tmp_path / "d.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    code, _, err = _cli(capsys, "convert", str(path), str(tmp_path / "a"),
+                        "--max_error_fraction=0")
+    assert code == 1 and "max_error_fraction=0" in err  # taken as ours, not passed to Beam
+    code, out, _ = _cli(capsys, "convert", str(path), str(tmp_path / "b"),
+                        "--max-error-fraction", "0.2", "--num_shards=1")
+    assert code == 0 and "wrote 9 of 10 rows" in out and "1 shard(s)" in out
+
+
+@pytest.mark.parametrize("flag,hint", [("--compresion=gzip", "--compression"),
+                                       ("--max_num_worker=3", "--max_num_workers"),
+                                       ("--no-such-thing", None)])
+def test_unknown_flags_are_refused_with_a_suggestion(tmp_path, flag, hint, capsys):
+    code, _, err = _cli(capsys, "convert", os.path.join(SAMPLES, "data.csv"),
+                        str(tmp_path / "out"), flag)
+    assert code == 2 and f"unknown flag {flag.split('=')[0]}" in err
+    if hint:
+        assert f"did you mean {hint}?" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_beam_flags_still_pass_through(tmp_path, capsys):
+    code, out, err = _cli(capsys, "convert", os.path.join(SAMPLES, "data.csv"),
+                          str(tmp_path / "out"), "--direct_running_mode=multi_threading",
+                          "--max_num_workers", "4")
+    assert code == 0, err
+    assert "wrote 36 of 36 rows" in out
