@@ -87,6 +87,10 @@ def convert(source, output_dir: str, *, schema=None, **options) -> ConversionRes
     lock = output.acquire(output_dir, run_id, opts.runner,
                           output.DATAFLOW_LOCK_TTL if cloud else output.LOCK_TTL)
     try:
+        # With the lock held the directory cannot change under us: check it again, as
+        # another run may have finished there since the first look.
+        before = output.survey(output_dir)
+        output.check_target(before, opts.overwrite, files, run_id)
         output.clear_leftovers(before, run_id)
         run = _plan_run(opts, output_dir, run_id, before, checked, tasks, len(table.row_ids),
                         workers)

@@ -110,17 +110,25 @@ def survey(output_dir: str) -> Survey:
     return Survey(output_dir, entries, manifest, frozenset(leftovers))
 
 
-def check_target(s: Survey, overwrite: bool, planned: Iterable[str]) -> None:
+def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
+                 run_id: str | None = None) -> None:
     """Refuses a directory the run may not write, before anything is written.
 
-    Without ``overwrite`` a non-empty directory is refused. With it, only what a
-    conversion of ours wrote may be replaced: a file of the user's that bears a name the
-    run would write is refused too.
+    A live lock of another run is an OutputBusyError. Without ``overwrite`` a non-empty
+    directory is refused. With it, only what a conversion of ours wrote may be replaced:
+    a file of the user's that bears a name the run would write is refused too. ``convert``
+    checks once before it takes the lock, and again, authoritatively, with the lock held.
     """
-    if s.entries and not overwrite:
-        shown = ", ".join(s.entries[:5]) + (" ..." if len(s.entries) > 5 else "")
+    if layout.LOCK in s.entries:
+        path = storage.join(s.output_dir, layout.LOCK)
+        holder = _read_holder(path)
+        if holder and holder.get("run_id") != run_id and not _stale(holder):
+            raise OutputBusyError(describe(holder, path))
+    entries = [e for e in s.entries if e != layout.LOCK]
+    if entries and not overwrite:
+        shown = ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
         raise OutputExistsError(
-            f"output directory {s.output_dir} already holds {len(s.entries)} entries ({shown}). "
+            f"output directory {s.output_dir} already holds {len(entries)} entries ({shown}). "
             f"Pass overwrite=True (--overwrite in the CLI) to replace tfrecorder's files there, "
             f"or give an empty directory.")
     clash = sorted(set(s.foreign()) & set(planned))
