@@ -52,7 +52,8 @@ PUBLIC = [
     "ConfigError", "ConversionError", "ConversionResult", "CorruptRecordError", "DataflowJob",
     "Datasets", "IncompleteOutputError", "Inspection", "Manifest", "Options",
     "OutputBusyError", "OutputExistsError", "Problem", "SchemaError", "TFRecorderError", "Verification",
-    "convert", "convert_and_load", "create_image_csv", "info", "input_schema", "inspect",
+    "check_tfrecords", "convert", "convert_and_load", "create_image_csv", "create_tfrecords",
+    "info", "input_schema", "inspect",
     "load", "types", "verify",
 ]
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
@@ -271,12 +272,21 @@ def test_nothing_is_written_outside_the_output_directory(tmp_path, image_table):
     assert open(outside, "rb").read() == encode(seed=2)
 
 
-def test_column_names_cannot_become_paths():
+def test_column_names_cannot_become_paths(tmp_path):
     from tfrecorder import types
 
-    for bad in ("../labels", "a/b", ".hidden", ""):
+    for bad in ("../labels", "/etc/x", ".hidden", ""):
         with pytest.raises(tfrecorder.ConfigError, match="column name"):
             tfrecorder.input_schema.Schema({bad: types.CategoricalInput})
+    with pytest.raises(tfrecorder.ConfigError, match="share the file name 'a-b.labels.txt'"):
+        tfrecorder.input_schema.Schema({"a/b": types.CategoricalInput, "a-b": types.StringInput})
+    # A slash is a valid key (TensorFlow's "image/encoded" style); in a file name it is escaped.
+    df = pd.DataFrame({"split": ["TRAIN", "TEST"], "kind/../x": ["p", "q"], "n": [1, 2]})
+    schema = {"split": types.SplitKey, "kind/../x": types.CategoricalInput, "n": types.IntegerInput}
+    tfrecorder.convert(df, str(tmp_path / "out"), schema=schema)
+    assert "kind-..-x.labels.txt" in os.listdir(tmp_path / "out")
+    assert {p for p in _all_files(tmp_path)} == {
+        str(tmp_path / "out" / n) for n in os.listdir(tmp_path / "out")}
 
 
 def _all_files(root):

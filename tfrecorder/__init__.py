@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from tfrecorder import accessor as _accessor  # noqa: F401  (registers df.tensorflow)
 from tfrecorder import input_schema, types
-from tfrecorder.convert import convert, convert_and_load
+from tfrecorder.convert import convert, convert_and_load, create_tfrecords
 from tfrecorder.errors import (
     ConfigError,
     ConversionError,
@@ -27,7 +27,7 @@ from tfrecorder.errors import (
     SchemaError,
     TFRecorderError,
 )
-from tfrecorder.inspection import Inspection, Verification, inspect, verify
+from tfrecorder.inspection import Inspection, Verification, check_tfrecords, inspect, verify
 from tfrecorder.loading import Datasets, info, load
 from tfrecorder.metadata import Manifest
 from tfrecorder.options import Options
@@ -53,9 +53,11 @@ __all__ = [
     "SchemaError",
     "TFRecorderError",
     "Verification",
+    "check_tfrecords",
     "convert",
     "convert_and_load",
     "create_image_csv",
+    "create_tfrecords",
     "info",
     "input_schema",
     "inspect",

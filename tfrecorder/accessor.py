@@ -16,7 +16,7 @@ class TensorFlowAccessor:
     def __init__(self, frame: pd.DataFrame):
         self._frame = frame
 
-    def to_tfrecord(self, output_dir: str, *, schema=None, **options):
+    def to_tfrecord(self, output_dir: str = "./tfrecords", *, schema=None, **options):
         """Converts this DataFrame to TFRecord files; returns a ConversionResult."""
         from tfrecorder.convert import convert
 

@@ -1,11 +1,13 @@
 """The ``tfrecorder`` command line. Thin: it parses flags, calls the library, and
 prints. Exit codes: 0 success, 1 the run failed, 2 usage or validation errors.
+TFRecorder's commands ``create-tfrecords`` and ``check-tfrecords`` work too.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from tfrecorder.errors import (
@@ -144,8 +146,48 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {"convert": _run_convert, "inspect": _run_inspect, "create-image-csv": _run_csv}
 
 
+def _tfrecorder_command(argv: list[str]) -> list[str]:
+    """TFRecorder's commands in our words.
+
+    ``create-tfrecords --input_data=D --output_dir=O [flags]`` is ``convert D O [flags]``;
+    ``check-tfrecords --tfrecord_dir=D [--split=S] [--num_records=N] [--output_dir=O]``
+    (or its older ``--file_pattern=D/train*``) is ``inspect D --split S -n N
+    --output-dir O``.
+    """
+    if not argv or argv[0] not in ("create-tfrecords", "check-tfrecords"):
+        return argv
+    command, rest = argv[0], list(argv[1:])
+    values: dict[str, str] = {}
+    kept: list[str] = []
+    names = ("input_data", "output_dir", "tfrecord_dir", "file_pattern", "split",
+             "num_records")
+    i = 0
+    while i < len(rest):
+        flag, eq, value = rest[i].partition("=")
+        key = flag.lstrip("-").replace("-", "_")
+        if flag.startswith("--") and key in names:
+            if not eq:
+                i += 1
+                value = rest[i] if i < len(rest) else ""
+            values[key] = value
+        else:
+            kept.append(rest[i])
+        i += 1
+    if command == "create-tfrecords":
+        source = values.get("input_data") or (kept.pop(0) if kept else "")
+        return ["convert", source, values.get("output_dir", "./tfrecords"), *kept]
+    folder = values.get("tfrecord_dir") or (kept.pop(0) if kept else "")
+    split = values.get("split", "train")
+    if "file_pattern" in values:  # /path/to/tfrecords/train*.tfrecord.gz
+        folder, pattern = os.path.split(values["file_pattern"])
+        split = values.get("split") or pattern.split("*")[0].split("-")[0] or "train"
+    return ["inspect", folder, "--split", split, "-n", values.get("num_records", "1"),
+            "--output-dir", values.get("output_dir", "output"), *kept]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = _tfrecorder_command(list(sys.argv[1:] if argv is None else argv))
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command != "convert":
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")

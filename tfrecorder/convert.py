@@ -41,22 +41,34 @@ class _Run:
         return self.settings.output_dir
 
 
-def convert(source, output_dir: str, *, schema=None, **options) -> ConversionResult:
+def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer", names=None,
+            runner: str = "DirectRunner", project: str | None = None,
+            region: str | None = None, tfrecorder_wheel: str | None = None,
+            dataflow_options=None, job_label: str | None = None,
+            compression: str | None = None, num_shards=0, **options):
     """Converts ``source`` to sharded TFRecord files in ``output_dir``.
 
     ``source`` is a pandas DataFrame, a CSV path (local or ``gs://``), or an image
-    directory. ``schema`` defaults to AutoML's ``split, image_uri, label``. The options
-    are those of ``tfrecorder.Options``. Raises SchemaError (every problem in the table,
-    before anything runs), ConfigError, OutputExistsError (OutputBusyError while another
-    conversion writes there), or ConversionError; bad images do not raise, their rows are
-    quarantined. Every check runs before anything is written or removed, and a run that
-    fails leaves a previous complete output in ``output_dir`` as it was.
+    directory. ``schema`` defaults to AutoML's ``split, image_uri, label``. ``header`` and
+    ``names`` read a CSV as ``pandas.read_csv`` does. The positional order is TFRecorder
+    2.0's; the other options are those of ``tfrecorder.Options``, by keyword.
+
+    Returns a ConversionResult (a DataflowJob on Dataflow). Raises SchemaError (every
+    problem in the table, before anything runs), ConfigError, OutputExistsError
+    (OutputBusyError while another conversion writes there), or ConversionError; bad
+    images do not raise, their rows are quarantined. Every check runs before anything is
+    written or removed, and a run that fails leaves a previous complete output in
+    ``output_dir`` as it was.
     """
-    opts = Options.from_kwargs(**options)
+    if dataflow_options is not None:
+        options["dataflow_options"] = dataflow_options
+    opts = Options.from_kwargs(
+        runner=runner, project=project, region=region, tfrecorder_wheel=tfrecorder_wheel,
+        job_label=job_label, compression=compression, num_shards=num_shards, **options)
     schema = _as_schema(schema)
     output_dir = _output_path(output_dir)
     vocabulary = _vocabulary(opts.label_vocabulary)
-    table = sources.read(source, schema)
+    table = sources.read(source, schema, header, names)
     if table.kind == "detection":
         checked = detection.validate(
             table.frame, table.row_ids, base_dir=table.base_dir, label_vocabulary=vocabulary,
@@ -297,7 +309,8 @@ def _run_dataflow(run: _Run, lock: output.Lock):
         if opts.job_label and opts.flag_value("job_name") is None:
             label = re.sub(r"[^a-z0-9-]", "-", opts.job_label.lower()).strip("-")[:40] or "tfrecorder"
             flags.append(f"--job_name={label}-{uuid.uuid4().hex[:8]}")
-        beam_options = PipelineOptions([*flags, *opts.beam_flags()], runner="DataflowRunner")
+        beam_options = PipelineOptions([*flags, *opts.beam_flags()], runner="DataflowRunner",
+                                       **opts.beam_keywords())
         p = beam.Pipeline(options=beam_options)
         pipeline.build(p, run.task_dir, run.settings, run.spec)
         result = p.run()
@@ -343,7 +356,8 @@ def _run_beam(run: _Run, progress_dir: str | None) -> str:
     extra = {"direct_num_workers": run.workers}
     if run.workers > 1:
         extra["direct_running_mode"] = "multi_processing"
-    beam_options = PipelineOptions(run.opts.beam_flags(), runner="DirectRunner", **extra)
+    beam_options = PipelineOptions(run.opts.beam_flags(), runner="DirectRunner",
+                                   **{**run.opts.beam_keywords(), **extra})
     job_id = f"direct-{uuid.uuid4().hex[:12]}"
     try:
         with beam.Pipeline(runner=_local_runner(beam_options), options=beam_options) as p:
@@ -376,9 +390,15 @@ def _local_runner(beam_options):
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
 
 
-def convert_and_load(source, output_dir: str, *, schema=None, load_options=None, **options):
-    """Converts ``source`` like ``convert``, then returns ``load(output_dir, **load_options)``."""
+def create_tfrecords(input_data, output_dir: str = "./tfrecords", **kwargs):
+    """TFRecorder 1.x's name of ``convert``: ``create_tfrecords(input_data=..., output_dir=...)``."""
+    return convert(input_data, output_dir, **kwargs)
+
+
+def convert_and_load(*args, load_options=None, **kwargs):
+    """Converts like ``convert`` (same arguments), then returns
+    ``load(output_dir, **load_options)``: every split's dataset."""
     from tfrecorder.loading import load
 
-    result = convert(source, output_dir, schema=schema, **options)
-    return load(result.output_dir, **(load_options or {}))
+    result = convert(*args, **kwargs)
+    return load(result["tfrecord_dir"], **(load_options or {}))

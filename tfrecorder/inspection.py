@@ -13,6 +13,7 @@ import dataclasses
 import gzip
 import html
 import io
+import os
 import re
 import tempfile
 from typing import Iterator
@@ -22,11 +23,17 @@ from tfrecorder.errors import ConfigError
 
 _MIME = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "bmp": "image/bmp"}
 _EXT = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp"}
+#: The CSV ``inspect`` writes, under TFRecorder's name for it.
+CSV_NAME = "data.csv"
 
 
 @dataclasses.dataclass
 class Inspection:
-    """What ``inspect`` found; renders as a thumbnail grid in a notebook."""
+    """What ``inspect`` found; renders as a thumbnail grid in a notebook.
+
+    It is also the path of the folder it wrote (``os.PathLike``), as TFRecorder's
+    ``inspect`` returned that folder: ``os.path.join(tfrecorder.inspect(d), "data.csv")``.
+    """
 
     tfrecord_dir: str
     split: str
@@ -36,6 +43,9 @@ class Inspection:
     images: list[tuple[bytes, str, str]]      # (stored bytes, format, caption)
     split_counts: dict[str, int]
     label_counts: dict[str, dict[str, int]]   # split -> label name -> rows
+
+    def __fspath__(self) -> str:
+        return self.output_dir
 
     def __str__(self) -> str:
         lines = [f"{self.tfrecord_dir}: " + ", ".join(
@@ -134,7 +144,7 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
             output_dir: str | None = None) -> Inspection:
     """Writes the first ``num_records`` of ``split`` as a CSV plus image files.
 
-    The CSV ``<split>.csv`` has one row per record: every non-image feature, the label
+    The CSV ``data.csv`` has one row per record: every non-image feature, the label
     name, and the image file's name. ``output_dir`` defaults to a new temporary folder.
     """
     tfrecord_dir = str(tfrecord_dir)
@@ -174,7 +184,7 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
             images.append((data, fmt, row.get("label_name", str(row.get(label_key, "")))))
         rows.append(row)
 
-    csv_path = storage.join(output_dir, f"{name}.csv")
+    csv_path = storage.join(output_dir, CSV_NAME)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     text = io.StringIO()
     w = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
@@ -187,3 +197,18 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
         split_counts={s: i.num_examples for s, i in manifest.splits.items()},
         label_counts={s: dict(sorted(i.label_counts.items())) for s, i in manifest.splits.items()},
     )
+
+
+def check_tfrecords(tfrecord_dir: str | None = None, split: str = "train", num_records: int = 1,
+                    output_dir: str = "output", file_pattern: str | None = None) -> Inspection:
+    """TFRecorder's ``check_tfrecords``: ``inspect`` under its name and arguments.
+
+    ``file_pattern`` (``/path/train*.tfrecord.gz``, its 1.x form) gives the folder and the
+    split in one.
+    """
+    if file_pattern is not None:
+        tfrecord_dir, pattern = os.path.split(str(file_pattern))
+        split = pattern.split("*")[0].split("-")[0] or split
+    if tfrecord_dir is None:
+        raise ConfigError("check_tfrecords needs tfrecord_dir= (or file_pattern=)")
+    return inspect(tfrecord_dir, split, num_records, output_dir)

@@ -77,8 +77,12 @@ class Options:
         cli={"flags": ["--no-progress"], "action": "store_false", "default": None})
 
     def __post_init__(self):
-        if self.runner not in RUNNERS:
+        # TFRecorder's README spells it "DataFlowRunner"; runner names match in any case.
+        runner = next((r for r in RUNNERS if isinstance(self.runner, str)
+                       and r.lower() == self.runner.lower()), None)
+        if runner is None:
             raise ConfigError(f"runner={self.runner!r} is not supported; use one of {RUNNERS}")
+        object.__setattr__(self, "runner", runner)
         comp = self.compression
         if isinstance(comp, str) and comp.strip().lower() in ("", "none", "uncompressed"):
             comp = None
@@ -134,7 +138,10 @@ class Options:
         return cls(**kwargs)
 
     def flag_value(self, name: str) -> str | None:
-        """The value of ``--name`` among the pass-through flags, if given."""
+        """The value of ``--name`` among the pass-through options, if given."""
+        keywords = self.beam_keywords()
+        if name in keywords:
+            return str(keywords[name])
         for flag in self.beam_flags():
             key, _, value = flag.lstrip("-").partition("=")
             if key == name:
@@ -142,22 +149,21 @@ class Options:
         return None
 
     def beam_flags(self) -> list[str]:
-        """``pipeline_options`` as a list of ``--flag=value`` strings."""
+        """``pipeline_options`` given as flags (a list or a string of ``--flag=value``)."""
         extra = self.pipeline_options
-        if extra is None:
+        if extra is None or isinstance(extra, Mapping):
             return []
-        if isinstance(extra, Mapping):
-            flags = []
-            for k, v in extra.items():
-                flag = "--" + str(k).lstrip("-")
-                if v is True:
-                    flags.append(flag)
-                elif v is not False and v is not None:
-                    flags.append(f"{flag}={v}")
-            return flags
         if isinstance(extra, str):
             return extra.split()
         return [str(f) for f in extra]
+
+    def beam_keywords(self) -> dict[str, Any]:
+        """``pipeline_options`` given as a dict, for Beam's ``PipelineOptions(**kwargs)``:
+        ``{"use_public_ips": False, "dry_run": True}`` means what it says."""
+        extra = self.pipeline_options
+        if not isinstance(extra, Mapping):
+            return {}
+        return {str(k).lstrip("-"): v for k, v in extra.items()}
 
 
 def _per_split(values: Mapping, option: str) -> dict:

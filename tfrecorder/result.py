@@ -5,17 +5,38 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from tfrecorder import metadata, storage
 
 
-@dataclasses.dataclass(frozen=True)
-class ConversionResult:
+class _Keys(Mapping):
+    """TFRecorder returned a dict; a result is also a read-only mapping with its keys:
+    ``result["tfrecord_dir"]``, ``"metrics" in result``, ``dict(result)``, ``.get()``."""
+
+    def _mapping(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __getitem__(self, key: str):
+        mapping = self._mapping()
+        if key not in mapping:
+            raise KeyError(f"{key!r}; the keys are {sorted(mapping)}")
+        return mapping[key]
+
+    def __iter__(self):
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConversionResult(_Keys):
     """What a conversion wrote.
 
-    TFRecorder's dictionary keys still work: ``result["tfrecord_dir"]``,
-    ``result["job_id"]`` and ``result["metrics"]``.
+    It is also a mapping with TFRecorder's keys: ``tfrecord_dir``, ``job_id`` and
+    ``metrics`` (``rows``, ``good_images``, ``bad_images`` beside ours).
     """
 
     output_dir: str
@@ -43,16 +64,14 @@ class ConversionResult:
             "rows_quarantined": self.rows_quarantined,
             "rows_per_split": dict(self.rows_per_split),
             "bytes_written": self.bytes_written,
+            # TFRecorder's names: rows read, and rows whose image was stored or not.
+            "rows": self.rows_in,
+            "good_images": self.rows_written,
+            "bad_images": self.rows_quarantined,
         }
 
-    _KEYS = {"tfrecord_dir": "output_dir", "job_id": "job_id"}
-
-    def __getitem__(self, key: str):
-        if key == "metrics":
-            return self.metrics
-        if key in self._KEYS:
-            return getattr(self, self._KEYS[key])
-        raise KeyError(f"{key!r}; the keys are 'tfrecord_dir', 'job_id' and 'metrics'")
+    def _mapping(self) -> dict[str, Any]:
+        return {"tfrecord_dir": self.output_dir, "job_id": self.job_id, "metrics": self.metrics}
 
     @classmethod
     def from_output(cls, output_dir: str, runner: str, job_id: str | None,
@@ -150,15 +169,16 @@ class ConversionResult:
         return "".join(parts)
 
 
-@dataclasses.dataclass
-class DataflowJob:
+@dataclasses.dataclass(eq=False)
+class DataflowJob(_Keys):
     """A conversion submitted to Google Cloud Dataflow.
 
     The job's own last step completes the output directory, so nothing more is needed
     from this process; ``wait()`` blocks until the job ends and returns the
-    ConversionResult. TFRecorder's keys work: ``job["job_id"]``, ``job["dataflow_url"]``,
-    ``job["tfrecord_dir"]``. For a dry run (``--dry_run``) ``job_id`` is None and ``job``
-    holds the job that would have been submitted.
+    ConversionResult. It is also a mapping with TFRecorder's keys: ``job_id``,
+    ``dataflow_url``, ``tfrecord_dir`` and ``metrics`` (empty until the job ends). For a
+    dry run (``--dry_run``) ``job_id`` is None and ``job`` holds the job that would have
+    been submitted.
     """
 
     output_dir: str
@@ -185,12 +205,9 @@ class DataflowJob:
             raise ConversionError(f"Dataflow job {self.job_id} ended {state}; see {self.console_url}")
         return ConversionResult.from_output(self.output_dir, self.runner, self.job_id)
 
-    def __getitem__(self, key: str):
-        keys = {"tfrecord_dir": self.output_dir, "job_id": self.job_id,
+    def _mapping(self) -> dict[str, Any]:
+        return {"tfrecord_dir": self.output_dir, "job_id": self.job_id,
                 "dataflow_url": self.console_url, "metrics": {}}
-        if key not in keys:
-            raise KeyError(f"{key!r}; the keys are {sorted(keys)}")
-        return keys[key]
 
     def __str__(self) -> str:
         if self.job_id is None:

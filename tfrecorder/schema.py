@@ -11,7 +11,9 @@ from typing import Any, Iterator, Mapping
 from tfrecorder import layout, storage, types
 from tfrecorder.errors import ConfigError
 
-_COLUMN_NAME = re.compile(r"[^\W.][\w\-. ]*")
+#: Column names become feature keys and, escaped (``layout.escape``), file names: letters,
+#: digits, ``_ - . /`` and spaces, not starting with a dot or a slash.
+_COLUMN_NAME = re.compile(r"[^\W.][\w\-. /]*")
 
 
 class Schema(Mapping[str, types.ColumnType]):
@@ -27,7 +29,7 @@ class Schema(Mapping[str, types.ColumnType]):
         for name, kind in dict(columns).items():
             if isinstance(kind, type) and issubclass(kind, types.ColumnType):
                 kind = kind()
-            if not isinstance(kind, types.ColumnType):
+            if not isinstance(kind, types.ColumnType) or type(kind) is types.ColumnType:
                 raise ConfigError(
                     f"schema column {name!r}: {kind!r} is not a column type; "
                     f"use one of tfrecorder.types (e.g. types.StringInput)"
@@ -35,7 +37,8 @@ class Schema(Mapping[str, types.ColumnType]):
             if not isinstance(name, str) or not _COLUMN_NAME.fullmatch(name):
                 raise ConfigError(
                     f"schema column name {name!r}: column names become feature keys and file "
-                    f"names; use letters, digits, '_', '-', '.' or spaces, not starting with '.'")
+                    f"names; use letters, digits, '_', '-', '.', '/' or spaces, not starting "
+                    f"with '.' or '/'")
             cols[name] = kind
         if not cols:
             raise ConfigError("the schema has no columns")
@@ -51,7 +54,36 @@ class Schema(Mapping[str, types.ColumnType]):
                     f"schema column {name!r} would collide with the image feature of the same "
                     f"name; rename the column"
                 )
+        files: dict[str, str] = {}
+        for name in cols:
+            other = files.setdefault(layout.labels_file(name), name)
+            if other != name:
+                raise ConfigError(
+                    f"schema columns {other!r} and {name!r} would share the file name "
+                    f"{layout.labels_file(name)!r}; rename one of them")
         self._cols = cols
+
+    # TFRecorder's attribute names, for code written against it.
+    @property
+    def split_key(self) -> str | None:
+        return self.column("split")
+
+    @property
+    def image_uri_key(self) -> str | None:
+        return self.column("image")
+
+    @property
+    def label_key(self) -> str | None:
+        return self.column("label")
+
+    @property
+    def input_schema_map(self) -> dict[str, types.ColumnType]:
+        """The columns and their types, as TFRecorder's ``Schema.input_schema_map``."""
+        return dict(self._cols)
+
+    def get_input_keys(self):
+        """The column names in order, as TFRecorder's ``Schema.get_input_keys()``."""
+        return self._cols.keys()
 
     def __getitem__(self, key: str) -> types.ColumnType:
         return self._cols[key]

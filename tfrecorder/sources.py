@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import logging
 import os
 import re
 import sys
@@ -20,6 +21,8 @@ from typing import Any
 from tfrecorder import detection, splits, storage
 from tfrecorder.errors import ConfigError, Problem, SchemaError
 from tfrecorder.schema import IMAGE_CSV_SCHEMA, Schema
+
+log = logging.getLogger(__name__)
 
 #: File endings taken from an image directory (compared case-insensitively).
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
@@ -35,11 +38,21 @@ class Table:
     kind: str                 # "dataframe", "csv", "directory" or "detection"
 
 
-def read(source, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
-    """Reads ``source``: a DataFrame, a CSV path, or an image directory path."""
+def read(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) -> Table:
+    """Reads ``source``: a DataFrame, a CSV path, or an image directory path.
+
+    ``header`` and ``names`` mean what they mean to ``pandas.read_csv`` (for a DataFrame,
+    ``names`` selects columns, as TFRecorder did).
+    """
     import pandas as pd
 
     if isinstance(source, pd.DataFrame):
+        if names is not None:
+            missing = [n for n in names if n not in source.columns]
+            if missing:
+                raise ConfigError(f"names={list(names)!r}: the DataFrame has no column "
+                                  f"{missing[0]!r}; it has {list(source.columns)}")
+            source = source[list(names)]
         return from_frame(source, schema)
     if hasattr(source, "__fspath__"):
         source = str(source.__fspath__())
@@ -51,7 +64,7 @@ def read(source, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
         return from_directory(source, schema)
     if not storage.exists(source):
         raise ConfigError(f"source {source!r} does not exist; give a CSV file or an image directory")
-    return from_csv(source, schema)
+    return from_csv(source, schema, header, names)
 
 
 def _match_columns(names, schema: Schema) -> dict[str, str]:
@@ -101,8 +114,13 @@ def _looks_like_header(fields: list, schema: Schema) -> bool:
     return first not in splits.ALIASES
 
 
-def from_csv(path: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
-    """A CSV file as a Table; row ids are the line numbers where records start."""
+def from_csv(path: str, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) -> Table:
+    """A CSV file as a Table; row ids are the line numbers where records start.
+
+    ``header="infer"`` recognises a header by its names; ``None`` reads every line as
+    data; a number ``k`` takes the k-th non-empty line as the header (lines before it
+    are skipped). ``names`` gives the column names, by position. As in pandas.
+    """
     import pandas as pd
 
     with storage.open_file(path, "rb") as f:
@@ -136,55 +154,115 @@ def from_csv(path: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
             f"often a quote (\") that is never closed: check the quoting from this line")]) from None
     if not records:
         raise SchemaError([Problem(None, None, None, f"{path} has no rows")])
+    if header != "infer" and header is not None and (
+            isinstance(header, bool) or not isinstance(header, int) or header < 0):
+        raise ConfigError(f"header={header!r}; use 'infer', None or a line number (0 for "
+                          f"the first line)")
+    if header not in ("infer", None):
+        if header >= len(records):
+            raise SchemaError([Problem(None, None, None, f"header={header}, but {path} has "
+                                                         f"{len(records)} lines")])
+        header_names = names or [(h or "").strip() for h in records[header][1]]
+        records = records[header + 1:]
+    elif names is not None or (header == "infer" and _is_header(records[0][1], schema)):
+        header_names = names or [(h or "").strip() for h in records[0][1]]
+        records = records[0 if names is not None else 1:]
+    else:
+        header_names = None
+    base = _base_dir(path)
+    if header_names is not None:
+        frame, ids = _named(records, [str(n) for n in header_names], schema)
+        return Table(frame, ids, base(frame, schema.column("image")), "csv")
+    if header == "infer" and _looks_like_header(records[0][1], schema):
+        raise SchemaError([Problem(
+            records[0][0], None, ",".join(records[0][1]),
+            f"looks like a header, but none of its names is a column of the schema "
+            f"({', '.join(schema)}); rename the columns, or remove the line")])
+    if schema is IMAGE_CSV_SCHEMA and any(detection.is_detection_row(f) for _, f in records):
+        rows, ids = detection.rows_of(records)
+        frame = pd.DataFrame(rows, columns=detection.COLUMNS, dtype=object)
+        return Table(frame, ids, base(frame, "image_uri"), "detection")
+    frame, ids = _positional(records, schema)
+    return Table(frame, ids, base(frame, schema.column("image")), "csv")
+
+
+def _named(records, header: list[str], schema: Schema):
+    """Rows of fields named by ``header`` -> a frame of the schema's columns present."""
+    import pandas as pd
 
     columns = list(schema)
-    problems = []
-    rows: list[list[Any]] = []
-    ids: list[int] = []
-    if _is_header(records[0][1], schema):
-        header = [(h or "").strip() for h in records[0][1]]
-        renames = _match_columns(header, schema)
-        positions = {renames[h]: i for i, h in enumerate(header) if h in renames}
-        for lineno, fields in records[1:]:
-            if len(fields) != len(header):
-                problems.append(Problem(lineno, None, ",".join(x or "" for x in fields),
-                                        f"{len(fields)} fields, the header has {len(header)}"))
-                continue
-            rows.append([fields[positions[c]] if c in positions else None for c in columns])
-            ids.append(lineno)
-        present = [c for c in columns if c in positions]
-        if problems:
-            raise SchemaError(problems)
-        frame = pd.DataFrame(rows, columns=columns, dtype=object)[present]
-    else:
-        if _looks_like_header(records[0][1], schema):
-            raise SchemaError([Problem(
-                records[0][0], None, ",".join(records[0][1]),
-                f"looks like a header, but none of its names is a column of the schema "
-                f"({', '.join(schema)}); rename the columns, or remove the line")])
-        image_csv = schema is IMAGE_CSV_SCHEMA
-        if image_csv and any(detection.is_detection_row(f) for _, f in records):
-            rows, ids = detection.rows_of(records)
-            frame = pd.DataFrame(rows, columns=detection.COLUMNS, dtype=object)
-            return Table(frame, ids, storage.dirname(path), "detection")
-        for lineno, fields in records:
-            if image_csv and len(fields) == 2:
-                fields = [None, *fields]  # image_uri,label: UNASSIGNED
-            elif image_csv and len(fields) > 3:
-                # AutoML multi-label: split,image_uri,label1,label2,...
-                fields = [fields[0], fields[1], [x.strip() for x in fields[2:] if x]]
-            if len(fields) != len(columns):
-                expected = ("3 fields (split,image_uri,label) or 2 (image_uri,label)"
-                            if image_csv else f"{len(columns)} fields ({','.join(columns)})")
-                problems.append(Problem(lineno, None, ",".join(x or "" for x in fields),
-                                        f"{len(fields)} fields; expected {expected}"))
-                continue
-            rows.append(fields)
-            ids.append(lineno)
-        if problems:
-            raise SchemaError(problems)
-        frame = pd.DataFrame(rows, columns=columns, dtype=object)
-    return Table(frame, ids, storage.dirname(path), "csv")
+    renames = _match_columns(header, schema)
+    positions = {renames[h]: i for i, h in enumerate(header) if h in renames}
+    problems, rows, ids = [], [], []
+    for lineno, fields in records:
+        if len(fields) != len(header):
+            problems.append(Problem(lineno, None, ",".join(x or "" for x in fields),
+                                    f"{len(fields)} fields, the header has {len(header)}"))
+            continue
+        rows.append([fields[positions[c]] if c in positions else None for c in columns])
+        ids.append(lineno)
+    if problems:
+        raise SchemaError(problems)
+    present = [c for c in columns if c in positions]
+    return pd.DataFrame(rows, columns=columns, dtype=object)[present], ids
+
+
+def _positional(records, schema: Schema):
+    """Rows of fields in schema order -> a frame; AutoML's 2-field and wide rows too."""
+    import pandas as pd
+
+    columns = list(schema)
+    image_csv = schema is IMAGE_CSV_SCHEMA
+    problems, rows, ids = [], [], []
+    for lineno, fields in records:
+        if image_csv and len(fields) == 2:
+            fields = [None, *fields]  # image_uri,label: UNASSIGNED
+        elif image_csv and len(fields) > 3:
+            # AutoML multi-label: split,image_uri,label1,label2,...
+            fields = [fields[0], fields[1], [x.strip() for x in fields[2:] if x]]
+        if len(fields) != len(columns):
+            expected = ("3 fields (split,image_uri,label) or 2 (image_uri,label)"
+                        if image_csv else f"{len(columns)} fields ({','.join(columns)})")
+            problems.append(Problem(lineno, None, ",".join(x or "" for x in fields),
+                                    f"{len(fields)} fields; expected {expected}"))
+            continue
+        rows.append(fields)
+        ids.append(lineno)
+    if problems:
+        raise SchemaError(problems)
+    return pd.DataFrame(rows, columns=columns, dtype=object), ids
+
+
+#: Relative image paths looked up to choose the folder they resolve against.
+BASE_SAMPLE = 32
+
+
+def _base_dir(csv_path: str):
+    """A function choosing, once per table, the folder its relative image paths resolve
+    against: the CSV's own folder, or, when none of them is found there but some are
+    found under the working directory, the working directory (TFRecorder's rule)."""
+
+    def choose(frame, image_col: str | None) -> str:
+        csv_dir = storage.dirname(csv_path)
+        if image_col is None or image_col not in frame.columns or storage.is_remote(csv_dir):
+            return csv_dir
+        relative = [v.strip() for v in frame[image_col].tolist()
+                    if isinstance(v, str) and v.strip() and not storage.is_remote(v)
+                    and not os.path.isabs(os.path.expanduser(v.strip()))][:BASE_SAMPLE]
+        if not relative:
+            return csv_dir
+        cwd = os.getcwd()
+        if any(os.path.exists(os.path.join(csv_dir, v)) for v in relative):
+            log.info("relative image paths of %s resolve against its folder %s", csv_path, csv_dir)
+            return csv_dir
+        if any(os.path.exists(os.path.join(cwd, v)) for v in relative):
+            log.warning("relative image paths of %s are not under its folder; they resolve "
+                        "against the working directory %s", csv_path, cwd)
+            return cwd
+        return csv_dir
+
+    return choose
+
 
 
 def from_directory(root: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:

@@ -14,6 +14,11 @@
 
 A schema maps column names to these classes, or to instances when an option is needed:
 ``types.FloatInput(optional=True, default=0.0)``.
+
+TFRecorder's names work too: every type has ``feature_spec`` (the ``tf.io`` parsing spec
+of what is written; TensorFlow is imported only when it is read) and ``allowed_values``,
+``SupportedType`` is the base class, and ``ImageSupportString`` / ``ImageDim`` name the
+types of the image features a conversion adds.
 """
 
 from __future__ import annotations
@@ -21,11 +26,25 @@ from __future__ import annotations
 from typing import Any
 
 
+class _FeatureSpec:
+    """``Type.feature_spec``: TFRecorder's ``tf.io.FixedLenFeature`` of a type, made
+    when first read, so that importing tfrecorder never imports TensorFlow."""
+
+    def __get__(self, obj, cls):
+        import tensorflow as tf
+
+        dtype = {"int64": tf.int64, "float": tf.float32}.get(cls.dtype or "bytes", tf.string)
+        return tf.io.FixedLenFeature([], dtype)
+
+
 class ColumnType:
     """Base of every column type; ``role`` says what the column does, ``dtype`` what it writes."""
 
     role = "feature"
     dtype: str | None = None
+    #: TFRecorder's list of the values a column may hold; [] for any.
+    allowed_values: list = []
+    feature_spec = _FeatureSpec()
 
     def __init__(self, optional: bool = False, default: Any = None):
         self.optional = optional
@@ -51,6 +70,10 @@ class SplitKey(ColumnType):
     """The split of each row: TRAIN, VALIDATION, TEST (any case, AutoML aliases), or UNASSIGNED."""
 
     role = "split"
+    dtype = "bytes"
+    # TFRecorder's list ended with DISCARD, its own marker for rows it dropped; here a row
+    # is never dropped (a bad one goes to errors.jsonl), and UNASSIGNED lets us choose.
+    allowed_values = ["TRAIN", "VALIDATION", "TEST", "UNASSIGNED"]
 
 
 class ImageUri(ColumnType):
@@ -91,3 +114,17 @@ class CategoricalInput(ColumnType):
     """A string category mapped to an int64 id in the sorted vocabulary of its values."""
 
     dtype = "int64"
+
+
+#: TFRecorder's name of the base class.
+SupportedType = ColumnType
+
+
+class ImageSupportString(StringInput):
+    """TFRecorder's type of the bytes image features a conversion adds (``image``,
+    ``image_name``); not a column type to declare."""
+
+
+class ImageDim(IntegerInput):
+    """TFRecorder's type of the int64 image features a conversion adds (``image_height``,
+    ``image_width``, ``image_channels``); not a column type to declare."""
