@@ -179,8 +179,9 @@ def _tfrecorder_command(argv: list[str]) -> list[str]:
     folder = values.get("tfrecord_dir") or (kept.pop(0) if kept else "")
     split = values.get("split", "train")
     if "file_pattern" in values:  # /path/to/tfrecords/train*.tfrecord.gz
-        folder, pattern = os.path.split(values["file_pattern"])
-        split = values.get("split") or pattern.split("*")[0].split("-")[0] or "train"
+        from tfrecorder.inspection import pattern_target
+
+        folder, split = pattern_target(values["file_pattern"], split)
     return ["inspect", folder, "--split", split, "-n", values.get("num_records", "1"),
             "--output-dir", values.get("output_dir", "output"), *kept]
 

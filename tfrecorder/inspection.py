@@ -18,7 +18,7 @@ import re
 import tempfile
 from typing import Iterator
 
-from tfrecorder import example, layout, metadata, records, splits, storage
+from tfrecorder import example, layout, legacy, metadata, records, splits, storage
 from tfrecorder.errors import ConfigError
 
 _MIME = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "bmp": "image/bmp"}
@@ -49,7 +49,7 @@ class Inspection:
 
     def __str__(self) -> str:
         lines = [f"{self.tfrecord_dir}: " + ", ".join(
-            f"{s} {n}" for s, n in self.split_counts.items())]
+            f"{s} {n if n >= 0 else '?'}" for s, n in self.split_counts.items())]
         lines.append(f"first {len(self.rows)} records of {self.split} written to {self.output_dir}")
         for row in self.rows:
             shown = {k: v for k, v in row.items() if k != "image_file"}
@@ -126,7 +126,7 @@ def verify(tfrecord_dir: str) -> Verification:
         for shard in info.shards:
             path = storage.join(tfrecord_dir, shard.file)
             n = sum(1 for _ in shard_records(path, manifest.compression))
-            if n != shard.num_examples:
+            if n != shard.num_examples and shard.num_examples >= 0:  # -1: not recorded
                 raise records.CorruptRecordError(
                     f"{path}: {n} records, the manifest says {shard.num_examples}")
             total += n
@@ -174,6 +174,9 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
             row["label_name"] = " ".join(names[v] for v in feats[label_key][1] if 0 <= v < len(names))
         if image_key in feats:
             data = feats[image_key][1][0]
+            if manifest.format_version == legacy.FORMAT_VERSION:  # raw pixels: save a PNG
+                data = legacy.png(data, row[layout.IMAGE_HEIGHT], row[layout.IMAGE_WIDTH])
+                row[layout.IMAGE_FORMAT] = "png"
             fmt = row.get(layout.IMAGE_FORMAT, "png")
             fname = f"{i:05d}_{_safe_name(str(row.get(layout.IMAGE_NAME, 'image')))}"
             ext = _EXT.get(fmt, ".png")
@@ -207,8 +210,23 @@ def check_tfrecords(tfrecord_dir: str | None = None, split: str = "train", num_r
     split in one.
     """
     if file_pattern is not None:
-        tfrecord_dir, pattern = os.path.split(str(file_pattern))
-        split = pattern.split("*")[0].split("-")[0] or split
+        tfrecord_dir, split = pattern_target(file_pattern, split)
     if tfrecord_dir is None:
         raise ConfigError("check_tfrecords needs tfrecord_dir= (or file_pattern=)")
     return inspect(tfrecord_dir, split, num_records, output_dir)
+
+
+def pattern_target(file_pattern: str, default_split: str = "train") -> tuple[str, str]:
+    """``(folder, split)`` of a shard file pattern: ``/d/train*.tfrecord.gz``
+    (TFRecorder's files) or ``/d/data-train*`` (ours)."""
+    folder, pattern = os.path.split(str(file_pattern))
+    stem = pattern.split("*")[0].split(".")[0].rstrip("-")
+    split = next((p for p in reversed(stem.split("-")) if _known_split(p)), default_split)
+    return folder, split
+
+
+def _known_split(name: str) -> bool:
+    try:
+        return splits.canonical(name) is not None
+    except splits.UnknownSplit:
+        return False

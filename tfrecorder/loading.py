@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tfrecorder import layout, metadata, splits, storage
+from tfrecorder import layout, legacy, metadata, splits, storage
 from tfrecorder.errors import ConfigError
 
 #: Shards read at the same time at most; more only adds memory.
@@ -150,8 +150,20 @@ def _jpeg_ratio(tf, height, width, size):
     return index
 
 
-def _decoder(tf, image_size, channels):
-    def decode(data, fmt, height, width):
+def _decoder(tf, image_size, channels, legacy_pixels: bool):
+    """``(keys, decode)``: the features one image needs, and a function of a dict of them
+    giving the image (uint8, or float32 resized to ``image_size``)."""
+    if legacy_pixels:  # TFRecorder 2.0: base64 of raw pixels
+        def decode_raw(ex):
+            img = legacy.tf_pixels(tf, ex[layout.IMAGE], ex[layout.IMAGE_HEIGHT],
+                                   ex[layout.IMAGE_WIDTH], channels)
+            return img if image_size is None else tf.image.resize(img, image_size)
+
+        return (layout.IMAGE, layout.IMAGE_HEIGHT, layout.IMAGE_WIDTH), decode_raw
+
+    def decode(ex):
+        data = ex[layout.IMAGE]
+
         def any_format():
             img = tf.io.decode_image(data, channels=channels, expand_animations=False)
             img.set_shape([None, None, channels])
@@ -163,12 +175,13 @@ def _decoder(tf, image_size, channels):
         def jpeg(ratio):
             return lambda: tf.io.decode_jpeg(data, channels=channels, ratio=ratio)
 
-        index = tf.where(tf.equal(fmt, "jpeg"), _jpeg_ratio(tf, height, width, image_size) + 1, 0)
+        ratio = _jpeg_ratio(tf, ex[layout.IMAGE_HEIGHT], ex[layout.IMAGE_WIDTH], image_size)
+        index = tf.where(tf.equal(ex[layout.IMAGE_FORMAT], "jpeg"), ratio + 1, 0)
         img = tf.switch_case(index, [any_format, jpeg(1), jpeg(2), jpeg(4), jpeg(8)])
         img.set_shape([None, None, channels])
         return tf.image.resize(img, image_size)
 
-    return decode
+    return (layout.IMAGE, layout.IMAGE_FORMAT, layout.IMAGE_HEIGHT, layout.IMAGE_WIDTH), decode
 
 
 def _counted_records(tf, path, expected, compression):
@@ -208,7 +221,9 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
     compression = "GZIP" if manifest.compression == "gzip" else ""
     spec = feature_spec(tf, manifest)
     image_key, label_key = manifest.image_key, manifest.label_key
-    decode_one = _decoder(tf, image_size, channels) if decode else None
+    legacy_format = manifest.format_version == legacy.FORMAT_VERSION
+    needed, decode_one = (_decoder(tf, image_size, channels, legacy_format) if decode
+                          else ((), None))
     out_shape = [*image_size, channels] if image_size else [None, None, channels]
     out_dtype = tf.float32 if image_size else tf.uint8
 
@@ -216,8 +231,12 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
     ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
     if shuffle:
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    if min(counts, default=0) < 0:  # no counts to check (a TFRecorder 2.0 directory)
+        read = lambda f, n: tf.data.TFRecordDataset(f, compression_type=compression)  # noqa: E731
+    else:
+        read = lambda f, n: _counted_records(tf, f, n, compression)  # noqa: E731
     ds = ds.interleave(
-        lambda f, n: _counted_records(tf, f, n, compression),
+        read,
         cycle_length=max(1, min(len(files), MAX_PARALLEL_READS)),
         num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     if cache:
@@ -251,9 +270,7 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
             ex = tf.io.parse_example(raw, spec)  # one vectorised parse per batch
             if decode_one is not None:
                 ex[image_key] = tf.map_fn(
-                    lambda a: decode_one(*a),
-                    (ex[image_key], ex[layout.IMAGE_FORMAT], ex[layout.IMAGE_HEIGHT],
-                     ex[layout.IMAGE_WIDTH]),
+                    decode_one, {k: ex[k] for k in needed},
                     fn_output_signature=tf.TensorSpec(out_shape, out_dtype),
                     parallel_iterations=batch_size)
             return finish(ex)
@@ -263,8 +280,7 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
         def parse_one(raw):
             ex = tf.io.parse_single_example(raw, spec)
             if decode_one is not None:
-                ex[image_key] = decode_one(ex[image_key], ex[layout.IMAGE_FORMAT],
-                                           ex[layout.IMAGE_HEIGHT], ex[layout.IMAGE_WIDTH])
+                ex[image_key] = decode_one({k: ex[k] for k in needed})
             return finish(ex)
 
         ds = ds.map(parse_one, num_parallel_calls=AUTOTUNE, deterministic=deterministic)

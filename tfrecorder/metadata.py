@@ -223,6 +223,10 @@ def read_manifest(output_dir: str) -> Manifest:
     try:
         data = storage.read_bytes(path)
     except FileNotFoundError:
+        from tfrecorder import legacy
+
+        if legacy.is_legacy(output_dir):  # written by TFRecorder 2.0
+            return legacy.manifest(output_dir)
         raise IncompleteOutputError(
             f"{output_dir} has no {MANIFEST}: no conversion finished there (it may have been "
             f"interrupted, or still be running). Convert again with overwrite=True."
