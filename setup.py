@@ -13,8 +13,8 @@ setup(
         "gcsfs>=2024.2",
         "google-crc32c>=1.5",
         "numpy>=1.24",
-        # Beam imports its dataframe module inside IPython, which needs pandas < 2.4.
-        "pandas>=2.0,<2.4",
+        # pandas 3 works: see docs/design.md on Beam's IPython label hook.
+        "pandas>=2.0",
         "pillow>=10.0",
         "tensorflow>=2.15",
         "tqdm>=4.60",

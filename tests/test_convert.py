@@ -261,3 +261,46 @@ def test_every_record_holds_exactly_the_features_the_manifest_declares(tmp_path,
             assert set(example.parse(raw)) == declared
             seen += 1
     assert seen == sum(s.num_examples for s in m.splits.values()) > 0
+
+
+def test_pre_sized_conversion_records_the_option_and_the_stored_sizes(tf, tmp_path, image_table):
+    from PIL import Image as PILImage
+    import io as _io
+    import json as _json
+
+    def jpeg(w, h, seed):
+        img = PILImage.frombytes("RGB", (w, h), bytes((i * 7 + seed) % 256 for i in range(w * h * 3)))
+        out = _io.BytesIO()
+        img.save(out, "JPEG", quality=95)
+        return out.getvalue()
+
+    big = image_table("big.jpg", jpeg(640, 480, 1))
+    tall = image_table("tall.jpg", jpeg(300, 500, 2))
+    small = image_table("small.jpg", jpeg(120, 90, 3))
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [big, tall, small], "label": ["a", "b", "a"]})
+    out = tmp_path / "out"
+    result = tfrecorder.convert(df, str(out), shorter_side=128, jpeg_quality=85, num_shards=2)
+    assert result.rows_written == 3
+    m = metadata.read_manifest(str(out))
+    assert m.image_options == {"shorter_side": 128, "jpeg_quality": 85}
+    assert "shorter side over 128 px" in _json.load(open(out / "dataset_info.json"))["description"]
+    sizes = {}
+    for ex in read_examples(tf, [f for fs in _files(out).values() for f in fs]):
+        decoded = tf.io.decode_image(ex["image"][0]).numpy()
+        assert list(decoded.shape) == [ex["image_height"][0], ex["image_width"][0],
+                                       ex["image_channels"][0]]
+        sizes[ex["image_name"][0].decode()] = (ex["image_height"][0], ex["image_width"][0])
+        if ex["image_name"][0] == b"small.jpg":
+            assert ex["image"][0] == open(small, "rb").read()  # already small: as it was
+    assert sizes == {"big.jpg": (128, 171), "tall.jpg": (213, 128), "small.jpg": (90, 120)}
+    batch = next(iter(tfrecorder.load(str(out), split="train", batch_size=3,
+                                      image_size=(128, 128))))
+    assert batch["image"].shape == (3, 128, 128, 3)
+
+
+def test_pre_sizing_options_are_checked(tmp_path):
+    for kw, match in [({"shorter_side": 0}, "shorter_side=0"),
+                      ({"shorter_side": "256"}, "shorter_side='256'"),
+                      ({"jpeg_quality": 101}, "jpeg_quality=101")]:
+        with pytest.raises(tfrecorder.ConfigError, match=match):
+            tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o"), **kw)

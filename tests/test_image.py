@@ -178,3 +178,106 @@ def test_a_jpeg_cut_right_after_its_exif_thumbnail_is_refused(check):
     assert thumb_end < len(data) - 100
     with pytest.raises(image.ImageProblem, match="truncated JPEG|not a readable image"):
         image.prepare(data[:thumb_end] + b"\x00" * 5000, check)
+
+
+# --- pre-sizing (shorter_side) ----------------------------------------------------------
+
+def _psnr(a, b) -> float:
+    import numpy as np
+
+    err = np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2)
+    return float("inf") if err == 0 else 10 * np.log10(255.0 ** 2 / err)
+
+
+def _photo_like(w, h, seed=0, mode="RGB"):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([(x * 255 / w), (y * 255 / h), ((x + y) * 127 / (w + h))], axis=2)
+    # Smooth blotches (a small random field, upsampled) and a little grain, like a photo.
+    field = Image.fromarray(rng.integers(0, 256, (h // 24 + 2, w // 24 + 2, 3), dtype="uint8"))
+    blotches = np.asarray(field.resize((w, h), Image.Resampling.BICUBIC), np.float64) - 128
+    grain = rng.normal(0, 3, (h, w, 3))
+    img = Image.fromarray(np.clip(base * 0.6 + blotches * 0.5 + grain + 40, 0, 255).astype("uint8"))
+    return img.convert(mode)
+
+
+def _reference(img, shorter, quality=90):
+    """A straightforward resize: full decode, EXIF orientation, Lanczos in one step, then
+    the same JPEG encoding, so that a comparison measures the resizing alone."""
+    from PIL import ImageOps
+
+    img = ImageOps.exif_transpose(img)
+    scale = shorter / min(img.size)
+    size = (round(img.width * scale), round(img.height * scale))
+    out = io.BytesIO()
+    img.convert("RGB").resize(size, Image.Resampling.LANCZOS).save(out, "JPEG", quality=quality)
+    return Image.open(out)
+
+
+def _jpeg(img, **kw):
+    out = io.BytesIO()
+    img.save(out, "JPEG", quality=95, **kw)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("check", image.CHECKS)
+def test_downscaled_images_match_a_reference_resize(tf, check):
+    data = _jpeg(_photo_like(1200, 900))
+    stored, info = image.prepare(data, check, image.Sizing(256, 90))
+    assert (info.format, info.height, info.width, info.channels) == ("jpeg", 256, 341, 3)
+    decoded = tf.io.decode_image(stored).numpy()
+    assert list(decoded.shape) == [256, 341, 3]
+    reference = _reference(Image.open(io.BytesIO(data)), 256)
+    assert _psnr(decoded, reference) > 38  # DCT draft + Lanczos ~ a full-size resize
+    assert _psnr(decoded, Image.open(io.BytesIO(data)).resize((341, 256))) > 30  # sanity
+
+
+def test_downscaling_does_not_alias():
+    import numpy as np
+
+    # One-pixel stripes: a filter that skips pixels would turn them into bands.
+    stripes = (np.indices((800, 1000)).sum(axis=0) % 2 * 255).astype("uint8")
+    data = io.BytesIO()
+    Image.fromarray(stripes).save(data, "PNG")
+    stored, info = image.prepare(data.getvalue(), "header", image.Sizing(100))
+    small = np.asarray(Image.open(io.BytesIO(stored)))
+    assert info.channels == 1 and small.shape == (100, 125)
+    assert abs(small.mean() - 127.5) < 4 and small.std() < 6  # an even grey
+
+
+def test_exif_orientation_is_applied_before_resizing(tf):
+    import numpy as np
+
+    img = Image.new("RGB", (600, 400), (220, 20, 20))
+    img.paste((20, 20, 220), (300, 0, 600, 400))  # left red, right blue
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown rotated 90 degrees clockwise: red on top
+    data = _jpeg(img, exif=exif.tobytes())
+    stored, info = image.prepare(data, "header", image.Sizing(100))
+    assert (info.height, info.width) == (150, 100)  # upright: a portrait
+    pixels = tf.io.decode_image(stored).numpy()
+    assert pixels[10, 50, 0] > 180 and pixels[140, 50, 2] > 180
+    assert _psnr(pixels, _reference(Image.open(io.BytesIO(data)), 100)) > 38
+
+
+@pytest.mark.parametrize("mode,fmt,channels", [("RGBA", "png", 4), ("L", "jpeg", 1),
+                                                ("CMYK", "jpeg", 3), ("P", "jpeg", 3)])
+def test_resized_formats_follow_transparency(tf, mode, fmt, channels):
+    img = _photo_like(400, 300, mode=mode if mode != "CMYK" else "RGB")
+    out = io.BytesIO()
+    if mode == "CMYK":
+        img.convert("CMYK").save(out, "JPEG")
+    else:
+        img.save(out, "PNG")
+    stored, info = image.prepare(out.getvalue(), "header", image.Sizing(64))
+    assert (info.format, info.channels, info.height) == (fmt, channels, 64)
+    assert tf.io.decode_image(stored).shape.as_list() == [64, 85, channels]
+
+
+def test_images_at_or_below_the_size_stay_as_they_are():
+    for w, h in ((256, 400), (300, 256), (100, 80)):
+        data = _jpeg(_photo_like(w, h))
+        stored, info = image.prepare(data, "header", image.Sizing(256))
+        assert stored is data and (info.width, info.height) == (w, h)

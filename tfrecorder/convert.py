@@ -9,8 +9,8 @@ import re
 import uuid
 from typing import Mapping
 
-from tfrecorder import (detection, labels, layout, metadata, output, plan, shard, sources,
-                        staging, storage, validation)
+from tfrecorder import (detection, image, labels, layout, metadata, output, plan, shard,
+                        sources, staging, storage, validation)
 from tfrecorder import schema as schemas
 from tfrecorder.errors import ConfigError
 from tfrecorder.options import Options
@@ -34,7 +34,8 @@ class _Run:
     settings: shard.WriteSettings   # where and how shards are written
     spec: metadata.DatasetSpec      # what the last step writes
     records: int                    # records the tasks will write
-    workers: int                    # DirectRunner worker processes (1: in this process)
+    workers: int                    # DirectRunner workers (1: in this process)
+    threads: bool = False           # workers are threads of this process, not processes
 
     @property
     def output_dir(self) -> str:
@@ -142,12 +143,25 @@ def _plan_run(opts: Options, output_dir: str, run_id: str, before: output.Survey
         name=opts.name, compression=opts.compression, features=checked.features,
         vocabularies=checked.vocabularies, rows_in=rows_in,
         max_error_fraction=opts.max_error_fraction, cleanup=(task_dir,) if cloud else (),
-        run_id=run_id, run_dir=run_dir, staged=staged)
-    settings = shard.WriteSettings(output_dir, run_dir, checked.columns, opts.check,
-                                   opts.max_image_bytes, staged)
+        run_id=run_id, run_dir=run_dir, staged=staged, image_options=_image_options(opts))
+    sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
+              if opts.shorter_side is not None else None)
+    settings = shard.WriteSettings(output_dir, run_dir, checked.columns, check=opts.check,
+                                   max_image_bytes=opts.max_image_bytes, staged=staged,
+                                   sizing=sizing)
     records = len(checked.rows)
     in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(tasks) == 1
+    if sizing is not None and len(tasks) > 1:
+        # Resizing is CPU work that Pillow does without the GIL: threads use every core
+        # from a few rows on, without starting worker processes.
+        return _Run(opts, task_dir, settings, spec, records, workers, threads=in_process)
     return _Run(opts, task_dir, settings, spec, records, 1 if in_process else workers)
+
+
+def _image_options(opts: Options) -> dict:
+    if opts.shorter_side is None:
+        return {}
+    return {"shorter_side": opts.shorter_side, "jpeg_quality": opts.jpeg_quality}
 
 
 def _after_failure(run: _Run) -> None:
@@ -299,6 +313,7 @@ def _run_dataflow(run: _Run, lock: output.Lock):
     from tfrecorder.result import DataflowJob
 
     opts = run.opts
+    p = None
     try:
         wheel = opts.tfrecorder_wheel or staging.build_wheel(tempfile.mkdtemp(prefix="tfrecorder-"))
         flags = [f"--project={opts.project}", f"--region={opts.region}",
@@ -317,6 +332,9 @@ def _run_dataflow(run: _Run, lock: output.Lock):
     except BaseException:
         lock.release()
         raise
+    finally:
+        if p is not None:
+            _remove_local_tempdir(p)
     if beam_options.view_as(TestOptions).dry_run:
         lock.release()  # nothing will run
         return DataflowJob(run.output_dir, None, None, pipeline_result=result)
@@ -355,12 +373,13 @@ def _run_beam(run: _Run, progress_dir: str | None) -> str:
 
     extra = {"direct_num_workers": run.workers}
     if run.workers > 1:
-        extra["direct_running_mode"] = "multi_processing"
+        extra["direct_running_mode"] = "multi_threading" if run.threads else "multi_processing"
     beam_options = PipelineOptions(run.opts.beam_flags(), runner="DirectRunner",
                                    **{**run.opts.beam_keywords(), **extra})
     job_id = f"direct-{uuid.uuid4().hex[:12]}"
+    p = beam.Pipeline(runner=_local_runner(beam_options), options=beam_options)
     try:
-        with beam.Pipeline(runner=_local_runner(beam_options), options=beam_options) as p:
+        with p:
             pipeline.build(p, run.task_dir, run.settings, run.spec, progress_dir)
     except Exception as e:
         # The runner wraps a failed step in its own exception (from a worker process, as
@@ -369,7 +388,17 @@ def _run_beam(run: _Run, progress_dir: str | None) -> str:
         if failure is not None:
             raise failure from e
         raise
+    finally:
+        _remove_local_tempdir(p)
     return job_id
+
+
+def _remove_local_tempdir(p) -> None:
+    """Beam leaves a pipeline's local temporary folder behind inside IPython (it expects
+    its interactive mode to clean up); nothing of ours may stay in TMPDIR."""
+    import shutil
+
+    shutil.rmtree(getattr(p, "local_tempdir", ""), ignore_errors=True)
 
 
 def _local_runner(beam_options):

@@ -29,6 +29,14 @@ _ONE_CHANNEL = {"1", "L", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
 _CHANNELS = {"LA": 2, "La": 2, "RGB": 3, "YCbCr": 3, "CMYK": 3, "RGBA": 4, "RGBa": 4}
 
 
+@dataclasses.dataclass(frozen=True)
+class Sizing:
+    """Pre-sizing at conversion (``Options.shorter_side``, ``Options.jpeg_quality``)."""
+
+    shorter_side: int
+    jpeg_quality: int = 90
+
+
 class ImageProblem(Exception):
     """These bytes cannot be stored as an image; ``str(e)`` is the reason, for humans."""
 
@@ -312,13 +320,67 @@ def _reencode_png(img) -> tuple[bytes, ImageInfo]:
     return data, ImageInfo("png", img.height, img.width, channels)
 
 
-def prepare(data: bytes, check: str = "header") -> tuple[bytes, ImageInfo]:
+def prepare(data: bytes, check: str = "header",
+            sizing: Sizing | None = None) -> tuple[bytes, ImageInfo]:
     """The bytes to store for an image file's ``data`` and what they decode to.
 
     ``check="header"`` parses the header and the file's end only; ``check="decode"``
-    also decodes every pixel. Raises ImageProblem with the reason when the bytes are
-    empty, not an image, truncated, too large to decode safely, or undecodable.
+    also decodes every pixel. With ``sizing``, an image whose shorter side is longer than
+    ``sizing.shorter_side`` is downscaled to it and re-encoded (see ``downscale``); others
+    are stored as they are. Raises ImageProblem with the reason when the bytes are empty,
+    not an image, truncated, too large to decode safely, or undecodable.
     """
+    stored, info = _prepare(data, check)
+    if sizing is not None and min(info.height, info.width) > sizing.shorter_side:
+        return downscale(stored, sizing)
+    return stored, info
+
+
+def downscale(data: bytes, sizing: Sizing) -> tuple[bytes, ImageInfo]:
+    """``data`` decoded, turned upright by its EXIF orientation, downscaled so that its
+    shorter side is ``sizing.shorter_side`` (aspect kept), and re-encoded: JPEG at
+    ``sizing.jpeg_quality``, or PNG when it has transparency.
+
+    A JPEG is decoded at the smallest DCT scale still at least the target size (Pillow's
+    draft), then resized with a Lanczos filter, so no detail above the target's
+    resolution aliases. One image is in memory at a time.
+    """
+    Image = _pil()
+    from PIL import ImageOps
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+            turned = img.getexif().get(0x0112, 1) in (5, 6, 7, 8)
+            w, h = img.size
+            upright_w, upright_h = (h, w) if turned else (w, h)
+            scale = sizing.shorter_side / min(upright_w, upright_h)
+            size = (max(1, round(upright_w * scale)), max(1, round(upright_h * scale)))
+            if img.format in ("JPEG", "MPO"):
+                img.draft(img.mode if img.mode in ("L", "RGB") else None,
+                          (size[1], size[0]) if turned else size)
+            img = ImageOps.exif_transpose(img)
+            alpha = img.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
+                img.mode == "P" and "transparency" in img.info)
+            target = ("LA" if img.mode in ("LA", "La") else "RGBA") if alpha else (
+                "L" if img.mode in _ONE_CHANNEL else "RGB")
+            img = img.convert(target).resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+    except ImageProblem:
+        raise
+    except Exception as e:  # Pillow raises many types for a file it cannot decode
+        raise ImageProblem(f"image fails to decode for resizing ({type(e).__name__}: {e})") from None
+    out = io.BytesIO()
+    if alpha:
+        img.save(out, "PNG")
+        fmt = "png"
+    else:
+        img.save(out, "JPEG", quality=sizing.jpeg_quality)
+        fmt = "jpeg"
+    return out.getvalue(), ImageInfo(fmt, img.height, img.width, len(img.getbands()))
+
+
+def _prepare(data: bytes, check: str) -> tuple[bytes, ImageInfo]:
     if not data:
         raise ImageProblem("empty file (0 bytes)")
     if check == "header":

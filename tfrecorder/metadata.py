@@ -40,6 +40,7 @@ class DatasetSpec:
     max_error_fraction: float = 1.0
     cleanup: tuple[str, ...] = ()   # staging folders removed once the directory is complete
     run_id: str = ""
+    image_options: dict = dataclasses.field(default_factory=dict)  # pre-sizing, if any
     run_dir: str = ""               # the run's own folder (output.run_dir)
     staged: bool = True             # shards are written into run_dir, moved at the end
 
@@ -73,6 +74,9 @@ class Manifest:
     rows_written: int
     rows_quarantined: int
     format_version: int = FORMAT_VERSION
+    #: How images were changed at conversion: {"shorter_side": N, "jpeg_quality": Q};
+    #: empty when every image is stored as it was.
+    image_options: dict = dataclasses.field(default_factory=dict)
 
     @property
     def label_key(self) -> str | None:
@@ -108,6 +112,7 @@ class Manifest:
             vocabularies={k: list(v) for k, v in d["vocabularies"].items()},
             splits=splits, rows_in=d["rows_in"], rows_written=d["rows_written"],
             rows_quarantined=d["rows_quarantined"], format_version=d["format_version"],
+            image_options=dict(d.get("image_options", {})),
         )
 
 
@@ -163,6 +168,7 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Built:
         name=spec.name, compression=spec.compression, features=spec.features,
         vocabularies=spec.vocabularies, splits=splits, rows_in=spec.rows_in,
         rows_written=sum(s.rows for s in stats), rows_quarantined=rows_bad,
+        image_options=dict(spec.image_options),
     )
     files = {layout.labels_file(key): label_files.format_labels_file(vocab).encode("utf-8")
              for key, vocab in spec.vocabularies.items()}
@@ -256,7 +262,10 @@ def tfds_dataset_info(m: Manifest) -> dict:
         for s in sorted(m.splits.values(), key=lambda s: layout.split_order(s.name))
     ]
     info: dict[str, Any] = {
-        "description": "Written by tfrecorder.",
+        "description": "Written by tfrecorder." + (
+            " Images with a shorter side over {shorter_side} px were downscaled to it and "
+            "re-encoded (JPEG quality {jpeg_quality}).".format(**m.image_options)
+            if m.image_options else ""),
         "fileFormat": "tfrecord",
         "name": m.name,
         "splits": splits,

@@ -54,6 +54,13 @@ class Options:
         "writes nothing always fails)", cli={"type": float})
     max_image_bytes: int = _option(
         256 << 20, "image files larger than this are quarantined unread", cli={"type": int})
+    shorter_side: int | None = _option(
+        None, "downscale images whose shorter side is longer than this to it (aspect kept, "
+        "EXIF orientation applied) and re-encode them; None stores every image as it is",
+        cli={"type": int, "metavar": "N"})
+    jpeg_quality: int = _option(
+        90, "JPEG quality of images re-encoded by shorter_side (1-100)",
+        cli={"type": int, "metavar": "Q"})
     num_workers: int = _option(
         0, "DirectRunner worker processes (0: one per core); on Dataflow, the initial workers",
         cli={"type": int})
@@ -106,6 +113,15 @@ class Options:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"{name}={value!r}; use a whole number >= 0")
+        if self.shorter_side is not None and (
+                isinstance(self.shorter_side, bool) or not isinstance(self.shorter_side, int)
+                or self.shorter_side < 1):
+            raise ConfigError(f"shorter_side={self.shorter_side!r}; use a number of pixels, "
+                              f"e.g. 256, or None to store images as they are")
+        if (isinstance(self.jpeg_quality, bool) or not isinstance(self.jpeg_quality, int)
+                or not 1 <= self.jpeg_quality <= 100):
+            raise ConfigError(f"jpeg_quality={self.jpeg_quality!r}; use a whole number "
+                              f"from 1 to 100 (90 by default)")
         for name in ("runner", "name", "check", "project", "region", "temp_location",
                      "tfrecorder_wheel", "job_label"):
             value = getattr(self, name)

@@ -7,7 +7,10 @@ of the staged tasks.
 
 from __future__ import annotations
 
+import contextlib
+
 import apache_beam as beam
+import apache_beam.pipeline as beam_pipeline
 
 from tfrecorder import metadata, output, progress, shard, staging
 
@@ -78,6 +81,29 @@ def build(p: beam.Pipeline, task_dir: str, settings: shard.WriteSettings,
     The job graph holds only ``task_dir``, never the tasks or their rows, so its size
     is the same for ten rows or ten million.
     """
+    with _labels_as_given():
+        return _build(p, task_dir, settings, spec, progress_dir)
+
+
+@contextlib.contextmanager
+def _labels_as_given():
+    """Applies our steps without Beam's IPython label hook.
+
+    Inside IPython, Beam prefixes each top-level step's label with the cell number, and
+    to do that imports its interactive environment, which imports ``apache_beam.dataframe``
+    -- a module that fails to import with pandas 3 (it wraps ``DataFrame`` methods that
+    pandas 3 removed). Our labels need no cell numbers, so for the steps we apply the hook
+    is a no-op, and pandas 3 works in notebooks too.
+    """
+    hook = beam_pipeline.alter_label_if_ipython
+    beam_pipeline.alter_label_if_ipython = lambda transform, pvalueish: None
+    try:
+        yield
+    finally:
+        beam_pipeline.alter_label_if_ipython = hook
+
+
+def _build(p, task_dir, settings, spec, progress_dir):
     written = (
         p
         | "TaskFolder" >> beam.Create([task_dir])

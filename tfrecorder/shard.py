@@ -74,6 +74,7 @@ class WriteSettings:
     columns: tuple                   # names of each row's values, for the errors file
     check: str = "header"            # image.CHECKS
     max_image_bytes: int = MAX_IMAGE_BYTES
+    sizing: image.Sizing | None = None  # pre-sizing, or None to store images as they are
     staged: bool = True              # into run_dir, moved into place by the last step
 
     def reader(self) -> Callable[[str], bytes]:
@@ -186,7 +187,7 @@ def write(task: ShardTask, settings: WriteSettings,
                     reason = _read_reason(data)
                 else:
                     try:
-                        stored, info = image.prepare(data, settings.check)
+                        stored, info = image.prepare(data, settings.check, settings.sizing)
                     except image.ImageProblem as e:
                         reason, stage = str(e), "image"
                 if reason is not None:
