@@ -3,10 +3,13 @@
     python bench/make_corpus.py /tmp/corpus --images 10000              # ~60 KB JPEGs
     python bench/make_corpus.py /tmp/corpus --images 10000 --repeat 10  # 100,000-row CSV
     python bench/make_corpus.py /tmp/tiny --images 10000 --kind png64 --repeat 100
+    python bench/make_corpus.py /tmp/phone --images 2000 --kind phone   # ~1-2.5 MP photos
 
 JPEGs have a shorter side of 256-640 px, an aspect ratio up to 1.6, quality 85-95, and
 gradients, blotches, shapes and sensor-like noise, so they compress like photographs
-(about 60 KB on average). Images are split 80/10/10 and labelled with 10 classes. Every
+(about 60 KB on average). ``--kind phone`` makes phone-sized ones: a shorter side of
+1000-1400 px, aspect 4:3 to 16:9, a quarter of them stored sideways with an EXIF
+orientation, as phones do. Images are split 80/10/10 and labelled with 10 classes. Every
 image is seeded by its index: the same command makes the same files. Existing images
 are kept, so a second run only rewrites the CSV.
 
@@ -29,11 +32,11 @@ from PIL import Image, ImageDraw
 LABELS = [f"class_{i}" for i in range(10)]
 
 
-def photo(index: int) -> bytes:
+def photo(index: int, shorter=(256, 640), ratios=(1.0, 1.6), rotated=0.0) -> bytes:
     rng = random.Random(index)
     nrng = np.random.default_rng(index)
-    short = rng.randint(256, 640)
-    ratio = rng.uniform(1.0, 1.6)
+    short = rng.randint(*shorter)
+    ratio = rng.uniform(*ratios)
     w, h = (int(short * ratio), short) if rng.random() < 0.6 else (short, int(short * ratio))
     y = np.linspace(0, 1, h)[:, None, None]
     x = np.linspace(0, 1, w)[None, :, None]
@@ -48,8 +51,18 @@ def photo(index: int) -> bytes:
         draw.ellipse([cx - r, cy - r, cx + r, cy + r],
                      fill=tuple(rng.randrange(256) for _ in range(3)))
     out = io.BytesIO()
-    im.save(out, "JPEG", quality=rng.randint(85, 95))
+    save = {}
+    if rng.random() < rotated:  # stored sideways, shown upright by its EXIF orientation
+        im = im.transpose(Image.Transpose.ROTATE_90)
+        exif = Image.Exif()
+        exif[0x0112] = 6
+        save["exif"] = exif.tobytes()
+    im.save(out, "JPEG", quality=rng.randint(85, 95), **save)
     return out.getvalue()
+
+
+def phone(index: int) -> bytes:
+    return photo(index, shorter=(1000, 1400), ratios=(4 / 3, 16 / 9), rotated=0.25)
 
 
 def png64(index: int) -> bytes:
@@ -60,7 +73,7 @@ def png64(index: int) -> bytes:
     return out.getvalue()
 
 
-KINDS = {"photo": (photo, "jpg"), "png64": (png64, "png")}
+KINDS = {"photo": (photo, "jpg"), "phone": (phone, "jpg"), "png64": (png64, "png")}
 
 
 def _write(args) -> int:

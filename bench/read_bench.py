@@ -16,6 +16,16 @@ after converting the corpus with tfrecorder's defaults (kept in CORPUS/tfrecords
 pipeline runs one warm-up epoch, then the epochs are interleaved (load, plain, directory,
 load, ...) so that drift in the machine's speed hits all three alike. Prints images/s per
 epoch, the medians, and the ratios of load() to the others.
+
+    python bench/read_bench.py /tmp/corpus --presize 256
+
+compares pre-sized images instead: the corpus is also converted with
+``shorter_side=256`` (kept in CORPUS/tfrecords-256; both conversions are timed and their
+sizes printed), and the pipelines are
+
+  load      tfrecorder.load() of the pre-sized conversion, as above
+  plain     the plain pipeline over the original-bytes conversion, as above
+  original  tfrecorder.load() of the original-bytes conversion
 """
 
 from __future__ import annotations
@@ -32,13 +42,27 @@ SIZE = (224, 224)
 BATCH = 32
 
 
-def _convert(corpus: str) -> str:
+def _convert(corpus: str, shorter_side: int | None = None) -> str:
+    """The corpus converted (once; the conversion's seconds are kept beside it)."""
     import tfrecorder
 
-    out = os.path.join(corpus, "tfrecords")
+    out = os.path.join(corpus, "tfrecords" + (f"-{shorter_side}" if shorter_side else ""))
     if not os.path.exists(os.path.join(out, "tfrecorder.json")):
-        tfrecorder.convert(os.path.join(corpus, "data.csv"), out, overwrite=True)
+        start = time.perf_counter()
+        tfrecorder.convert(os.path.join(corpus, "data.csv"), out, overwrite=True,
+                           shorter_side=shorter_side, progress=False)
+        with open(out + ".seconds", "w") as f:
+            f.write(f"{time.perf_counter() - start:.1f}")
     return out
+
+
+def _describe(out: str) -> str:
+    import tfrecorder
+
+    m = tfrecorder.info(out)
+    size = sum(s.num_bytes for s in m.splits.values())
+    seconds = open(out + ".seconds").read() if os.path.exists(out + ".seconds") else "?"
+    return f"{os.path.basename(out)}: {m.rows_written} rows, {size / 2**20:.0f} MiB, converted in {seconds} s"
 
 
 def _label_tree(corpus: str, out: str) -> str:
@@ -55,7 +79,7 @@ def _label_tree(corpus: str, out: str) -> str:
     return tree
 
 
-def pipelines(tf, out: str, tree: str) -> dict:
+def pipelines(tf, out: str, tree: str | None, presized: str | None = None) -> dict:
     import tfrecorder
 
     files = sorted(tf.io.gfile.glob(os.path.join(out, "*-train.tfrecord-*")))
@@ -67,10 +91,16 @@ def pipelines(tf, out: str, tree: str) -> dict:
         img = tf.io.decode_jpeg(ex["image"], channels=3)
         return tf.image.resize(img, SIZE), ex["label"]
 
+    def load(folder):
+        return lambda: tfrecorder.load(folder, "train", batch_size=BATCH, image_size=SIZE,
+                                       as_supervised=True)
+
+    plain = lambda: tf.data.TFRecordDataset(files).map(plain_map).batch(BATCH)  # noqa: E731
+    if presized is not None:
+        return {"load": load(presized), "plain": plain, "original": load(out)}
     return {
-        "load": lambda: tfrecorder.load(out, "train", batch_size=BATCH, image_size=SIZE,
-                                        as_supervised=True),
-        "plain": lambda: tf.data.TFRecordDataset(files).map(plain_map).batch(BATCH),
+        "load": load(out),
+        "plain": plain,
         "directory": lambda: tf.keras.utils.image_dataset_from_directory(
             tree, image_size=SIZE, batch_size=BATCH, shuffle=False, verbose=False),
     }
@@ -88,13 +118,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("corpus", help="folder made by bench/make_corpus.py")
     ap.add_argument("--epochs", type=int, default=3, help="measured epochs per pipeline")
+    ap.add_argument("--presize", type=int, metavar="N",
+                    help="compare load() of a shorter_side=N conversion with the plain "
+                         "pipeline over the original bytes")
     args = ap.parse_args()
 
     import tensorflow as tf
 
     out = _convert(args.corpus)
-    tree = _label_tree(args.corpus, out)
-    made = {name: make() for name, make in pipelines(tf, out, tree).items()}
+    if args.presize:
+        presized = _convert(args.corpus, args.presize)
+        print(_describe(out))
+        print(_describe(presized))
+        made = {name: make() for name, make in pipelines(tf, out, None, presized).items()}
+    else:
+        tree = _label_tree(args.corpus, out)
+        made = {name: make() for name, make in pipelines(tf, out, tree).items()}
     counts = {}
     for name, ds in made.items():  # warm-up: tracing, thread pools, page cache
         counts[name], _ = epoch(ds)
@@ -114,7 +153,7 @@ def main() -> None:
     print(f"  {'pipeline':<10} {'median':>8} {'best':>8}  images/s")
     for name in made:
         print(f"  {name:<10} {med[name]:8.0f} {best[name]:8.0f}")
-    for other in ("plain", "directory"):
+    for other in [n for n in made if n != "load"]:
         per_round = [a / b for a, b in zip(rates["load"], rates[other])]
         print(f"  load / {other:<9}: median {med['load'] / med[other]:.2f}x, best "
               f"{best['load'] / best[other]:.2f}x, per-round ratios "

@@ -350,13 +350,16 @@ def _run_dataflow(run: _Run, lock: output.Lock):
 # --- DirectRunner ---------------------------------------------------------------------
 
 def _run_direct(run: _Run) -> str:
-    """Runs the conversion on this machine, with a progress bar where one shows."""
+    """Runs the conversion from this process (the DirectRunner, or any Beam runner but
+    Dataflow), with a progress bar where one shows."""
     import shutil
     import tempfile
 
     from tfrecorder import progress
 
-    if not progress.wanted(run.opts.progress):
+    # Shard writers report progress to a folder on this machine: other runners' workers
+    # may run elsewhere.
+    if run.opts.runner != "DirectRunner" or not progress.wanted(run.opts.progress):
         return _run_beam(run, None)
     folder = tempfile.mkdtemp(prefix="tfrecorder-progress-")  # local, even for gs:// output
     try:
@@ -371,13 +374,20 @@ def _run_beam(run: _Run, progress_dir: str | None) -> str:
 
     from tfrecorder import pipeline
 
-    extra = {"direct_num_workers": run.workers}
-    if run.workers > 1:
-        extra["direct_running_mode"] = "multi_threading" if run.threads else "multi_processing"
-    beam_options = PipelineOptions(run.opts.beam_flags(), runner="DirectRunner",
+    name = run.opts.runner
+    extra = {}
+    if name == "DirectRunner":
+        extra["direct_num_workers"] = run.workers
+        if run.workers > 1:
+            extra["direct_running_mode"] = ("multi_threading" if run.threads
+                                            else "multi_processing")
+    beam_options = PipelineOptions(run.opts.beam_flags(), runner=name,
                                    **{**run.opts.beam_keywords(), **extra})
-    job_id = f"direct-{uuid.uuid4().hex[:12]}"
-    p = beam.Pipeline(runner=_local_runner(beam_options), options=beam_options)
+    job_id = f"{name.rsplit('.', 1)[-1].lower().replace('runner', '')}-{uuid.uuid4().hex[:12]}"
+    # Any other runner (Flink, Spark, Portable, Prism...) runs the same pipeline; the
+    # shard tasks are staged under the output folder, which its workers must reach.
+    runner = _local_runner(beam_options) if name == "DirectRunner" else name
+    p = beam.Pipeline(runner=runner, options=beam_options)
     try:
         with p:
             pipeline.build(p, run.task_dir, run.settings, run.spec, progress_dir)

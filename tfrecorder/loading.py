@@ -157,7 +157,7 @@ def _decoder(tf, image_size, channels, legacy_pixels: bool):
         def decode_raw(ex):
             img = legacy.tf_pixels(tf, ex[layout.IMAGE], ex[layout.IMAGE_HEIGHT],
                                    ex[layout.IMAGE_WIDTH], channels)
-            return img if image_size is None else tf.image.resize(img, image_size)
+            return img if image_size is None else _fit(tf, img, image_size)
 
         return (layout.IMAGE, layout.IMAGE_HEIGHT, layout.IMAGE_WIDTH), decode_raw
 
@@ -179,9 +179,19 @@ def _decoder(tf, image_size, channels, legacy_pixels: bool):
         index = tf.where(tf.equal(ex[layout.IMAGE_FORMAT], "jpeg"), ratio + 1, 0)
         img = tf.switch_case(index, [any_format, jpeg(1), jpeg(2), jpeg(4), jpeg(8)])
         img.set_shape([None, None, channels])
-        return tf.image.resize(img, image_size)
+        return _fit(tf, img, image_size)
 
     return (layout.IMAGE, layout.IMAGE_FORMAT, layout.IMAGE_HEIGHT, layout.IMAGE_WIDTH), decode
+
+
+def _fit(tf, img, image_size):
+    """``img`` as float32 of ``image_size``: resized, unless it already has that size
+    (images pre-sized at conversion often do)."""
+    same = tf.reduce_all(tf.equal(tf.shape(img)[:2], tf.constant(image_size)))
+    out = tf.cond(same, lambda: tf.cast(img, tf.float32),
+                  lambda: tf.image.resize(img, image_size))
+    out.set_shape([*image_size, img.shape[-1]])
+    return out
 
 
 def _counted_records(tf, path, expected, compression):

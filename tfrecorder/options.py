@@ -15,6 +15,7 @@ from tfrecorder import image, splits
 from tfrecorder.errors import ConfigError
 from tfrecorder.layout import NAME_PATTERN
 
+#: The runners tfrecorder treats specially; any other Beam runner works too.
 RUNNERS = ("DirectRunner", "DataflowRunner")
 _ALIASES = {"dataflow_options": "pipeline_options"}
 
@@ -28,8 +29,10 @@ def _option(default=dataclasses.MISSING, help: str = "", *, cli: dict | None = N
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    runner: str = _option("DirectRunner", "Beam runner; the DirectRunner runs on this machine",
-                          cli={})
+    runner: str = _option(
+        "DirectRunner", "Beam runner: DirectRunner (this machine), DataflowRunner, or any "
+        "other Beam runner (FlinkRunner, SparkRunner, PortableRunner, PrismRunner...)",
+        cli={})
     num_shards: int | Mapping[str, int] = _option(
         0, "shards per split, or a dict per split; 0 sizes them from the data (64 MiB - 1 GiB)",
         cli={"type": int})
@@ -84,12 +87,7 @@ class Options:
         cli={"flags": ["--no-progress"], "action": "store_false", "default": None})
 
     def __post_init__(self):
-        # TFRecorder's README spells it "DataFlowRunner"; runner names match in any case.
-        runner = next((r for r in RUNNERS if isinstance(self.runner, str)
-                       and r.lower() == self.runner.lower()), None)
-        if runner is None:
-            raise ConfigError(f"runner={self.runner!r} is not supported; use one of {RUNNERS}")
-        object.__setattr__(self, "runner", runner)
+        object.__setattr__(self, "runner", _runner_name(self.runner))
         comp = self.compression
         if isinstance(comp, str) and comp.strip().lower() in ("", "none", "uncompressed"):
             comp = None
@@ -180,6 +178,29 @@ class Options:
         if not isinstance(extra, Mapping):
             return {}
         return {str(k).lstrip("-"): v for k, v in extra.items()}
+
+
+def _runner_name(name) -> str:
+    """The Beam runner called ``name``, in any case ("DataFlowRunner", as TFRecorder's
+    README spells it, or "flink"), or a runner class by its dotted path."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"runner={name!r}; give a Beam runner name such as 'DirectRunner'")
+    wanted = name.strip().lower()
+    for known in RUNNERS:
+        if wanted in (known.lower(), known.lower()[:-len("runner")]):
+            return known
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    beam_runners = sorted(p.rsplit(".", 1)[-1] for p in StandardOptions.ALL_KNOWN_RUNNERS)
+    for known in beam_runners:
+        if wanted in (known.lower(), known.lower()[:-len("runner")]):
+            return known
+    if "." in name:
+        return name  # a runner class by its module path
+    close = difflib.get_close_matches(name, beam_runners, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"runner={name!r} is not a Beam runner{hint} Beam knows "
+                      f"{', '.join(beam_runners)}")
 
 
 def _per_split(values: Mapping, option: str) -> dict:
