@@ -174,7 +174,7 @@ def test_schema_errors_come_before_anything_is_written(tmp_path):
     ({"compression": "zip"}, "compression='zip'"),
     ({"num_shard": 3}, "did you mean 'num_shards'"),
     ({"name": "my-data"}, "name='my-data'"),
-    ({"runner": "SparkRunner"}, "runner='SparkRunner'"),
+    ({"runner": "SparkRuner"}, "runner='SparkRuner' is not a Beam runner; did you mean 'SparkRunner'"),
     ({"split_fractions": {"train": 0.5}}, "add up to 0.5"),
 ])
 def test_bad_options_are_config_errors(tmp_path, options, match):

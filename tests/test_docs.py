@@ -27,10 +27,22 @@ def test_readme_main_command_converts_the_bundled_samples():
     assert os.path.exists(os.path.join(ROOT, "samples", "data.csv"))
 
 
-def test_every_linked_doc_exists():
-    text = open(os.path.join(ROOT, "README.md")).read()
-    for link in re.findall(r"\]\((docs/[^)]+)\)", text):
-        assert os.path.exists(os.path.join(ROOT, link)), link
+def _anchors(path):
+    """GitHub's anchors of a Markdown file's headings."""
+    heads = re.findall(r"^#+ (.+)$", open(path).read(), re.M)
+    return {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in heads}
+
+
+def test_every_linked_doc_and_anchor_exists():
+    for source in ["README.md", *(os.path.join("docs", f) for f in os.listdir(
+            os.path.join(ROOT, "docs")))]:
+        folder = os.path.dirname(os.path.join(ROOT, source))
+        text = open(os.path.join(ROOT, source)).read()
+        for link in re.findall(r"\]\(([\w\-./]+\.md)(#[\w\-]+)?\)", text):
+            path = os.path.normpath(os.path.join(folder, link[0]))
+            assert os.path.exists(path), (source, link)
+            if link[1]:
+                assert link[1][1:] in _anchors(path), (source, link)
 
 
 @pytest.mark.slow

@@ -7,10 +7,10 @@ import logging
 import os
 import re
 import uuid
-from typing import Mapping
+from typing import Callable, Mapping
 
 from tfrecorder import (detection, image, labels, layout, metadata, output, plan, shard,
-                        sources, staging, storage, validation)
+                        sources, staging, storage, stream, validation)
 from tfrecorder import schema as schemas
 from tfrecorder.errors import ConfigError
 from tfrecorder.options import Options
@@ -69,27 +69,10 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     schema = _as_schema(schema)
     output_dir = _output_path(output_dir)
     vocabulary = _vocabulary(opts.label_vocabulary)
-    table = sources.read(source, schema, header, names)
-    if table.kind == "detection":
-        checked = detection.validate(
-            table.frame, table.row_ids, base_dir=table.base_dir, label_vocabulary=vocabulary,
-            split_fractions=opts.split_fractions)
-    else:
-        checked = validation.validate(
-            table.frame, table.row_ids, schema, base_dir=table.base_dir,
-            label_vocabulary=vocabulary, split_fractions=opts.split_fractions)
     cloud = opts.runner == "DataflowRunner"
-    if cloud:
-        _check_dataflow(opts, output_dir, checked.rows)
-
     workers = opts.num_workers or (_dataflow_workers(opts) if cloud else os.cpu_count() or 1)
-    tasks = plan.plan(
-        checked.rows, name=opts.name, gzip=opts.compression == "gzip",
-        num_shards=opts.num_shards, bytes_per_split=_estimate_bytes(checked.rows),
-        workers=workers, seed=opts.seed,
-    )
-    shards = [t.filename for t in tasks]
-    files = [*shards, *(layout.labels_file(k) for k in checked.vocabularies),
+    table = _read(source, schema, header, names, opts, vocabulary, output_dir, workers)
+    files = [*table.shards, *(layout.labels_file(k) for k in table.vocabularies),
              layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
     before = output.survey(output_dir)
     output.check_target(before, opts.overwrite, files)
@@ -105,19 +88,21 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         before = output.survey(output_dir)
         output.check_target(before, opts.overwrite, files, run_id)
         output.clear_leftovers(before, run_id)
-        run = _plan_run(opts, output_dir, run_id, before, checked, tasks, len(table.row_ids),
-                        workers)
+        run = _plan_run(opts, output_dir, run_id, before, table, workers)
         output.write_ledger(run.settings.run_dir, files)
-        staging.stage_tasks(tasks, run.task_dir)
+        table.stage(run.task_dir)
     except BaseException:
         lock.release()
         raise
+    finally:
+        table.discard()
     # The rows now live in the staged task files; holding them here while the workers
     # run would double the memory a large table needs.
-    del table, checked, tasks
+    shards = len(table.shards)
+    del table
     if cloud:
         return _run_dataflow(run, lock)
-    log.info("converting %d records into %d shards in %s", run.records, len(shards), output_dir)
+    log.info("converting %d records into %d shards in %s", run.records, shards, output_dir)
     try:
         with lock.renewing():
             job_id = _run_direct(run)
@@ -129,8 +114,89 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     return ConversionResult.from_output(output_dir, opts.runner, job_id)
 
 
-def _plan_run(opts: Options, output_dir: str, run_id: str, before: output.Survey, checked,
-              tasks, rows_in: int, workers: int) -> _Run:
+@dataclasses.dataclass
+class _Planned:
+    """A checked table and its shard plan: in memory, or spilled to local files
+    (``stream``); ``stage`` writes its shard tasks, ``discard`` frees what it holds."""
+
+    columns: tuple
+    features: dict
+    vocabularies: dict
+    rows_in: int
+    records: int
+    shards: list[str]                   # shard file names, in plan order
+    stage: Callable[[str], object]
+    discard: Callable[[], None] = lambda: None
+
+
+def _read(source, schema, header, names, opts: Options, vocabulary, output_dir: str,
+          workers: int) -> _Planned:
+    """Reads, checks and plans ``source``: streamed for CSV files and DataFrames (the
+    driver holds one chunk at a time), in memory for image directories, object
+    detection and multi-label tables."""
+    cloud = opts.runner == "DataflowRunner"
+    local_uris: list = []
+
+    def check_chunk(rows):
+        if cloud:
+            local_uris.extend(r for r in rows if r.image_uri is not None
+                              and not r.image_uri.startswith("gs://"))
+            del local_uris[5:]
+
+    if cloud:
+        _check_dataflow(opts, output_dir, [])
+    spilled = stream.read(source, schema, header, names, label_vocabulary=vocabulary,
+                          split_fractions=opts.split_fractions, per_chunk=check_chunk)
+    if spilled is not None:
+        try:
+            _check_dataflow(opts, output_dir, local_uris) if cloud else None
+            estimate = _bytes_per_split(
+                {s: [(r[2], r[3]) for r in rows] for s, rows in spilled.samples.items()},
+                spilled.counts)
+            plans = stream.layouts(spilled, num_shards=opts.num_shards,
+                                   bytes_per_split=estimate, workers=workers, seed=opts.seed)
+        except BaseException:
+            spilled.remove()
+            raise
+        gzip = opts.compression == "gzip"
+        shards = [str(layout.ShardName(opts.name, p.split, i, p.count, gzip))
+                  for p in plans for i in range(p.count)]
+        return _Planned(
+            spilled.columns, spilled.features, spilled.vocabularies, spilled.rows_in,
+            sum(spilled.counts.values()), shards,
+            lambda folder: stream.stage(spilled, plans, folder, name=opts.name, gzip=gzip),
+            spilled.remove)
+
+    table = sources.read(source, schema, header, names)
+    if table.kind == "detection":
+        checked = detection.validate(
+            table.frame, table.row_ids, base_dir=table.base_dir, label_vocabulary=vocabulary,
+            split_fractions=opts.split_fractions)
+    else:
+        checked = validation.validate(
+            table.frame, table.row_ids, schema, base_dir=table.base_dir,
+            label_vocabulary=vocabulary, split_fractions=opts.split_fractions)
+    if cloud:
+        _check_dataflow(opts, output_dir, checked.rows)
+    by_split: dict[str, list] = {}
+    for row in checked.rows:
+        by_split.setdefault(row.split, []).append(row)
+    samples = {}
+    for split, split_rows in by_split.items():
+        step = max(1, len(split_rows) // SIZE_SAMPLE)
+        samples[split] = [(r.image_uri, r.features) for r in split_rows[::step][:SIZE_SAMPLE]]
+    tasks = plan.plan(
+        checked.rows, name=opts.name, gzip=opts.compression == "gzip",
+        num_shards=opts.num_shards,
+        bytes_per_split=_bytes_per_split(samples, {s: len(r) for s, r in by_split.items()}),
+        workers=workers, seed=opts.seed)
+    return _Planned(checked.columns, checked.features, checked.vocabularies,
+                    len(table.row_ids), len(checked.rows), [t.filename for t in tasks],
+                    lambda folder: staging.stage_tasks(tasks, folder))
+
+
+def _plan_run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
+              table: _Planned, workers: int) -> _Run:
     cloud = opts.runner == "DataflowRunner"
     run_dir = output.run_dir(output_dir, run_id)
     # On an object store, shards go straight to their final names when no previous
@@ -140,18 +206,18 @@ def _plan_run(opts: Options, output_dir: str, run_id: str, before: output.Survey
     task_dir = (storage.join(_temp_location(opts, output_dir), f"tasks-{run_id}")
                 if cloud else storage.join(run_dir, "tasks"))
     spec = metadata.DatasetSpec(
-        name=opts.name, compression=opts.compression, features=checked.features,
-        vocabularies=checked.vocabularies, rows_in=rows_in,
+        name=opts.name, compression=opts.compression, features=table.features,
+        vocabularies=table.vocabularies, rows_in=table.rows_in,
         max_error_fraction=opts.max_error_fraction, cleanup=(task_dir,) if cloud else (),
         run_id=run_id, run_dir=run_dir, staged=staged, image_options=_image_options(opts))
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
               if opts.shorter_side is not None else None)
-    settings = shard.WriteSettings(output_dir, run_dir, checked.columns, check=opts.check,
+    settings = shard.WriteSettings(output_dir, run_dir, table.columns, check=opts.check,
                                    max_image_bytes=opts.max_image_bytes, staged=staged,
                                    sizing=sizing)
-    records = len(checked.rows)
-    in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(tasks) == 1
-    if sizing is not None and len(tasks) > 1:
+    records = table.records
+    in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(table.shards) == 1
+    if sizing is not None and len(table.shards) > 1:
         # Resizing is CPU work that Pillow does without the GIL: threads use every core
         # from a few rows on, without starting worker processes.
         return _Run(opts, task_dir, settings, spec, records, workers, threads=in_process)
@@ -238,24 +304,21 @@ def _vocabulary(value) -> list[str] | None:
     return names
 
 
-def _estimate_bytes(rows) -> dict[str, int]:
-    """Bytes per split: image sizes from a sample of each split's files, else features."""
-    by_split: dict[str, list] = {}
-    for row in rows:
-        by_split.setdefault(row.split, []).append(row)
+def _bytes_per_split(samples: Mapping[str, list], counts: Mapping[str, int]) -> dict[str, int]:
+    """Bytes per split, from a sample of ``(image_uri, features)`` of each split: the
+    image files' sizes, else the features'."""
     out = {}
-    for split, split_rows in by_split.items():
-        step = max(1, len(split_rows) // SIZE_SAMPLE)
+    for split, sample in samples.items():
         sizes = []
-        for row in split_rows[::step][:SIZE_SAMPLE]:
-            size = sum(len(f) for f in row.features.values())
-            if row.image_uri is not None:
+        for uri, features in sample:
+            size = sum(len(f) for f in features.values())
+            if uri is not None:
                 try:
-                    size += storage.size(row.image_uri)
+                    size += storage.size(uri)
                 except OSError:
                     continue
             sizes.append(size)
-        out[split] = int(sum(sizes) / len(sizes) * len(split_rows)) if sizes else 0
+        out[split] = int(sum(sizes) / len(sizes) * counts[split]) if sizes else 0
     return out
 
 
@@ -266,7 +329,8 @@ DATAFLOW_DEFAULT_WORKERS = 8
 
 
 def _check_dataflow(opts: Options, output_dir: str, rows) -> None:
-    """Everything DataflowRunner needs, checked before anything is written."""
+    """Everything DataflowRunner needs, checked before anything is written; ``rows``
+    are the rows (or the first of them) whose image is not on gs://."""
     missing = [n for n in ("project", "region") if not getattr(opts, n)]
     if missing:
         raise ConfigError(
@@ -281,8 +345,8 @@ def _check_dataflow(opts: Options, output_dir: str, rows) -> None:
     if local:
         shown = "; ".join(f"row {r.row}: {r.image_uri}" for r in local[:5])
         raise ConfigError(
-            f"runner='DataflowRunner' reads images from gs:// only, and {len(local)} rows point "
-            f"to local files ({shown}). Copy the images to a bucket and use gs:// URIs.")
+            f"runner='DataflowRunner' reads images from gs:// only, and rows point to local "
+            f"files ({shown}). Copy the images to a bucket and use gs:// URIs.")
 
 
 def console_url(project: str, region: str, job_id: str) -> str:

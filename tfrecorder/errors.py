@@ -56,14 +56,19 @@ class SchemaError(TFRecorderError, ValueError):
     #: How many problems the message spells out; all of them stay in ``problems``.
     SHOWN = 20
 
-    def __init__(self, problems: list[Problem]):
+    def __init__(self, problems: list[Problem], unlisted: dict[str, int] | None = None):
         self.problems = list(problems)
-        lines = [f"The input table has {len(self.problems)} problem(s):"]
+        #: Problems past the listing cap, counted per reason.
+        self.unlisted = dict(unlisted or {})
+        total = len(self.problems) + sum(self.unlisted.values())
+        lines = [f"The input table has {total} problem(s):"]
         lines += [f"  - {p}" for p in self.problems[: self.SHOWN]]
         if len(self.problems) > self.SHOWN:
             lines.append(
                 f"  ... and {len(self.problems) - self.SHOWN} more (see SchemaError.problems)"
             )
+        for reason, n in sorted(self.unlisted.items(), key=lambda kv: -kv[1])[:10]:
+            lines.append(f"  ... {n} more not listed: {reason}")
         super().__init__("\n".join(lines))
 
     def to_frame(self):
@@ -78,24 +83,42 @@ class Problems:
     """Collects the problems found in a table, then raises them together.
 
     ``add`` records one; ``raise_if_any`` raises one SchemaError holding every problem
-    collected so far. Validation code passes this object around instead of a list.
+    collected so far. Validation code passes this object around instead of a list. Past
+    ``limit`` problems (a table with millions of bad rows) only their number per reason
+    is kept.
     """
 
-    def __init__(self) -> None:
+    #: Problems listed one by one; the rest are counted per reason.
+    LIMIT = 1000
+
+    def __init__(self, limit: int | None = None) -> None:
         self._items: list[Problem] = []
+        self._limit = self.LIMIT if limit is None else limit
+        self._unlisted: dict[str, int] = {}
 
     def add(self, row: Any, column: str | None, value: Any, reason: str) -> None:
-        self._items.append(Problem(row, column, value, reason))
+        if len(self._items) < self._limit:
+            self._items.append(Problem(row, column, value, reason))
+        else:
+            key = f"column {column!r}: {reason}" if column is not None else reason
+            self._unlisted[key] = self._unlisted.get(key, 0) + 1
+
+    def extend(self, error: "SchemaError") -> None:
+        """Adds the problems of ``error`` (a chunk's), listed and counted."""
+        for p in error.problems:
+            self.add(p.row, p.column, p.value, p.reason)
+        for key, n in error.unlisted.items():
+            self._unlisted[key] = self._unlisted.get(key, 0) + n
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) + sum(self._unlisted.values())
 
     def __iter__(self):
         return iter(self._items)
 
     def raise_if_any(self) -> None:
-        if self._items:
-            raise SchemaError(self._items)
+        if len(self):
+            raise SchemaError(self._items, self._unlisted)
 
 
 class ConfigError(TFRecorderError, ValueError):

@@ -21,6 +21,8 @@ _WHOLE = re.compile(r"\s*\+?\d+(\.0*)?\s*")
 
 
 def is_null(value) -> bool:
+    if value.__class__ is str:  # the common case first: CSV fields are strings
+        return not value.strip()
     if value is None:
         return True
     if isinstance(value, (list, tuple)):
@@ -41,6 +43,8 @@ def is_null(value) -> bool:
 
 def jsonable(value):
     """A table cell as a JSON value (None for nulls), for problems and the errors file."""
+    if value.__class__ is str:
+        return value if value.strip() else None
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if is_null(value):

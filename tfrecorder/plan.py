@@ -79,15 +79,21 @@ def shard_count(total_bytes: int, num_rows: int, workers: int = 1) -> int:
     return max(1, min(n, num_rows))
 
 
-def shuffled(rows: Sequence[Row], seed: int, split: str) -> list[Row]:
-    """``rows`` in a seeded random order; the same rows and seed give the same order."""
+def permutation(n: int, seed: int, split: str):
+    """The seeded order of a split's ``n`` rows: position j holds row ``permutation[j]``.
+
+    RandomState's stream is frozen by NumPy's compatibility policy, so the order stays
+    the same across NumPy versions and machines.
+    """
     import numpy as np
 
-    # RandomState's stream is frozen by NumPy's compatibility policy, so the order
-    # stays the same across NumPy versions and machines.
     key = (seed * 1_000_003 + zlib.crc32(split.encode())) % (2**32)
-    order = np.random.RandomState(key).permutation(len(rows))
-    return [rows[i] for i in order]
+    return np.random.RandomState(key).permutation(n)
+
+
+def shuffled(rows: Sequence[Row], seed: int, split: str) -> list[Row]:
+    """``rows`` in a seeded random order; the same rows and seed give the same order."""
+    return [rows[i] for i in permutation(len(rows), seed, split)]
 
 
 def boundaries(num_rows: int, num_shards: int) -> list[int]:

@@ -15,11 +15,10 @@ import io
 import logging
 import os
 import re
-import sys
-from typing import Any
+from typing import Any, Iterator
 
 from tfrecorder import detection, splits, storage
-from tfrecorder.errors import ConfigError, Problem, SchemaError
+from tfrecorder.errors import ConfigError, Problem, Problems, SchemaError
 from tfrecorder.schema import IMAGE_CSV_SCHEMA, Schema
 
 log = logging.getLogger(__name__)
@@ -121,99 +120,145 @@ def from_csv(path: str, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names
     data; a number ``k`` takes the k-th non-empty line as the header (lines before it
     are skipped). ``names`` gives the column names, by position. As in pandas.
     """
+    problems = Problems()
+    (table,) = csv_chunks(path, schema, header, names, None, problems)
+    problems.raise_if_any()
+    return table
+
+
+def csv_chunks(path: str, schema: Schema, header, names, size: int | None,
+               problems: Problems) -> Iterator[Table]:
+    """The CSV at ``path`` as Tables of at most ``size`` rows (one Table when None), read
+    as a stream: only one chunk's records are in memory at a time.
+
+    Problems of the rows (ragged rows) go to ``problems``, for the caller to raise once
+    every chunk is read; problems of the whole file raise at once. An object-detection
+    CSV is one Table of kind "detection", whatever ``size``.
+    """
+    import itertools
+
     import pandas as pd
 
-    with storage.open_file(path, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        near = raw[max(0, e.start - 20):e.start + 20].decode("latin-1")
-        raise SchemaError([Problem(
-            line, None, near,
-            f"{path} is not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); save "
-            f"it as UTF-8, e.g. pandas.read_csv(path, encoding='latin-1').to_csv(path, "
-            f"index=False)")]) from None
-    del raw
-    reader = csv.reader(io.StringIO(text, newline=""))
-    records: list[tuple[int, list[str]]] = []
-    line = 1
-    try:
-        for fields in reader:
-            if fields and any(x.strip() for x in fields):
-                # An empty field is a missing value, as pandas reads it. Short fields
-                # (splits, labels) repeat on every row: one shared string each saves memory.
-                records.append((line, [(sys.intern(x) if len(x) < 40 else x) if x.strip()
-                                       else None for x in fields]))
-            line = reader.line_num + 1
-    except csv.Error as e:
-        raise SchemaError([Problem(
-            line, None, None,
-            f"{path} cannot be read as CSV from here on ({e}); a field this long is most "
-            f"often a quote (\") that is never closed: check the quoting from this line")]) from None
-    if not records:
-        raise SchemaError([Problem(None, None, None, f"{path} has no rows")])
     if header != "infer" and header is not None and (
             isinstance(header, bool) or not isinstance(header, int) or header < 0):
         raise ConfigError(f"header={header!r}; use 'infer', None or a line number (0 for "
                           f"the first line)")
+    records = _csv_records(path)
+    first = list(itertools.islice(records, (header if isinstance(header, int) else 0) + 1))
+    if not first:
+        raise SchemaError([Problem(None, None, None, f"{path} has no rows")])
     if header not in ("infer", None):
-        if header >= len(records):
+        if header >= len(first):
             raise SchemaError([Problem(None, None, None, f"header={header}, but {path} has "
-                                                         f"{len(records)} lines")])
-        header_names = names or [(h or "").strip() for h in records[header][1]]
-        records = records[header + 1:]
-    elif names is not None or (header == "infer" and _is_header(records[0][1], schema)):
-        header_names = names or [(h or "").strip() for h in records[0][1]]
-        records = records[0 if names is not None else 1:]
+                                                         f"{len(first)} lines")])
+        header_names = names or [(h or "").strip() for h in first[header][1]]
+        first = []
+    elif names is not None or (header == "infer" and _is_header(first[0][1], schema)):
+        header_names = names or [(h or "").strip() for h in first[0][1]]
+        first = first if names is not None else []
     else:
         header_names = None
-    base = _base_dir(path)
-    if header_names is not None:
-        frame, ids = _named(records, [str(n) for n in header_names], schema)
-        return Table(frame, ids, base(frame, schema.column("image")), "csv")
-    if header == "infer" and _looks_like_header(records[0][1], schema):
-        raise SchemaError([Problem(
-            records[0][0], None, ",".join(records[0][1]),
-            f"looks like a header, but none of its names is a column of the schema "
-            f"({', '.join(schema)}); rename the columns, or remove the line")])
-    if schema is IMAGE_CSV_SCHEMA and any(detection.is_detection_row(f) for _, f in records):
-        rows, ids = detection.rows_of(records)
-        frame = pd.DataFrame(rows, columns=detection.COLUMNS, dtype=object)
-        return Table(frame, ids, base(frame, "image_uri"), "detection")
-    frame, ids = _positional(records, schema)
-    return Table(frame, ids, base(frame, schema.column("image")), "csv")
+        if header == "infer" and _looks_like_header(first[0][1], schema):
+            raise SchemaError([Problem(
+                first[0][0], None, ",".join(first[0][1]),
+                f"looks like a header, but none of its names is a column of the schema "
+                f"({', '.join(schema)}); rename the columns, or remove the line")])
+    records = itertools.chain(first, records)
+    choose_base = _base_dir(path)
+    base = None
+    while True:
+        batch = list(itertools.islice(records, size)) if size else list(records)
+        if not batch:
+            return
+        if header_names is not None:
+            frame, ids = _named(batch, [str(n) for n in header_names], schema, problems)
+        elif schema is IMAGE_CSV_SCHEMA and base is None and any(
+                detection.is_detection_row(f) for _, f in batch):
+            batch.extend(records)  # a detection table is read whole
+            rows, ids = detection.rows_of(batch)
+            frame = pd.DataFrame(rows, columns=detection.COLUMNS, dtype=object)
+            yield Table(frame, ids, choose_base(frame, "image_uri"), "detection")
+            return
+        else:
+            frame, ids = _positional(batch, schema, problems)
+        if base is None:  # decided once per table, on its first rows
+            base = choose_base(frame, schema.column("image"))
+        yield Table(frame, ids, base, "csv")
+        if not size:
+            return
 
 
-def _named(records, header: list[str], schema: Schema):
+def _csv_records(path: str) -> Iterator[tuple[int, list]]:
+    """``(line number, fields)`` of every non-empty record of the CSV, streamed.
+
+    An empty field is a missing value (None), as pandas reads it.
+    """
+    with storage.open_file(path, "rb") as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        reader = csv.reader(text)
+        line = 1
+        try:
+            for fields in reader:
+                values = [x if x and not x.isspace() else None for x in fields]
+                if any(values):
+                    yield line, values
+                line = reader.line_num + 1
+        except UnicodeDecodeError:
+            raise _not_utf8(path) from None
+        except csv.Error as e:
+            raise SchemaError([Problem(
+                line, None, None,
+                f"{path} cannot be read as CSV from here on ({e}); a field this long is "
+                f"most often a quote (\") that is never closed: check the quoting from this "
+                f"line")]) from None
+
+
+def _not_utf8(path: str) -> SchemaError:
+    """The error for a CSV that is not UTF-8, naming the line and byte of the first bad
+    byte (found by reading the file once more: only on this error)."""
+    raw = storage.read_bytes(path)
+    try:
+        raw.decode("utf-8-sig")
+        start = len(raw)
+    except UnicodeDecodeError as e:
+        start = e.start
+    line = raw[:start].count(b"\n") + 1
+    near = raw[max(0, start - 20):start + 20].decode("latin-1")
+    byte = f"0x{raw[start]:02x}" if start < len(raw) else "?"
+    return SchemaError([Problem(
+        line, None, near,
+        f"{path} is not UTF-8 text (byte {byte} at offset {start}); save it as UTF-8, e.g. "
+        f"pandas.read_csv(path, encoding='latin-1').to_csv(path, index=False)")])
+
+
+def _named(records, header: list[str], schema: Schema, problems: Problems):
     """Rows of fields named by ``header`` -> a frame of the schema's columns present."""
     import pandas as pd
 
     columns = list(schema)
     renames = _match_columns(header, schema)
     positions = {renames[h]: i for i, h in enumerate(header) if h in renames}
-    problems, rows, ids = [], [], []
+    present = [c for c in columns if c in positions]
+    data: dict[str, list] = {c: [] for c in present}
+    ids = []
     for lineno, fields in records:
         if len(fields) != len(header):
-            problems.append(Problem(lineno, None, ",".join(x or "" for x in fields),
-                                    f"{len(fields)} fields, the header has {len(header)}"))
+            problems.add(lineno, None, ",".join(x or "" for x in fields),
+                         f"{len(fields)} fields, the header has {len(header)}")
             continue
-        rows.append([fields[positions[c]] if c in positions else None for c in columns])
+        for c in present:
+            data[c].append(fields[positions[c]])
         ids.append(lineno)
-    if problems:
-        raise SchemaError(problems)
-    present = [c for c in columns if c in positions]
-    return pd.DataFrame(rows, columns=columns, dtype=object)[present], ids
+    return pd.DataFrame(data, columns=present, dtype=object), ids
 
 
-def _positional(records, schema: Schema):
+def _positional(records, schema: Schema, problems: Problems):
     """Rows of fields in schema order -> a frame; AutoML's 2-field and wide rows too."""
     import pandas as pd
 
     columns = list(schema)
     image_csv = schema is IMAGE_CSV_SCHEMA
-    problems, rows, ids = [], [], []
+    rows, ids = [], []
     for lineno, fields in records:
         if image_csv and len(fields) == 2:
             fields = [None, *fields]  # image_uri,label: UNASSIGNED
@@ -223,14 +268,13 @@ def _positional(records, schema: Schema):
         if len(fields) != len(columns):
             expected = ("3 fields (split,image_uri,label) or 2 (image_uri,label)"
                         if image_csv else f"{len(columns)} fields ({','.join(columns)})")
-            problems.append(Problem(lineno, None, ",".join(x or "" for x in fields),
-                                    f"{len(fields)} fields; expected {expected}"))
+            problems.add(lineno, None, ",".join(x or "" for x in fields if isinstance(x, str)),
+                         f"{len(fields)} fields; expected {expected}")
             continue
         rows.append(fields)
         ids.append(lineno)
-    if problems:
-        raise SchemaError(problems)
-    return pd.DataFrame(rows, columns=columns, dtype=object), ids
+    data = {c: [r[i] for r in rows] for i, c in enumerate(columns)}
+    return pd.DataFrame(data, columns=columns, dtype=object), ids
 
 
 #: Relative image paths looked up to choose the folder they resolve against.

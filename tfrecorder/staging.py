@@ -43,9 +43,28 @@ def stage_tasks(tasks: Sequence[ShardTask], folder: str) -> list[str]:
     return paths
 
 
+def stage_refs(folder: str, split: str, index: int, count: int, filename: str,
+               refs: list[tuple[str, int, int]]) -> str:
+    """Writes a task whose rows lie in part files of ``folder``: ``refs`` are
+    ``(part, offset, length)`` of pickled ``(position, row)`` lists (``stream.stage``)."""
+    path = storage.join(folder, f"{filename}{TASK_SUFFIX}")
+    data = ("refs", split, index, count, filename, refs)
+    storage.write_bytes(path, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+    return path
+
+
 def read_task(path: str) -> ShardTask:
-    """The task staged at ``path`` by ``stage_tasks``."""
-    split, index, count, filename, rows = pickle.loads(storage.read_bytes(path))
+    """The task staged at ``path`` by ``stage_tasks`` or ``stage_refs``."""
+    data = pickle.loads(storage.read_bytes(path))
+    if data[0] == "refs":
+        _, split, index, count, filename, refs = data
+        folder = path[:-len(storage.basename(path))]
+        placed = []
+        for part, offset, length in refs:
+            placed.extend(pickle.loads(storage.read_range(folder + part, offset, length)))
+        placed.sort(key=lambda pr: pr[0])  # positions in the shard's seeded order
+        return ShardTask(split, index, count, filename, [Row(*r) for _, r in placed])
+    split, index, count, filename, rows = data
     return ShardTask(split, index, count, filename, [Row(*r) for r in rows])
 
 

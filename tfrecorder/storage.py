@@ -154,6 +154,15 @@ def read_bytes(path: str) -> bytes:
         return f.read()
 
 
+def read_range(path: str, offset: int, length: int) -> bytes:
+    """``length`` bytes of ``path`` from ``offset``: one ranged request on an object store."""
+    if is_remote(path):
+        return _fs(path).cat_file(path, start=offset, end=offset + length)
+    with open(_local(path), "rb") as f:
+        f.seek(offset)
+        return f.read(length)
+
+
 def write_bytes(path: str, data: bytes) -> None:
     with open_file(path, "wb") as f:
         f.write(data)

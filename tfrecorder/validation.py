@@ -50,6 +50,14 @@ class _Columns:
     def values(self, i: int) -> tuple:
         return tuple(labels.jsonable(self.raw[c][i]) for c in self.names)
 
+    def all_values(self) -> list[tuple]:
+        """``values(i)`` of every row; columns of plain text are taken as they are."""
+        plain = all(all(v is None or (v.__class__ is str and v and not v.isspace())
+                        for v in self.raw[c]) for c in self.names)
+        if plain:
+            return list(zip(*(self.raw[c] for c in self.names)))
+        return [self.values(i) for i in range(len(self.row_ids))]
+
 
 def validate(
     frame,
@@ -59,9 +67,12 @@ def validate(
     base_dir: str | None = None,
     label_vocabulary: Sequence[str] | None = None,
     split_fractions: Mapping[str, float] = splits.DEFAULT_FRACTIONS,
+    fixed: Mapping[str, "Fixed"] | None = None,
 ) -> Checked:
     """Checks ``frame`` (columns named as in ``schema``) row by row.
 
+    ``fixed`` gives, per label or categorical column, a vocabulary decided beforehand
+    over the whole table (see ``fix_vocabularies``), for a table checked in chunks.
     Raises SchemaError listing every problem found, with row, column, value and reason.
     """
     n = len(frame)
@@ -83,11 +94,14 @@ def validate(
         _check_uris(cols, image_col, base_dir, problems)
         cols.features.update(layout.image_feature_specs())
     multi = False
+    fixed = fixed or {}
     for col, kind in schema.items():
-        if kind.role == "label":
+        if kind.role == "label" and col in fixed:
+            _encode_fixed_labels(cols, col, fixed[col], problems)
+        elif kind.role == "label":
             multi = _encode_labels(cols, col, kind, label_vocabulary, problems)
         elif kind.role not in ("split", "image"):
-            encode_column(cols, col, kind, problems)
+            encode_column(cols, col, kind, problems, fixed.get(col))
     problems.raise_if_any()
 
     fractions = splits.check_fractions(split_fractions)
@@ -95,12 +109,12 @@ def validate(
         return _merged(cols, image_col, schema.column("label"), fractions)
     rows = []
     shared: dict[tuple, dict] = {}  # rows with the same features share one dict
-    for i, rid in enumerate(row_ids):
+    for i, (rid, values) in enumerate(zip(row_ids, cols.all_values())):
         split = cols.splits[i] or splits.assign(cols.keys[i] or str(rid), fractions)
         feats = cols.encoded[i]
         key = tuple(feats.items())
         feats = shared.setdefault(key, feats) if len(shared) < 100_000 else feats
-        rows.append(Row(rid, split, cols.uris[i], feats, cols.values(i), cols.labels[i]))
+        rows.append(Row(rid, split, cols.uris[i], feats, values, cols.labels[i]))
     return Checked(rows, names, cols.features, cols.vocabularies)
 
 
@@ -108,9 +122,15 @@ def _check_splits(cols: _Columns, split_col: str | None, problems: Problems) -> 
     if split_col is None:
         cols.splits = ["train"] * len(cols.row_ids)
         return
+    known: dict = {}  # a table has a handful of distinct split values
     for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[split_col])):
         try:
-            cols.splits[i] = splits.canonical(v)
+            found = known.get(v, known) if v.__class__ is str else known
+            if found is known:
+                found = splits.canonical(v)
+                if v.__class__ is str:
+                    known[v] = found
+            cols.splits[i] = found
         except splits.UnknownSplit as e:
             problems.add(rid, split_col, v, str(e))
 
@@ -118,6 +138,9 @@ def _check_splits(cols: _Columns, split_col: str | None, problems: Problems) -> 
 def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
                 problems: Problems) -> None:
     for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[image_col])):
+        if v.__class__ is str and v.startswith("gs://") and not v[-1:].isspace():
+            cols.keys[i] = cols.uris[i] = v  # the common case at scale: nothing to resolve
+            continue
         if labels.is_null(v) or not isinstance(v, str):
             reason = ("empty image URI; give every row the path or gs:// URI of its image"
                       if labels.is_null(v) else "not a string; give a path or gs:// URI")
@@ -163,6 +186,60 @@ def _encode_labels(cols: _Columns, col: str, kind: types.ColumnType,
     return multi
 
 
+@dataclasses.dataclass(frozen=True)
+class Fixed:
+    """A column's vocabulary decided over the whole table: its names (line i = id i) and
+    each distinct value's id, or the reason the value cannot be one."""
+
+    names: list[str]
+    ids: dict   # value -> int id, or str reason
+
+
+def fix_vocabularies(schema: Schema, distinct: Mapping[str, set],
+                     label_vocabulary: Sequence[str] | None) -> dict[str, Fixed]:
+    """The vocabularies of the label and categorical columns from their distinct
+    non-null values, decided exactly as ``validate`` decides them for a whole table."""
+    out = {}
+    for col, values in distinct.items():
+        kind = schema[col]
+        values = sorted(values, key=lambda v: (type(v).__name__, str(v)))
+        scratch = Problems(limit=len(values) + 1)
+        if kind.role == "label":
+            ids, names = labels.label_ids(col, kind, values, range(len(values)),
+                                          label_vocabulary, scratch)
+            reasons = {p.row: p.reason for p in scratch}
+            for i, v in enumerate(values):
+                if i not in reasons and labels.has_line_break(labels.name_of(v)):
+                    reasons[i] = labels.LINE_BREAK
+            out[col] = Fixed(names, {v: reasons.get(i, ids[i]) for i, v in enumerate(values)})
+        else:
+            names = labels.vocabulary_of(values)
+            index = {n: i for i, n in enumerate(names)}
+            out[col] = Fixed(names, {v: index[labels.name_of(v)] for v in values})
+    return out
+
+
+def _encode_fixed_labels(cols: _Columns, col: str, fixed: Fixed, problems: Problems) -> None:
+    """Label ids from a vocabulary fixed over the whole table (single-label only)."""
+    ids, encoded = fixed.ids, {}
+    for value, found in ids.items():
+        if isinstance(found, int):
+            encoded[value] = ((found,), example.int64_feature([found]))
+    for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[col])):
+        hit = encoded.get(v)
+        if hit is not None:
+            cols.labels[i] = hit[0]
+            cols.encoded[i][col] = hit[1]
+        elif labels.is_null(v):
+            problems.add(rid, col, None, "null label; give every row a label")
+        else:
+            found = ids.get(v)
+            problems.add(rid, col, labels.jsonable(v), found if isinstance(found, str) else
+                         "label not in label_vocabulary; add it there or fix the row")
+    cols.vocabularies[col] = fixed.names
+    cols.features[col] = FeatureSpec(example.INT64, [], "label")
+
+
 def _as_list(value) -> list:
     """The label names of one cell: a list or tuple as it is, a scalar as [scalar]."""
     if isinstance(value, (list, tuple)):
@@ -203,12 +280,13 @@ def _merged(cols: _Columns, image_col: str, label_col: str,
     return Checked(rows, cols.names, cols.features, cols.vocabularies)
 
 
-def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Problems) -> None:
+def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Problems,
+                  fixed: Fixed | None = None) -> None:
     """Encodes a plain feature column into ``cols.encoded``; problems are collected."""
     dtype = kind.dtype
     values = cols.raw[col]
     if isinstance(kind, types.CategoricalInput):
-        names = labels.vocabulary_of(values)
+        names = fixed.names if fixed is not None else labels.vocabulary_of(values)
         for rid, v in zip(cols.row_ids, values):
             if not labels.is_null(v) and labels.has_line_break(labels.name_of(v)):
                 problems.add(rid, col, labels.jsonable(v), labels.LINE_BREAK)
