@@ -7,6 +7,11 @@ from tfrecorder import sources
 from tfrecorder.errors import ConfigError, SchemaError
 
 
+def _rows(frame):
+    """The rows of a Table's frame (a DataFrame or a ColumnFrame) as lists."""
+    return [list(r) for r in zip(*(frame[c].tolist() for c in frame.columns))]
+
+
 def _write(tmp_path, text, name="data.csv", encoding="utf-8"):
     path = tmp_path / name
     path.write_bytes(text.encode(encoding))
@@ -17,7 +22,7 @@ def test_headerless_automl_csv_with_two_and_three_field_rows(tmp_path):
     path = _write(tmp_path, "TRAIN,gs://b/a.jpg,cat\ngs://b/b.jpg,dog\n\nTEST,gs://b/c.jpg,cat\n")
     t = sources.read(path)
     assert t.row_ids == [1, 2, 4]  # line numbers; the blank line is skipped
-    assert t.frame.values.tolist() == [
+    assert _rows(t.frame) == [
         ["TRAIN", "gs://b/a.jpg", "cat"], [None, "gs://b/b.jpg", "dog"], ["TEST", "gs://b/c.jpg", "cat"]]
     assert t.base_dir == str(tmp_path)
 
@@ -26,7 +31,7 @@ def test_csv_with_header_in_any_order_and_case_and_a_bom(tmp_path):
     path = _write(tmp_path, "Label,IMAGE_URI,split\r\ncat,a.jpg,train\r\n", encoding="utf-8-sig")
     t = sources.read(path)
     assert list(t.frame.columns) == ["split", "image_uri", "label"]
-    assert t.frame.values.tolist() == [["train", "a.jpg", "cat"]]
+    assert _rows(t.frame) == [["train", "a.jpg", "cat"]]
     assert t.row_ids == [2]
 
 
@@ -49,7 +54,7 @@ def test_detection_rows_in_both_automl_forms(tmp_path):
                             "TEST,b.jpg,,,,,,,,,\n")
     t = sources.read(path)
     assert t.kind == "detection"
-    assert t.frame.values.tolist() == [
+    assert _rows(t.frame) == [
         ["TRAIN", "a.jpg", "car", 0.1, 0.2, 0.5, 0.6],
         ["TRAIN", "a.jpg", "cat", 0.3, 0.1, 0.9, 0.4],
         ["TEST", "b.jpg", None, None, None, None, None]]
@@ -69,7 +74,7 @@ def test_image_directory_with_split_folders(tmp_path):
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"x")
     t = sources.read(str(tmp_path))
-    rows = sorted(t.frame.values.tolist())
+    rows = sorted(_rows(t.frame))
     assert rows == [["TEST", str(tmp_path / "TEST/cat/3.jpg"), "cat"],
                     ["train", str(tmp_path / "train/cat/1.jpg"), "cat"],
                     ["train", str(tmp_path / "train/dog/2.PNG"), "dog"]]
@@ -81,7 +86,7 @@ def test_image_directory_with_label_folders_only(tmp_path):
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"x")
     t = sources.read(str(tmp_path))
-    assert sorted(t.frame.values.tolist()) == [
+    assert sorted(_rows(t.frame)) == [
         [None, str(tmp_path / "cat/1.jpg"), "cat"], [None, str(tmp_path / "dog/2.jpg"), "dog"]]
 
 

@@ -27,6 +27,39 @@ log = logging.getLogger(__name__)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff")
 
 
+class _Column:
+    __slots__ = ("values",)
+
+    def __init__(self, values: list):
+        self.values = values
+
+    def tolist(self) -> list:
+        return self.values
+
+
+class ColumnFrame:
+    """A table as named columns of Python lists: the part of a DataFrame that
+    validation reads (``columns``, ``len``, ``frame[c].tolist()``), without building
+    one. CSV chunks are read into these; building DataFrames cost more than the rest."""
+
+    __slots__ = ("data", "_n", "plain")
+
+    def __init__(self, data: dict[str, list], n: int, plain: bool = False):
+        # plain: every cell is None or non-blank text, as the CSV reader fills them
+        # (not the lists of AutoML's wide multi-label rows).
+        self.data, self._n, self.plain = data, n, plain
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.data)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, column: str) -> _Column:
+        return _Column(self.data[column])
+
+
 @dataclasses.dataclass
 class Table:
     """A source read into memory: the frame, an id per row, and where paths resolve."""
@@ -233,36 +266,35 @@ def _not_utf8(path: str) -> SchemaError:
 
 def _named(records, header: list[str], schema: Schema, problems: Problems):
     """Rows of fields named by ``header`` -> a frame of the schema's columns present."""
-    import pandas as pd
-
     columns = list(schema)
     renames = _match_columns(header, schema)
     positions = {renames[h]: i for i, h in enumerate(header) if h in renames}
     present = [c for c in columns if c in positions]
-    data: dict[str, list] = {c: [] for c in present}
+    width = len(header)
+    good = []
     ids = []
     for lineno, fields in records:
-        if len(fields) != len(header):
+        if len(fields) != width:
             problems.add(lineno, None, ",".join(x or "" for x in fields),
-                         f"{len(fields)} fields, the header has {len(header)}")
+                         f"{len(fields)} fields, the header has {width}")
             continue
-        for c in present:
-            data[c].append(fields[positions[c]])
+        good.append(fields)
         ids.append(lineno)
-    return pd.DataFrame(data, columns=present, dtype=object), ids
+    data = {c: [f[positions[c]] for f in good] for c in present}
+    return ColumnFrame(data, len(ids), plain=True), ids
 
 
 def _positional(records, schema: Schema, problems: Problems):
     """Rows of fields in schema order -> a frame; AutoML's 2-field and wide rows too."""
-    import pandas as pd
-
     columns = list(schema)
     image_csv = schema is IMAGE_CSV_SCHEMA
     rows, ids = [], []
+    plain = True
     for lineno, fields in records:
         if image_csv and len(fields) == 2:
             fields = [None, *fields]  # image_uri,label: UNASSIGNED
         elif image_csv and len(fields) > 3:
+            plain = False
             # AutoML multi-label: split,image_uri,label1,label2,...
             fields = [fields[0], fields[1], [x.strip() for x in fields[2:] if x]]
         if len(fields) != len(columns):
@@ -274,7 +306,7 @@ def _positional(records, schema: Schema, problems: Problems):
         rows.append(fields)
         ids.append(lineno)
     data = {c: [r[i] for r in rows] for i, c in enumerate(columns)}
-    return pd.DataFrame(data, columns=columns, dtype=object), ids
+    return ColumnFrame(data, len(ids), plain=plain), ids
 
 
 #: Relative image paths looked up to choose the folder they resolve against.

@@ -61,7 +61,8 @@ def read_task(path: str) -> ShardTask:
         folder = path[:-len(storage.basename(path))]
         placed = []
         for part, offset, length in refs:
-            placed.extend(pickle.loads(storage.read_range(folder + part, offset, length)))
+            positions, rows = pickle.loads(storage.read_range(folder + part, offset, length))
+            placed.extend(zip(positions, rows))
         placed.sort(key=lambda pr: pr[0])  # positions in the shard's seeded order
         return ShardTask(split, index, count, filename, [Row(*r) for _, r in placed])
     split, index, count, filename, rows = data

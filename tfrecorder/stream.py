@@ -199,13 +199,18 @@ def stage(spilled: Spilled, plans: list[SplitLayout], folder: str, *, name: str,
             positions = lay.inverse[offset:offset + len(block)]
             shards = np.searchsorted(lay.ends, positions, side="right")
             offset += len(block)
-            grouped: dict[int, list] = {}
-            for row, shard, pos in zip(block, shards.tolist(), positions.tolist()):
-                grouped.setdefault(shard, []).append((pos - int(starts[shard]), row))
+            order = np.argsort(shards, kind="stable")
+            cuts = np.searchsorted(shards[order], np.arange(lay.count + 1))
             part = f"{lay.split}.part-{k:05d}"
             data, at = [], 0
-            for shard in sorted(grouped):
-                blob = pickle.dumps(grouped[shard], protocol=pickle.HIGHEST_PROTOCOL)
+            for shard in range(lay.count):
+                picked = order[cuts[shard]:cuts[shard + 1]]
+                if not len(picked):
+                    continue
+                # (positions within the shard, rows): the worker sorts rows by position
+                blob = pickle.dumps(((positions[picked] - starts[shard]).tolist(),
+                                     [block[i] for i in picked.tolist()]),
+                                    protocol=pickle.HIGHEST_PROTOCOL)
                 refs[shard].append((part, at, len(blob)))
                 data.append(blob)
                 at += len(blob)
@@ -217,13 +222,14 @@ def stage(spilled: Spilled, plans: list[SplitLayout], folder: str, *, name: str,
     return shard_names
 
 
-def sources_chunks(source, schema, header, names, size: int = CHUNK_ROWS):
+def sources_chunks(source, schema, header, names, size: int | None = None):
     """A function giving a fresh iterator of chunks of ``source`` each time it is called,
     and the problems of reading it, or None when the source takes the in-memory path."""
     import pandas as pd
 
     from tfrecorder import sources
 
+    size = size or CHUNK_ROWS
     if isinstance(source, pd.DataFrame):
         if names is not None:
             missing = [n for n in names if n not in source.columns]
@@ -260,10 +266,49 @@ def read(source, schema, header, names, *, label_vocabulary, split_fractions,
     if first is None or first.kind not in ("csv", "dataframe"):
         return None
     reading = Problems()
-    distinct, multi = survey(chunks(reading), schema)
-    if multi:
-        return None
-    reading.raise_if_any()  # ragged rows and the like, all at once
-    fixed = validation.fix_vocabularies(schema, distinct, label_vocabulary)
-    return check(chunks(Problems()), schema, fixed=fixed, split_fractions=split_fractions,
-                 label_vocabulary=label_vocabulary, per_chunk=per_chunk)
+    # A CSV is parsed once: its chunks are kept in a local file for the second pass.
+    cache = _ChunkCache() if first.kind == "csv" else None
+    try:
+        passing = cache.record(chunks(reading)) if cache else chunks(reading)
+        distinct, multi = survey(passing, schema)
+        if multi:
+            return None
+        reading.raise_if_any()  # ragged rows and the like, all at once
+        fixed = validation.fix_vocabularies(schema, distinct, label_vocabulary)
+        again = cache.replay() if cache else chunks(Problems())
+        return check(again, schema, fixed=fixed, split_fractions=split_fractions,
+                     label_vocabulary=label_vocabulary, per_chunk=per_chunk)
+    finally:
+        if cache is not None:
+            cache.remove()
+
+
+class _ChunkCache:
+    """Parsed chunks of a CSV in a local file, written by one pass, read by the next."""
+
+    def __init__(self):
+        fd, self.path = tempfile.mkstemp(prefix="tfrecorder-chunks-")
+        os.close(fd)
+
+    def record(self, chunks: Iterator) -> Iterator:
+        with open(self.path, "wb") as f:
+            for table in chunks:
+                pickle.dump((table.frame.data, len(table.frame), table.frame.plain,
+                             table.row_ids, table.base_dir, table.kind), f,
+                            protocol=pickle.HIGHEST_PROTOCOL)
+                yield table
+
+    def replay(self) -> Iterator:
+        from tfrecorder import sources
+
+        with open(self.path, "rb") as f:
+            while True:
+                try:
+                    data, n, plain, ids, base, kind = pickle.load(f)
+                except EOFError:
+                    return
+                yield sources.Table(sources.ColumnFrame(data, n, plain), ids, base, kind)
+
+    def remove(self) -> None:
+        if os.path.exists(self.path):
+            os.remove(self.path)

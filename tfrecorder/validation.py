@@ -46,14 +46,16 @@ class _Columns:
     labels: list[tuple[int, ...]]            # label ids per row
     features: dict[str, FeatureSpec] = dataclasses.field(default_factory=dict)
     vocabularies: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    plain: bool = False                      # every cell is None or non-blank text
 
     def values(self, i: int) -> tuple:
         return tuple(labels.jsonable(self.raw[c][i]) for c in self.names)
 
     def all_values(self) -> list[tuple]:
         """``values(i)`` of every row; columns of plain text are taken as they are."""
-        plain = all(all(v is None or (v.__class__ is str and v and not v.isspace())
-                        for v in self.raw[c]) for c in self.names)
+        plain = self.plain or all(
+            all(v is None or (v.__class__ is str and v and not v.isspace()) for v in self.raw[c])
+            for c in self.names)
         if plain:
             return list(zip(*(self.raw[c] for c in self.names)))
         return [self.values(i) for i in range(len(self.row_ids))]
@@ -87,7 +89,8 @@ def validate(
     problems = Problems()
     names = tuple(schema)
     cols = _Columns(row_ids, names, {c: frame[c].tolist() for c in names}, [None] * n,
-                    [None] * n, [""] * n, [{} for _ in range(n)], [()] * n)
+                    [None] * n, [""] * n, [{} for _ in range(n)], [()] * n,
+                    plain=getattr(frame, "plain", False))
     _check_splits(cols, schema.column("split"), problems)
     image_col = schema.column("image")
     if image_col is not None:

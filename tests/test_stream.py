@@ -1,0 +1,120 @@
+"""The streaming driver: tables read in chunks give exactly what a table read whole gives."""
+
+import os
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tfrecorder import metadata, plan, schema, staging, stream, validation
+from tests.conftest import SAMPLES, encode
+
+
+@pytest.fixture
+def tiny_chunks(monkeypatch):
+    """Chunks of 7 rows, so that a small table spans many."""
+    monkeypatch.setattr(stream, "CHUNK_ROWS", 7)
+
+
+def _pictures(tmp_path, n):
+    paths = []
+    for i in range(n):
+        p = tmp_path / f"img{i:03d}.jpg"
+        p.write_bytes(encode(size=(8, 6), seed=i))
+        paths.append(str(p))
+    return paths
+
+
+def _files(out):
+    return {n: (out / n).read_bytes() for n in sorted(os.listdir(out))}
+
+
+def test_chunked_reading_writes_the_same_bytes(tmp_path, monkeypatch):
+    csv = os.path.join(SAMPLES, "data.csv")
+    tfrecorder.convert(csv, str(tmp_path / "whole"), num_shards=2)
+    monkeypatch.setattr(stream, "CHUNK_ROWS", 5)
+    tfrecorder.convert(csv, str(tmp_path / "chunked"), num_shards=2)
+    assert _files(tmp_path / "whole") == _files(tmp_path / "chunked")
+
+
+def test_the_streamed_plan_is_the_in_memory_plan(tmp_path, tiny_chunks):
+    # The same rows, planned by plan.plan (rows in memory) and by stream.layouts +
+    # stream.stage (counts and an index permutation): every shard holds the same rows
+    # in the same order.
+    paths = _pictures(tmp_path, 40)
+    df = pd.DataFrame({"split": ["TRAIN", "TEST", "", "VALIDATION"] * 10, "image_uri": paths,
+                       "label": [f"l{i % 3}" for i in range(40)]})
+    spilled = stream.read(df, schema.IMAGE_CSV_SCHEMA, "infer", None, label_vocabulary=None,
+                          split_fractions={"train": 0.5, "validation": 0.25, "test": 0.25})
+    try:
+        plans = stream.layouts(spilled, num_shards={"train": 3, "validation": 2, "test": 1},
+                               bytes_per_split={}, workers=1, seed=7)
+        stream.stage(spilled, plans, str(tmp_path / "tasks"), name="d", gzip=False)
+    finally:
+        spilled.remove()
+    streamed = [staging.read_task(p) for p in staging.list_tasks(str(tmp_path / "tasks"))]
+    checked = validation.validate(df, list(df.index), schema.IMAGE_CSV_SCHEMA,
+                                  split_fractions={"train": 0.5, "validation": 0.25,
+                                                   "test": 0.25})
+    whole = plan.plan(checked.rows, name="d", seed=7,
+                      num_shards={"train": 3, "validation": 2, "test": 1})
+    assert sorted(t.filename for t in streamed) == sorted(t.filename for t in whole)
+    by_name = {t.filename: t for t in streamed}
+    for task in whole:
+        assert [r.row for r in by_name[task.filename].rows] == [r.row for r in task.rows]
+        assert by_name[task.filename].rows == task.rows
+
+
+def test_vocabularies_are_decided_over_the_whole_table(tmp_path, tiny_chunks):
+    paths = _pictures(tmp_path, 30)
+    # Whole numbers in the first chunks, a name in the last: the column is a vocabulary,
+    # and "zebra", seen only at the end, still sorts after the numbers.
+    labels = [str(i % 4) for i in range(29)] + ["zebra"]
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": paths, "label": labels})
+    result = tfrecorder.convert(df, str(tmp_path / "out"))
+    assert result.labels == ["0", "1", "2", "3", "zebra"]
+    ints = pd.DataFrame({"split": "TRAIN", "image_uri": paths, "label": [i % 4 for i in range(30)]})
+    assert tfrecorder.convert(ints, str(tmp_path / "o2")).labels == ["0", "1", "2", "3"]
+
+
+def test_problems_of_every_chunk_are_reported_together_and_capped(tmp_path, tiny_chunks):
+    rows = ["split,image_uri,label"]
+    for i in range(1503):
+        split = "HOLDOUT" if i >= 3 else "TRAIN"
+        rows.append(f"{split},gs://b/{i}.jpg,x")
+    rows[5] = "TRAIN,gs://b/ragged.jpg"  # a ragged row, among the bad splits
+    path = tmp_path / "big.csv"
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(tfrecorder.SchemaError) as e:
+        tfrecorder.convert(str(path), str(tmp_path / "out"))
+    assert [p.row for p in e.value.problems] == [6]  # the table's shape first
+    rows[5] = "TRAIN,gs://b/fixed.jpg,x"
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(tfrecorder.SchemaError) as e:
+        tfrecorder.convert(str(path), str(tmp_path / "out"))
+    assert len(e.value.problems) == 1000 and e.value.problems[0].row == 5
+    assert sum(e.value.unlisted.values()) == 1500 - 1 - 1000
+    assert "1499 problem(s)" in str(e.value) and "more not listed" in str(e.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_image_with_labels_in_different_chunks_is_one_record(tmp_path, tiny_chunks):
+    paths = _pictures(tmp_path, 20)
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": paths + [paths[0]],
+                       "label": ["a"] * 20 + ["b"]})  # the last row: image 0 again, "b"
+    result = tfrecorder.convert(df, str(tmp_path / "out"))
+    assert (result.rows_in, result.rows_written, result.rows_per_split) == (21, 21, {"train": 20})
+    assert metadata.read_manifest(str(tmp_path / "out")).features["label"].shape is None
+
+
+def test_nothing_is_left_of_the_spill(tmp_path, monkeypatch, tiny_chunks):
+    import tempfile
+
+    spill_root = tmp_path / "tmp"
+    spill_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"))
+    with pytest.raises(tfrecorder.SchemaError):
+        tfrecorder.convert(pd.DataFrame({"split": ["NOPE"] * 9, "image_uri": "a.jpg",
+                                         "label": "x"}), str(tmp_path / "o2"))
+    assert os.listdir(spill_root) == []
