@@ -38,6 +38,17 @@ def encode(mode: str = "RGB", size=(24, 16), fmt: str = "JPEG", seed: int = 0, *
     return out.getvalue()
 
 
+def write_images(folder, n: int) -> list[str]:
+    """``n`` small distinct JPEGs ``0.jpg``... in ``folder``; their paths."""
+    paths = []
+    for i in range(n):
+        path = os.path.join(str(folder), f"{i}.jpg")
+        with open(path, "wb") as f:
+            f.write(encode(seed=i))
+        paths.append(path)
+    return paths
+
+
 @pytest.fixture(scope="session")
 def tf():
     import tensorflow as tf

@@ -14,7 +14,7 @@ from PIL import Image
 
 import tfrecorder
 from tfrecorder import cli, example, input_schema, records, types
-from tests.conftest import BUCKET, SAMPLES, encode
+from tests.conftest import BUCKET, SAMPLES, encode, write_images
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +56,7 @@ def _csv(tmp_path, text):
 
 
 def _three_images(tmp_path):
-    paths = []
-    for i in range(3):
-        p = tmp_path / f"{i}.jpg"
-        p.write_bytes(encode(seed=i))
-        paths.append(str(p))
-    return paths
+    return write_images(tmp_path, 3)
 
 
 def test_convert_takes_tfrecorders_positional_arguments(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder import cli, layout
-from tests.conftest import SAMPLES, encode
+from tests.conftest import SAMPLES, encode, write_images
 
 
 def _cli(capsys, *args):
@@ -20,12 +20,7 @@ def _cli(capsys, *args):
 
 @pytest.fixture
 def pics(tmp_path):
-    paths = []
-    for i in range(3):
-        p = tmp_path / f"{i}.jpg"
-        p.write_bytes(encode(seed=i))
-        paths.append(str(p))
-    return paths
+    return write_images(tmp_path, 3)
 
 
 def _latin1_csv(tmp_path, pics):

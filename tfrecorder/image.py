@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import warnings
+from typing import Iterator
 
 #: Formats stored as they are, by Pillow's format name -> our ``image_format`` value.
 #: Phones' multi-picture JPEGs (MPO) are JPEG files; decoders read their first image.
@@ -111,32 +112,32 @@ def image_end(data: bytes, fmt: str) -> int:
     return len(data)
 
 
-def _jpeg_end(data: bytes) -> int | None:
-    """The offset just past the end-of-image marker, walking segments and scans."""
+def _jpeg_markers(data: bytes) -> Iterator[tuple[int, int]]:
+    """``(marker, offset)`` of each marker of a JPEG after its start-of-image, in order;
+    entropy-coded data after a start-of-scan is skipped (an FF there is stuffing
+    (FF00), a restart marker (FFD0-FFD7) or fill (FFFF)). Stops where the data does not
+    continue as a JPEG."""
     pos, n = 2, len(data)
     while pos + 2 <= n:
         if data[pos] != 0xFF:
-            return None
+            return
         marker = data[pos + 1]
         if marker == 0xFF:          # fill byte
             pos += 1
             continue
-        if marker == 0xD9:
-            return pos + 2
+        yield marker, pos
         if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a length
             pos += 2
             continue
-        if pos + 4 > n:
-            return None
+        if marker == 0xD9 or pos + 4 > n:
+            return
         pos += 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
         if marker != 0xDA:
             continue
-        # Entropy-coded data follows a scan header, up to the next marker: an FF that is
-        # not stuffing (FF00), a restart marker (FFD0-FFD7) or fill (FFFF).
         while True:
             pos = data.find(b"\xff", pos)
             if pos < 0 or pos + 1 >= n:
-                return None
+                return
             follower = data[pos + 1]
             if follower == 0xFF:
                 pos += 1
@@ -144,7 +145,11 @@ def _jpeg_end(data: bytes) -> int | None:
                 pos += 2
             else:
                 break
-    return None
+
+
+def _jpeg_end(data: bytes) -> int | None:
+    """The offset just past the end-of-image marker."""
+    return next((pos + 2 for marker, pos in _jpeg_markers(data) if marker == 0xD9), None)
 
 
 def _png_end(data: bytes) -> int | None:
@@ -214,27 +219,15 @@ _PNG_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # colour type -> channels; 3 (palette)
 
 def _jpeg_header(data: bytes) -> tuple[int, int, int] | None:
     """(height, width, components) from the first start-of-frame segment."""
-    pos, n = 2, len(data)
-    while pos + 4 <= n:
-        if data[pos] != 0xFF:
-            return None
-        marker = data[pos + 1]
-        if marker == 0xFF:          # fill byte
-            pos += 1
-            continue
-        if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a length
-            pos += 2
-            continue
+    for marker, pos in _jpeg_markers(data):
         if marker in (0xD9, 0xDA):  # end of image or scan before any frame header
             return None
-        length = int.from_bytes(data[pos + 2:pos + 4], "big")
         if marker in _JPEG_SOF:
-            if pos + 10 > n:
+            if pos + 10 > len(data):
                 return None
             height = int.from_bytes(data[pos + 5:pos + 7], "big")
             width = int.from_bytes(data[pos + 7:pos + 9], "big")
             return height, width, data[pos + 9]
-        pos += 2 + length
     return None
 
 
