@@ -7,7 +7,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["tfrecorder", "tfrecorder.*"]),
-    python_requires=">=3.10",
+    # Tested on 3.11, 3.12 and 3.13 (scripts/test-pythons.sh; README).
+    python_requires=">=3.11",
     install_requires=[
         "apache-beam[gcp]>=2.60",
         "gcsfs>=2024.2",
@@ -35,6 +36,9 @@ setup(
     entry_points={"console_scripts": ["tfrecorder=tfrecorder.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "License :: OSI Approved :: Apache Software License",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
