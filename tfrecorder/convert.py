@@ -149,7 +149,8 @@ def _read(source, schema, header, names, opts: Options, vocabulary, output_dir: 
                           split_fractions=opts.split_fractions, per_chunk=check_chunk)
     if spilled is not None:
         try:
-            _check_dataflow(opts, output_dir, local_uris) if cloud else None
+            if cloud:
+                _check_dataflow(opts, output_dir, local_uris)
             estimate = _bytes_per_split(
                 {s: [(r[2], r[3]) for r in rows] for s, rows in spilled.samples.items()},
                 spilled.counts)
