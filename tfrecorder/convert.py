@@ -21,8 +21,6 @@ log = logging.getLogger(__name__)
 #: Rows below which the DirectRunner runs in this process: starting worker processes
 #: (each imports Beam, about 2 s) costs more than it saves below this (docs/performance.md).
 IN_PROCESS_MAX_ROWS = 20_000
-#: Image files whose size is looked up per split to estimate the split's bytes.
-SIZE_SAMPLE = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,8 +182,9 @@ def _read(source, schema, header, names, opts: Options, vocabulary, output_dir: 
         by_split.setdefault(row.split, []).append(row)
     samples = {}
     for split, split_rows in by_split.items():
-        step = max(1, len(split_rows) // SIZE_SAMPLE)
-        samples[split] = [(r.image_uri, r.features) for r in split_rows[::step][:SIZE_SAMPLE]]
+        step = max(1, len(split_rows) // stream.SAMPLE_ROWS)
+        samples[split] = [(r.image_uri, r.features)
+                          for r in split_rows[::step][:stream.SAMPLE_ROWS]]
     tasks = plan.plan(
         checked.rows, name=opts.name, gzip=opts.compression == "gzip",
         num_shards=opts.num_shards,

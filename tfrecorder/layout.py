@@ -122,16 +122,6 @@ def labels_file(feature: str) -> str:
     return f"{escape(feature)}{LABELS_SUFFIX}"
 
 
-def is_own_file(name: str) -> bool:
-    """True for the names a conversion writes into its output directory.
-
-    ``overwrite`` decides what to remove from this and from a previous manifest; see
-    ``convert``.
-    """
-    return (name in (MANIFEST, ERRORS, DATASET_INFO, FEATURES, TMP_DIR)
-            or name.endswith(LABELS_SUFFIX) or ShardName.parse(name) is not None)
-
-
 def split_order(name: str) -> tuple[int, str]:
     """Sort key of split names: train, validation, test, then any other by name."""
     return (SPLITS.index(name) if name in SPLITS else len(SPLITS), name)

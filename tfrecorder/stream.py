@@ -31,7 +31,7 @@ from tfrecorder.errors import Problems, SchemaError
 
 #: Rows read, checked and spilled at a time.
 CHUNK_ROWS = 50_000
-#: The first rows of each split kept to estimate its bytes.
+#: Rows of each split whose image sizes estimate the split's bytes (the first ones here).
 SAMPLE_ROWS = 64
 
 
