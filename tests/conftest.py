@@ -49,6 +49,23 @@ def write_images(folder, n: int) -> list[str]:
     return paths
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_tmpdir(tmp_path_factory):
+    """Temporary files of the whole session (Beam's, and our default inspect() folders)
+    go under pytest's own temporary root, which pytest prunes, not into the machine's."""
+    import tempfile
+
+    folder = str(tmp_path_factory.mktemp("tmpdir"))
+    before = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = os.environ["TMPDIR"] = folder
+    yield folder
+    tempfile.tempdir = before[0]
+    if before[1] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before[1]
+
+
 @pytest.fixture(scope="session")
 def tf():
     import tensorflow as tf

@@ -131,8 +131,14 @@ def _staged(job):
     return names
 
 
-def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs):
+def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp_path,
+                                                                       monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     small, big = _dataflow(gcs, 100), _dataflow(gcs, 100_000)
+    # the wheel built for the job and the spilled rows are gone once it is submitted
+    assert [n for n in os.listdir(tmp_path) if n.startswith("tfrecorder")] == []
     assert small.job_id is None and big.job_id is None  # dry runs: nothing submitted
     size_small = len(small.job.proto_pipeline.SerializeToString())
     size_big = len(big.job.proto_pipeline.SerializeToString())

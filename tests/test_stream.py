@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import metadata, plan, schema, staging, stream, validation
+from tfrecorder import metadata, output, plan, schema, staging, stream, validation
 from tests.conftest import SAMPLES, encode
 
 
@@ -113,8 +113,20 @@ def test_nothing_is_left_of_the_spill(tmp_path, monkeypatch, tiny_chunks):
     spill_root = tmp_path / "tmp"
     spill_root.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"))
+    csv, out = os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out")
+    tfrecorder.convert(csv, out)
     with pytest.raises(tfrecorder.SchemaError):
         tfrecorder.convert(pd.DataFrame({"split": ["NOPE"] * 9, "image_uri": "a.jpg",
                                          "label": "x"}), str(tmp_path / "o2"))
+    assert os.listdir(spill_root) == []
+    # refused after the table was read and spilled: the target holds an output, or is busy
+    with pytest.raises(tfrecorder.OutputExistsError):
+        tfrecorder.convert(csv, out)
+    assert os.listdir(spill_root) == []
+    lock = output.acquire(out, output.new_run_id(), "DirectRunner", output.LOCK_TTL)
+    try:
+        with pytest.raises(tfrecorder.OutputBusyError):
+            tfrecorder.convert(csv, out, overwrite=True)
+    finally:
+        lock.release()
     assert os.listdir(spill_root) == []

@@ -70,30 +70,31 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     cloud = opts.runner == "DataflowRunner"
     workers = opts.num_workers or (_dataflow_workers(opts) if cloud else os.cpu_count() or 1)
     table = _read(source, schema, header, names, opts, vocabulary, output_dir, workers)
-    files = [*table.shards, *(layout.labels_file(k) for k in table.vocabularies),
-             layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
-    before = output.survey(output_dir)
-    output.check_target(before, opts.overwrite, files)
-
-    # Nothing has been written so far. From here on the directory is this run's.
-    _makedirs(output_dir)
-    run_id = output.new_run_id()
-    lock = output.acquire(output_dir, run_id, opts.runner,
-                          output.DATAFLOW_LOCK_TTL if cloud else output.LOCK_TTL)
     try:
-        # With the lock held the directory cannot change under us: check it again, as
-        # another run may have finished there since the first look.
+        files = [*table.shards, *(layout.labels_file(k) for k in table.vocabularies),
+                 layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
         before = output.survey(output_dir)
-        output.check_target(before, opts.overwrite, files, run_id)
-        output.clear_leftovers(before, run_id)
-        run = _plan_run(opts, output_dir, run_id, before, table, workers)
-        output.write_ledger(run.settings.run_dir, files)
-        table.stage(run.task_dir)
-    except BaseException:
-        lock.release()
-        raise
+        output.check_target(before, opts.overwrite, files)
+
+        # Nothing has been written so far. From here on the directory is this run's.
+        _makedirs(output_dir)
+        run_id = output.new_run_id()
+        lock = output.acquire(output_dir, run_id, opts.runner,
+                              output.DATAFLOW_LOCK_TTL if cloud else output.LOCK_TTL)
+        try:
+            # With the lock held the directory cannot change under us: check it again,
+            # as another run may have finished there since the first look.
+            before = output.survey(output_dir)
+            output.check_target(before, opts.overwrite, files, run_id)
+            output.clear_leftovers(before, run_id)
+            run = _plan_run(opts, output_dir, run_id, before, table, workers)
+            output.write_ledger(run.settings.run_dir, files)
+            table.stage(run.task_dir)
+        except BaseException:
+            lock.release()
+            raise
     finally:
-        table.discard()
+        table.discard()  # the spilled rows, whatever happened
     # The rows now live in the staged task files; holding them here while the workers
     # run would double the memory a large table needs.
     shards = len(table.shards)
@@ -368,6 +369,7 @@ def _dataflow_workers(opts: Options) -> int:
 
 def _run_dataflow(run: _Run, lock: output.Lock):
     """Submits the job; its last step publishes the directory and releases the lock."""
+    import shutil
     import tempfile
 
     import apache_beam as beam
@@ -378,8 +380,10 @@ def _run_dataflow(run: _Run, lock: output.Lock):
 
     opts = run.opts
     p = None
+    # A wheel built here is uploaded when the job is submitted, then no longer needed.
+    wheel_dir = None if opts.tfrecorder_wheel else tempfile.mkdtemp(prefix="tfrecorder-")
     try:
-        wheel = opts.tfrecorder_wheel or staging.build_wheel(tempfile.mkdtemp(prefix="tfrecorder-"))
+        wheel = opts.tfrecorder_wheel or staging.build_wheel(wheel_dir)
         flags = [f"--project={opts.project}", f"--region={opts.region}",
                  f"--temp_location={_temp_location(opts, run.output_dir)}",
                  f"--extra_packages={wheel}"]
@@ -399,6 +403,8 @@ def _run_dataflow(run: _Run, lock: output.Lock):
     finally:
         if p is not None:
             _remove_local_tempdir(p)
+        if wheel_dir is not None:
+            shutil.rmtree(wheel_dir, ignore_errors=True)
     if beam_options.view_as(TestOptions).dry_run:
         lock.release()  # nothing will run
         return DataflowJob(run.output_dir, None, None, pipeline_result=result)
