@@ -9,7 +9,9 @@ and the non-image features already encoded. Object-detection tables are checked 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import numbers
+import operator
 import re
 from typing import Mapping, Sequence
 
@@ -42,11 +44,35 @@ class _Columns:
     splits: list[str | None]                 # canonical split per row; None: unassigned
     uris: list[str | None]                   # resolved image path per row
     keys: list[str]                          # image_uri as written: groups and split hashes
-    encoded: list[dict[str, bytes]]          # encoded non-image features per row
     labels: list[tuple[int, ...]]            # label ids per row
+    # feature -> its encoded value in every row (None where the row has a problem)
+    encoded: dict[str, list] = dataclasses.field(default_factory=dict)
     features: dict[str, FeatureSpec] = dataclasses.field(default_factory=dict)
     vocabularies: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     plain: bool = False                      # every cell is None or non-blank text
+
+    def row_features(self, i: int) -> dict[str, bytes]:
+        return {c: values[i] for c, values in self.encoded.items()}
+
+    def all_features(self) -> list[dict[str, bytes]]:
+        """``row_features(i)`` of every row; rows with the same features share one dict."""
+        names = list(self.encoded)
+        shared: dict[tuple, dict] = {}
+        out = []
+        for key in zip(*self.encoded.values()) if names else itertools.repeat((), len(self.row_ids)):
+            found = shared.get(key)
+            if found is None:
+                found = dict(zip(names, key))
+                if len(shared) < 100_000:
+                    shared[key] = found
+            out.append(found)
+        return out
+
+    def assign_splits(self, fractions: Mapping[str, float]) -> None:
+        """A split for every unassigned row, from its image key (else its row id)."""
+        if None in self.splits:
+            self.splits = [s or splits.assign(k or str(rid), fractions)
+                           for s, k, rid in zip(self.splits, self.keys, self.row_ids)]
 
     def values(self, i: int) -> tuple:
         return tuple(labels.jsonable(self.raw[c][i]) for c in self.names)
@@ -77,6 +103,32 @@ def validate(
     over the whole table (see ``fix_vocabularies``), for a table checked in chunks.
     Raises SchemaError listing every problem found, with row, column, value and reason.
     """
+    cols, multi = _check(frame, row_ids, schema, base_dir=base_dir,
+                         label_vocabulary=label_vocabulary, fixed=fixed)
+    fractions = splits.check_fractions(split_fractions)
+    image_col = schema.column("image")
+    if multi and image_col is not None:
+        return _merged(cols, image_col, schema.column("label"), fractions)
+    cols.assign_splits(fractions)
+    rows = list(map(Row, row_ids, cols.splits, cols.uris, cols.all_features(),
+                    cols.all_values(), cols.labels))
+    return Checked(rows, cols.names, cols.features, cols.vocabularies)
+
+
+def check_columns(frame, row_ids: Sequence, schema: Schema, *, base_dir: str | None,
+                  split_fractions: Mapping[str, float], fixed: Mapping[str, "Fixed"]) -> _Columns:
+    """What ``validate`` checks, for a chunk of a table whose label columns all have a
+    vocabulary in ``fixed``, left as columns: the streaming driver spills them as they
+    are, without a Row per row."""
+    cols, _ = _check(frame, row_ids, schema, base_dir=base_dir, label_vocabulary=None,
+                     fixed=fixed)
+    cols.assign_splits(splits.check_fractions(split_fractions))
+    return cols
+
+
+def _check(frame, row_ids: Sequence, schema: Schema, *, base_dir, label_vocabulary,
+           fixed) -> tuple[_Columns, bool]:
+    """Every column checked and encoded; ``(columns, multi-label)``. Raises SchemaError."""
     n = len(frame)
     if n == 0:
         raise SchemaError([Problem(None, None, None, "the table has no rows; give it at least one")])
@@ -89,8 +141,7 @@ def validate(
     problems = Problems()
     names = tuple(schema)
     cols = _Columns(row_ids, names, {c: frame[c].tolist() for c in names}, [None] * n,
-                    [None] * n, [""] * n, [{} for _ in range(n)], [()] * n,
-                    plain=getattr(frame, "plain", False))
+                    [None] * n, [""] * n, [()] * n, plain=getattr(frame, "plain", False))
     _check_splits(cols, schema.column("split"), problems)
     image_col = schema.column("image")
     if image_col is not None:
@@ -106,27 +157,24 @@ def validate(
         elif kind.role not in ("split", "image"):
             encode_column(cols, col, kind, problems, fixed.get(col))
     problems.raise_if_any()
-
-    fractions = splits.check_fractions(split_fractions)
-    if multi and image_col is not None:
-        return _merged(cols, image_col, schema.column("label"), fractions)
-    rows = []
-    shared: dict[tuple, dict] = {}  # rows with the same features share one dict
-    for i, (rid, values) in enumerate(zip(row_ids, cols.all_values())):
-        split = cols.splits[i] or splits.assign(cols.keys[i] or str(rid), fractions)
-        feats = cols.encoded[i]
-        key = tuple(feats.items())
-        feats = shared.setdefault(key, feats) if len(shared) < 100_000 else feats
-        rows.append(Row(rid, split, cols.uris[i], feats, values, cols.labels[i]))
-    return Checked(rows, names, cols.features, cols.vocabularies)
+    return cols, multi
 
 
 def _check_splits(cols: _Columns, split_col: str | None, problems: Problems) -> None:
     if split_col is None:
         cols.splits = ["train"] * len(cols.row_ids)
         return
+    values = cols.raw[split_col]
     known: dict = {}  # a table has a handful of distinct split values
-    for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[split_col])):
+    try:
+        for v in set(values):
+            known[v] = splits.canonical(v)
+    except (TypeError, splits.UnknownSplit):
+        known = {}  # unhashable or unknown values: row by row, naming each
+    else:
+        cols.splits = list(map(known.__getitem__, values))
+        return
+    for i, (rid, v) in enumerate(zip(cols.row_ids, values)):
         try:
             found = known.get(v, known) if v.__class__ is str else known
             if found is known:
@@ -138,9 +186,18 @@ def _check_splits(cols: _Columns, split_col: str | None, problems: Problems) -> 
             problems.add(rid, split_col, v, str(e))
 
 
+_GS = itertools.repeat("gs://")
+_LAST = operator.itemgetter(-1)
+
+
 def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
                 problems: Problems) -> None:
-    for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[image_col])):
+    values = cols.raw[image_col]
+    if (set(map(type, values)) == {str} and all(map(str.startswith, values, _GS))
+            and not any(map(str.isspace, map(_LAST, values)))):
+        cols.keys = cols.uris = list(values)  # the common case at scale: nothing to resolve
+        return
+    for i, (rid, v) in enumerate(zip(cols.row_ids, values)):
         if v.__class__ is str and v.startswith("gs://") and not v[-1:].isspace():
             cols.keys[i] = cols.uris[i] = v  # the common case at scale: nothing to resolve
             continue
@@ -181,11 +238,12 @@ def _encode_labels(cols: _Columns, col: str, kind: types.ColumnType,
     cols.vocabularies[col] = names
     cols.features[col] = FeatureSpec(example.INT64, None if multi else [], "label")
     cache: dict[tuple, bytes] = {}
-    for enc, ids_ in zip(cols.encoded, cols.labels):
+    encoded = cols.encoded[col] = [None] * len(cols.labels)
+    for i, ids_ in enumerate(cols.labels):
         if ids_ or multi:
             if ids_ not in cache:
                 cache[ids_] = example.int64_feature(ids_)
-            enc[col] = cache[ids_]
+            encoded[i] = cache[ids_]
     return multi
 
 
@@ -228,19 +286,32 @@ def _encode_fixed_labels(cols: _Columns, col: str, fixed: Fixed, problems: Probl
     for value, found in ids.items():
         if isinstance(found, int):
             encoded[value] = ((found,), example.int64_feature([found]))
-    for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[col])):
+    values = cols.raw[col]
+    try:
+        hits = list(map(encoded.get, values))
+    except TypeError:  # unhashable cells: row by row
+        hits = [None]
+    cols.vocabularies[col] = fixed.names
+    cols.features[col] = FeatureSpec(example.INT64, [], "label")
+    if None not in hits:  # every value has an id
+        cols.labels = list(map(_FIRST, hits))
+        cols.encoded[col] = list(map(_SECOND, hits))
+        return
+    column = cols.encoded[col] = [None] * len(values)
+    for i, (rid, v) in enumerate(zip(cols.row_ids, values)):
         hit = encoded.get(v)
         if hit is not None:
             cols.labels[i] = hit[0]
-            cols.encoded[i][col] = hit[1]
+            column[i] = hit[1]
         elif labels.is_null(v):
             problems.add(rid, col, None, "null label; give every row a label")
         else:
             found = ids.get(v)
             problems.add(rid, col, labels.jsonable(v), found if isinstance(found, str) else
                          "label not in label_vocabulary; add it there or fix the row")
-    cols.vocabularies[col] = fixed.names
-    cols.features[col] = FeatureSpec(example.INT64, [], "label")
+
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _as_list(value) -> list:
@@ -276,7 +347,7 @@ def _merged(cols: _Columns, image_col: str, label_col: str,
             cols.keys, cols.splits, cols.row_ids, image_col, fractions, problems):
         ids = tuple(sorted({x for i in members for x in cols.labels[i]}))
         first = members[0]
-        feats = {**cols.encoded[first], label_col: example.int64_feature(ids)}
+        feats = {**cols.row_features(first), label_col: example.int64_feature(ids)}
         rows.append(Row(cols.row_ids[first], split, cols.uris[first], feats, cols.values(first),
                         ids, tuple(cols.row_ids[i] for i in members[1:])))
     problems.raise_if_any()
@@ -304,18 +375,19 @@ def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Pr
         convert = lambda v: v if isinstance(v, str) else str(v)  # noqa: E731
     varlen = kind.optional and kind.default is None  # a missing value is an empty list
     cols.features[col] = FeatureSpec(dtype, None if varlen else [], "feature")
-    for enc, rid, v in zip(cols.encoded, cols.row_ids, values):
+    encoded = cols.encoded[col] = [None] * len(values)
+    for i, (rid, v) in enumerate(zip(cols.row_ids, values)):
         if labels.is_null(v):
             if kind.default is not None:
                 v = kind.default
             elif kind.optional:
-                enc[col] = example.feature(dtype, [])
+                encoded[i] = example.feature(dtype, [])
                 continue
             else:
                 problems.add(rid, col, None, "null value; fill it in or declare the column optional")
                 continue
         try:
-            enc[col] = example.feature(dtype, [convert(v)])
+            encoded[i] = example.feature(dtype, [convert(v)])
         except (ValueError, OverflowError) as e:
             problems.add(rid, col, labels.jsonable(v), str(e))
 
