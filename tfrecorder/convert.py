@@ -136,10 +136,10 @@ def _read(source, schema, header, names, opts: Options, vocabulary, output_dir: 
     cloud = opts.runner == "DataflowRunner"
     local_uris: list = []
 
-    def check_chunk(rows):
+    def check_chunk(row_ids, uris):
         if cloud:
-            local_uris.extend(r for r in rows if r.image_uri is not None
-                              and not r.image_uri.startswith("gs://"))
+            local_uris.extend((rid, u) for rid, u in zip(row_ids, uris)
+                              if u is not None and not u.startswith("gs://"))
             del local_uris[5:]
 
     if cloud:
@@ -151,7 +151,7 @@ def _read(source, schema, header, names, opts: Options, vocabulary, output_dir: 
             if cloud:
                 _check_dataflow(opts, output_dir, local_uris)
             estimate = _bytes_per_split(
-                {s: [(r[2], r[3]) for r in rows] for s, rows in spilled.samples.items()},
+                spilled.samples,
                 spilled.counts)
             plans = stream.layouts(spilled, num_shards=opts.num_shards,
                                    bytes_per_split=estimate, workers=workers, seed=opts.seed)
@@ -177,7 +177,7 @@ def _read(source, schema, header, names, opts: Options, vocabulary, output_dir: 
             table.frame, table.row_ids, schema, base_dir=table.base_dir,
             label_vocabulary=vocabulary, split_fractions=opts.split_fractions)
     if cloud:
-        _check_dataflow(opts, output_dir, checked.rows)
+        _check_dataflow(opts, output_dir, [(r.row, r.image_uri) for r in checked.rows])
     by_split: dict[str, list] = {}
     for row in checked.rows:
         by_split.setdefault(row.split, []).append(row)
@@ -331,7 +331,8 @@ DATAFLOW_DEFAULT_WORKERS = 8
 
 def _check_dataflow(opts: Options, output_dir: str, rows) -> None:
     """Everything DataflowRunner needs, checked before anything is written; ``rows``
-    are the rows (or the first of them) whose image is not on gs://."""
+    are ``(row id, image_uri)`` of the rows (or the first of them) whose image is not on
+    gs://."""
     missing = [n for n in ("project", "region") if not getattr(opts, n)]
     if missing:
         raise ConfigError(
@@ -342,9 +343,9 @@ def _check_dataflow(opts: Options, output_dir: str, rows) -> None:
                           f"{output_dir} is local. Give a gs://bucket/path.")
     if opts.temp_location and not opts.temp_location.startswith("gs://"):
         raise ConfigError(f"temp_location={opts.temp_location!r}: give a gs:// folder")
-    local = [r for r in rows if r.image_uri is not None and not r.image_uri.startswith("gs://")]
+    local = [(rid, uri) for rid, uri in rows if uri is not None and not uri.startswith("gs://")]
     if local:
-        shown = "; ".join(f"row {r.row}: {r.image_uri}" for r in local[:5])
+        shown = "; ".join(f"row {rid}: {uri}" for rid, uri in local[:5])
         raise ConfigError(
             f"runner='DataflowRunner' reads images from gs:// only, and rows point to local "
             f"files ({shown}). Copy the images to a bucket and use gs:// URIs.")

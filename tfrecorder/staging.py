@@ -46,7 +46,8 @@ def stage_tasks(tasks: Sequence[ShardTask], folder: str) -> list[str]:
 def stage_refs(folder: str, split: str, index: int, count: int, filename: str,
                refs: list[tuple[str, int, int]]) -> str:
     """Writes a task whose rows lie in part files of ``folder``: ``refs`` are
-    ``(part, offset, length)`` of pickled ``(position, row)`` lists (``stream.stage``)."""
+    ``(part, offset, length)`` of pickled ``(positions, stream.Block columns)``
+    (``stream.stage``)."""
     path = storage.join(folder, f"{filename}{TASK_SUFFIX}")
     data = ("refs", split, index, count, filename, refs)
     storage.write_bytes(path, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
@@ -58,13 +59,15 @@ def read_task(path: str) -> ShardTask:
     data = pickle.loads(storage.read_bytes(path))
     if data[0] == "refs":
         _, split, index, count, filename, refs = data
+        from tfrecorder.stream import Block
+
         folder = path[:-len(storage.basename(path))]
         placed = []
         for part, offset, length in refs:
-            positions, rows = pickle.loads(storage.read_range(folder + part, offset, length))
-            placed.extend(zip(positions, rows))
+            positions, columns = pickle.loads(storage.read_range(folder + part, offset, length))
+            placed.extend(zip(positions, Block(*columns).rows(split)))
         placed.sort(key=lambda pr: pr[0])  # positions in the shard's seeded order
-        return ShardTask(split, index, count, filename, [Row(*r) for _, r in placed])
+        return ShardTask(split, index, count, filename, [row for _, row in placed])
     split, index, count, filename, rows = data
     return ShardTask(split, index, count, filename, [Row(*r) for r in rows])
 

@@ -19,7 +19,11 @@ holds one chunk, the vocabularies and a few int arrays, whatever the table's siz
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
+import itertools
+import operator
 import os
 import pickle
 import shutil
@@ -35,23 +39,84 @@ CHUNK_ROWS = 50_000
 SAMPLE_ROWS = 64
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cycle collector off for a while. Reading a table makes millions of
+    short-lived tuples and lists, none of them in a cycle (reference counting frees
+    them); each few hundred allocations would otherwise start a collection, which took
+    about a third of the driver's time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@dataclasses.dataclass
+class Block:
+    """Rows of one split as columns, as they are spilled and staged: the fields of
+    ``plan.Row`` but the split, one list each (``features`` one list per feature)."""
+
+    row_ids: list
+    uris: list
+    feature_names: list[str]
+    features: list[list]
+    values: list[tuple]
+    labels: list[tuple]
+
+    def __len__(self) -> int:
+        return len(self.row_ids)
+
+    def take(self, picked: list[int]) -> "Block":
+        """The rows at indices ``picked``, in that order."""
+        if len(picked) == len(self.row_ids) and picked == list(range(len(picked))):
+            return self
+        if len(picked) < 2:  # itemgetter of one index gives the item, not a tuple
+            get = lambda column: [column[i] for i in picked]  # noqa: E731
+        else:
+            get = operator.itemgetter(*picked)
+        return Block(get(self.row_ids), get(self.uris), self.feature_names,
+                     [get(f) for f in self.features], get(self.values), get(self.labels))
+
+    def as_tuple(self) -> tuple:
+        return (self.row_ids, self.uris, self.feature_names, self.features, self.values,
+                self.labels)
+
+    def rows(self, split: str) -> Iterator:
+        """``plan.Row`` of each row; rows with the same features share one dict."""
+        shared: dict[tuple, dict] = {}
+        names = self.feature_names
+
+        def features(key):
+            found = shared.get(key)
+            if found is None:
+                found = shared[key] = dict(zip(names, key))
+            return found
+
+        keys = zip(*self.features) if names else itertools.repeat((), len(self))
+        return map(plan.Row, self.row_ids, itertools.repeat(split), self.uris,
+                   map(features, keys), self.values, self.labels)
+
+
 @dataclasses.dataclass
 class Spilled:
-    """A checked table on local disk: one file of pickled row blocks per split."""
+    """A checked table on local disk: one file of pickled ``Block`` columns per split."""
 
     folder: str
     counts: dict[str, int]
-    samples: dict[str, list]           # the first rows of each split, to size shards
+    samples: dict[str, list]           # (image_uri, features) of the first rows per split
     columns: tuple
     features: dict
     vocabularies: dict
     rows_in: int
 
-    def blocks(self, split: str) -> Iterator[list[tuple]]:
+    def blocks(self, split: str) -> Iterator[Block]:
         with open(os.path.join(self.folder, split), "rb") as f:
             while True:
                 try:
-                    yield pickle.load(f)
+                    yield Block(*pickle.load(f))
                 except EOFError:
                     return
 
@@ -75,37 +140,68 @@ def survey(chunks: Iterator, schema) -> tuple[dict[str, set], bool]:
         for col in vocab_cols:
             if col not in frame.columns:
                 continue
-            for v in frame[col].tolist():
+            try:
+                found = set(frame[col].tolist())
+            except TypeError:
+                return distinct, True  # unhashable cells (lists, arrays): multi-label
+            for v in found:
                 if isinstance(v, (list, tuple)) or getattr(v, "ndim", 0):
                     return distinct, True  # list cells: multi-label
                 if not labels.is_null(v):
                     distinct[col].add(v)
         if label_col in frame.columns and image_col in frame.columns:
-            keys, names = [], []
-            label_hash: dict = {}  # per distinct label value
-            for k, v in zip(frame[image_col].tolist(), frame[label_col].tolist()):
-                if k.__class__ is not str or labels.is_null(k) or labels.is_null(v):
-                    continue
-                h = label_hash.get(v)
-                if h is None:
-                    whole = labels.as_whole_number(v)
-                    h = label_hash[v] = hash(labels.name_of(v) if whole is None else whole)
-                keys.append(hash(k.strip()))
-                names.append(h)
-            key_hashes.append(np.array(keys, np.int64))
-            label_hashes.append(np.array(names, np.int64))
+            keys, names = _hashed_pairs(frame[image_col].tolist(), frame[label_col].tolist())
+            key_hashes.append(keys)
+            label_hashes.append(names)
     if key_hashes:
-        keys, names = np.concatenate(key_hashes), np.concatenate(label_hashes)
-        order = np.lexsort((names, keys))
-        keys, names = keys[order], names[order]
-        same_key = keys[1:] == keys[:-1]
-        if bool(np.any(same_key & (names[1:] != names[:-1]))):
-            return distinct, True  # one image with different labels
+        # One image with different labels: more distinct (image, label) pairs than
+        # distinct images. Counted one int array at a time, sorted in place.
+        pairs = [k.astype(np.uint64) * np.uint64(_MIX) + n.astype(np.uint64)
+                 for k, n in zip(key_hashes, label_hashes)]
+        del label_hashes
+        if _distinct(pairs) > _distinct(key_hashes):
+            return distinct, True
     return distinct, False
 
 
+#: An odd 64-bit constant (2**64 / golden ratio) mixing an image's hash with its label's.
+_MIX = 0x9E3779B97F4A7C15
+
+
+def _distinct(arrays: list) -> int:
+    """The number of distinct values in ``arrays`` (a list of int arrays, emptied)."""
+    import numpy as np
+
+    values = np.concatenate(arrays)
+    arrays.clear()
+    values.sort()
+    return int(np.count_nonzero(values[1:] != values[:-1])) + (len(values) > 0)
+
+
+def _hashed_pairs(keys: list, values: list):
+    """Int64 arrays of hash(image key) and hash(label) of the rows that have both (a
+    label is hashed as ``validation`` compares labels: "0", "00" and 0 are one)."""
+    import numpy as np
+
+    label_hash: dict = {}  # per distinct label value; None: a null label
+    for v in set(values):
+        if labels.is_null(v):
+            label_hash[v] = None
+        else:
+            whole = labels.as_whole_number(v)
+            label_hash[v] = hash(labels.name_of(v) if whole is None else whole)
+    if set(map(type, keys)) == {str}:
+        stripped = list(map(str.strip, keys))
+        if "" not in stripped and None not in label_hash.values():  # no nulls: all at once
+            return (np.fromiter(map(hash, stripped), np.int64, len(stripped)),
+                    np.fromiter(map(label_hash.__getitem__, values), np.int64, len(values)))
+    pairs = [(hash(k.strip()), label_hash[v]) for k, v in zip(keys, values)
+             if k.__class__ is str and not labels.is_null(k) and label_hash[v] is not None]
+    return (np.array([k for k, _ in pairs], np.int64), np.array([h for _, h in pairs], np.int64))
+
+
 def check(chunks: Iterator, schema, *, fixed: Mapping, split_fractions,
-          label_vocabulary: Sequence[str] | None, per_chunk=None) -> Spilled:
+          per_chunk=None) -> Spilled:
     """Validates every chunk and spills its rows; one SchemaError with every problem."""
     folder = tempfile.mkdtemp(prefix="tfrecorder-spill-")
     files: dict[str, object] = {}
@@ -118,29 +214,31 @@ def check(chunks: Iterator, schema, *, fixed: Mapping, split_fractions,
         for table in chunks:
             rows_in += len(table.row_ids)
             try:
-                checked = validation.validate(
+                cols = validation.check_columns(
                     table.frame, table.row_ids, schema, base_dir=table.base_dir,
-                    label_vocabulary=label_vocabulary, split_fractions=split_fractions,
-                    fixed=fixed)
+                    split_fractions=split_fractions, fixed=fixed)
             except SchemaError as e:
                 problems.extend(e)
                 continue
             if problems:
                 continue  # nothing will be written: only look for more problems
-            first = first or checked
+            first = first or cols
             if per_chunk is not None:
-                per_chunk(checked.rows)
-            by_split: dict[str, list] = {}
-            for r in checked.rows:
-                by_split.setdefault(r.split, []).append(
-                    (r.row, r.split, r.image_uri, r.features, r.values, r.labels, r.merged))
-            for split, block in by_split.items():
+                per_chunk(cols.row_ids, cols.uris)
+            names = list(cols.encoded)
+            whole = Block(list(cols.row_ids), cols.uris, names,
+                          [cols.encoded[c] for c in names], cols.all_values(), cols.labels)
+            for split in sorted(set(cols.splits), key=layout.split_order):
+                picked = list(itertools.compress(itertools.count(),
+                                                 map(split.__eq__, cols.splits)))
+                block = whole.take(picked)
                 if split not in files:
                     files[split] = open(os.path.join(folder, split), "wb")
-                pickle.dump(block, files[split], protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(block.as_tuple(), files[split], protocol=pickle.HIGHEST_PROTOCOL)
                 counts[split] = counts.get(split, 0) + len(block)
                 sample = samples.setdefault(split, [])
-                sample.extend(block[:max(0, SAMPLE_ROWS - len(sample))])
+                for row in itertools.islice(block.rows(split), SAMPLE_ROWS - len(sample)):
+                    sample.append((row.image_uri, row.features))
         problems.raise_if_any()
     except BaseException:
         for f in files.values():
@@ -149,7 +247,7 @@ def check(chunks: Iterator, schema, *, fixed: Mapping, split_fractions,
         raise
     for f in files.values():
         f.close()
-    return Spilled(folder, counts, samples, first.columns, first.features,
+    return Spilled(folder, counts, samples, first.names, first.features,
                    first.vocabularies, rows_in)
 
 
@@ -185,6 +283,12 @@ def layouts(spilled: Spilled, *, num_shards, bytes_per_split, workers: int,
 def stage(spilled: Spilled, plans: list[SplitLayout], folder: str, *, name: str,
           gzip: bool) -> list[str]:
     """Writes the task files of every shard under ``folder`` by streaming the spill."""
+    with gc_paused():
+        return _stage(spilled, plans, folder, name=name, gzip=gzip)
+
+
+def _stage(spilled: Spilled, plans: list[SplitLayout], folder: str, *, name: str,
+           gzip: bool) -> list[str]:
     import numpy as np
 
     from tfrecorder import staging
@@ -209,7 +313,7 @@ def stage(spilled: Spilled, plans: list[SplitLayout], folder: str, *, name: str,
                     continue
                 # (positions within the shard, rows): the worker sorts rows by position
                 blob = pickle.dumps(((positions[picked] - starts[shard]).tolist(),
-                                     [block[i] for i in picked.tolist()]),
+                                     block.take(picked.tolist()).as_tuple()),
                                     protocol=pickle.HIGHEST_PROTOCOL)
                 refs[shard].append((part, at, len(blob)))
                 data.append(blob)
@@ -259,6 +363,12 @@ def read(source, schema, header, names, *, label_vocabulary, split_fractions,
          per_chunk=None) -> Spilled | None:
     """The checked, spilled table, or None when ``source`` takes the in-memory path
     (an image directory, an object-detection CSV, or a multi-label table)."""
+    with gc_paused():
+        return _read(source, schema, header, names, label_vocabulary=label_vocabulary,
+                     split_fractions=split_fractions, per_chunk=per_chunk)
+
+
+def _read(source, schema, header, names, *, label_vocabulary, split_fractions, per_chunk):
     chunks = sources_chunks(source, schema, header, names)
     if chunks is None:
         return None
@@ -277,7 +387,7 @@ def read(source, schema, header, names, *, label_vocabulary, split_fractions,
         fixed = validation.fix_vocabularies(schema, distinct, label_vocabulary)
         again = cache.replay() if cache else chunks(Problems())
         return check(again, schema, fixed=fixed, split_fractions=split_fractions,
-                     label_vocabulary=label_vocabulary, per_chunk=per_chunk)
+                     per_chunk=per_chunk)
     finally:
         if cache is not None:
             cache.remove()
