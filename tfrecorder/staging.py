@@ -65,7 +65,7 @@ def read_task(path: str) -> ShardTask:
         placed = []
         for part, offset, length in refs:
             positions, columns = pickle.loads(storage.read_range(folder + part, offset, length))
-            placed.extend(zip(positions, Block(*columns).rows(split)))
+            placed.extend(zip(positions, Block.from_tuple(columns).rows(split)))
         placed.sort(key=lambda pr: pr[0])  # positions in the shard's seeded order
         return ShardTask(split, index, count, filename, [row for _, row in placed])
     split, index, count, filename, rows = data

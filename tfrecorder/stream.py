@@ -57,14 +57,15 @@ def gc_paused():
 @dataclasses.dataclass
 class Block:
     """Rows of one split as columns, as they are spilled and staged: the fields of
-    ``plan.Row`` but the split, one list each (``features`` one list per feature)."""
+    ``plan.Row`` but the split, one sequence each (``features`` one per feature,
+    ``values`` one per schema column)."""
 
-    row_ids: list
-    uris: list
+    row_ids: Sequence
+    uris: Sequence
     feature_names: list[str]
-    features: list[list]
-    values: list[tuple]
-    labels: list[tuple]
+    features: list[Sequence]
+    values: list[Sequence]
+    labels: Sequence
 
     def __len__(self) -> int:
         return len(self.row_ids)
@@ -74,15 +75,32 @@ class Block:
         if len(picked) == len(self.row_ids) and picked == list(range(len(picked))):
             return self
         if len(picked) < 2:  # itemgetter of one index gives the item, not a tuple
-            get = lambda column: [column[i] for i in picked]  # noqa: E731
+            gather = lambda column: [column[i] for i in picked]  # noqa: E731
         else:
-            get = operator.itemgetter(*picked)
+            gather = operator.itemgetter(*picked)
+        taken: dict[int, Sequence] = {}
+
+        def get(column):  # a column held twice (image_uri as value and uri) is taken once
+            if id(column) not in taken:
+                taken[id(column)] = gather(column)
+            return taken[id(column)]
+
         return Block(get(self.row_ids), get(self.uris), self.feature_names,
-                     [get(f) for f in self.features], get(self.values), get(self.labels))
+                     [get(f) for f in self.features], [get(v) for v in self.values],
+                     get(self.labels))
 
     def as_tuple(self) -> tuple:
-        return (self.row_ids, self.uris, self.feature_names, self.features, self.values,
+        """The columns to pickle; a value column that is the ``uris`` column itself (the
+        image column, which needed no resolving) is written once, as None."""
+        values = [None if v is self.uris else v for v in self.values]
+        return (self.row_ids, self.uris, self.feature_names, self.features, values,
                 self.labels)
+
+    @classmethod
+    def from_tuple(cls, columns: tuple) -> "Block":
+        row_ids, uris, feature_names, features, values, labels = columns
+        return cls(row_ids, uris, feature_names, features,
+                   [uris if v is None else v for v in values], labels)
 
     def rows(self, split: str) -> Iterator:
         """``plan.Row`` of each row; rows with the same features share one dict."""
@@ -97,7 +115,7 @@ class Block:
 
         keys = zip(*self.features) if names else itertools.repeat((), len(self))
         return map(plan.Row, self.row_ids, itertools.repeat(split), self.uris,
-                   map(features, keys), self.values, self.labels)
+                   map(features, keys), zip(*self.values), self.labels)
 
 
 @dataclasses.dataclass
@@ -116,7 +134,7 @@ class Spilled:
         with open(os.path.join(self.folder, split), "rb") as f:
             while True:
                 try:
-                    yield Block(*pickle.load(f))
+                    yield Block.from_tuple(pickle.load(f))
                 except EOFError:
                     return
 
@@ -226,8 +244,8 @@ def check(chunks: Iterator, schema, *, fixed: Mapping, split_fractions,
             if per_chunk is not None:
                 per_chunk(cols.row_ids, cols.uris)
             names = list(cols.encoded)
-            whole = Block(list(cols.row_ids), cols.uris, names,
-                          [cols.encoded[c] for c in names], cols.all_values(), cols.labels)
+            whole = Block(cols.row_ids, cols.uris, names, [cols.encoded[c] for c in names],
+                          cols.value_columns(), cols.labels)
             for split in sorted(set(cols.splits), key=layout.split_order):
                 picked = list(itertools.compress(itertools.count(),
                                                  map(split.__eq__, cols.splits)))

@@ -77,14 +77,22 @@ class _Columns:
     def values(self, i: int) -> tuple:
         return tuple(labels.jsonable(self.raw[c][i]) for c in self.names)
 
+    def value_columns(self) -> list[list]:
+        """Per column, every row's value as ``values(i)`` gives it; a column of plain
+        text (None or non-blank strings) is the column itself."""
+        out = []
+        for c in self.names:
+            raw = self.raw[c]
+            if self.plain or all(v is None or (v.__class__ is str and v and not v.isspace())
+                                 for v in raw):
+                out.append(raw)
+            else:
+                out.append([labels.jsonable(v) for v in raw])
+        return out
+
     def all_values(self) -> list[tuple]:
-        """``values(i)`` of every row; columns of plain text are taken as they are."""
-        plain = self.plain or all(
-            all(v is None or (v.__class__ is str and v and not v.isspace()) for v in self.raw[c])
-            for c in self.names)
-        if plain:
-            return list(zip(*(self.raw[c] for c in self.names)))
-        return [self.values(i) for i in range(len(self.row_ids))]
+        """``values(i)`` of every row."""
+        return list(zip(*self.value_columns()))
 
 
 def validate(
@@ -195,7 +203,7 @@ def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
     values = cols.raw[image_col]
     if (set(map(type, values)) == {str} and all(map(str.startswith, values, _GS))
             and not any(map(str.isspace, map(_LAST, values)))):
-        cols.keys = cols.uris = list(values)  # the common case at scale: nothing to resolve
+        cols.keys = cols.uris = values  # the common case at scale: nothing to resolve
         return
     for i, (rid, v) in enumerate(zip(cols.row_ids, values)):
         if v.__class__ is str and v.startswith("gs://") and not v[-1:].isspace():
