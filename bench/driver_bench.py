@@ -3,6 +3,7 @@
     python bench/driver_bench.py                       # 200,000 / 1,000,000 / 2,000,000 rows
     python bench/driver_bench.py --rows 200000 10000000
     python bench/driver_bench.py --dataframe          # the same tables as DataFrames
+    python bench/driver_bench.py --quoted             # every CSV field in quotes
 
 For each size, a CSV of that many rows of gs:// image URIs (10 splits' worth of files per
 split, 1,000 labels) is converted with runner="DataflowRunner" and Beam's --dry_run (the
@@ -81,13 +82,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_csv(path: str, rows: int) -> None:
+def write_csv(path: str, rows: int, quoted: bool = False) -> None:
+    """The benchmark's CSV; ``quoted``: every field in quotes (as R's write.csv and
+    csv.QUOTE_ALL write them), which the csv module reads instead of the fast reader."""
     splits = ["TRAIN"] * 8 + ["VALIDATION", "TEST"]
+    q = '"' if quoted else ""
     with open(path, "w") as f:
-        f.write("split,image_uri,label\n")
+        f.write(f"{q}split{q},{q}image_uri{q},{q}label{q}\n")
         for i in range(rows):
-            f.write(f"{splits[i % 10]},gs://{BUCKET}/photos/{i // 1000:05d}/{i:09d}.jpg,"
-                    f"label_{i % 1000:04d}\n")
+            f.write(f"{q}{splits[i % 10]}{q},{q}gs://{BUCKET}/photos/{i // 1000:05d}/"
+                    f"{i:09d}.jpg{q},{q}label_{i % 1000:04d}{q}\n")
 
 
 def main() -> None:
@@ -95,6 +99,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, nargs="+", default=[200_000, 1_000_000, 2_000_000])
     ap.add_argument("--dataframe", action="store_true",
                     help="convert DataFrames: the memory added on top of the frame")
+    ap.add_argument("--quoted", action="store_true",
+                    help="every CSV field in quotes (read by Python's csv module)")
     args = ap.parse_args()
 
     port = _free_port()
@@ -121,7 +127,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for rows in args.rows:
                 csv_path = os.path.join(tmp, f"rows-{rows}.csv")
-                write_csv(csv_path, rows)
+                write_csv(csv_path, rows, args.quoted)
                 proc = subprocess.run(
                     [sys.executable, "-c", _CHILD_FRAME if args.dataframe else _CHILD,
                      csv_path, f"gs://{BUCKET}/out-{rows}"],

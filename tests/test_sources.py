@@ -108,39 +108,3 @@ def test_a_relative_image_directory_gives_absolute_paths(tmp_path, monkeypatch):
     checked = validation.validate(t.frame, t.row_ids, schemas.IMAGE_CSV_SCHEMA, base_dir=t.base_dir)
     assert checked.rows[0].image_uri == str(p)
 
-
-_PIECES = ["TRAIN", "gs://b/a.jpg", "cat", "", " ", "\t", "é", "ü x", " lead", "trail ",
-           "\u00a0", '"q,uoted"', '"multi\nline"', '"say ""hi"""']
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_the_fast_csv_reader_reads_what_the_csv_module_reads(tmp_path, monkeypatch, seed):
-    # Random CSV text (blank lines and fields, CRLF, no final line end, quotes in some)
-    # read in blocks cut at many places, against Python's csv module on the whole file.
-    import random
-
-    rng = random.Random(seed)
-    quoting = seed % 4 == 0
-    pieces = _PIECES if quoting else [p for p in _PIECES if '"' not in p]
-    lines = []
-    for _ in range(rng.randrange(1, 40)):
-        if rng.random() < 0.1:
-            lines.append(rng.choice(["", " ", ",,", " , "]))
-        else:
-            lines.append(",".join(rng.choice(pieces) for _ in range(rng.randrange(1, 5))))
-    end = "\r\n" if seed % 3 == 0 else "\n"
-    text = end.join(lines) + ("" if seed % 5 == 0 else end)
-    path = _write(tmp_path, text, encoding="utf-8-sig" if seed % 7 == 0 else "utf-8")
-    monkeypatch.setattr(sources, "CSV_BLOCK_BYTES", rng.randrange(1, 64))
-    assert list(sources._csv_records(path)) == list(sources._csv_module_records(path, 0, 1))
-
-
-def test_the_csv_module_takes_over_from_the_first_quoted_block(tmp_path, monkeypatch):
-    # Plain lines first, then a quoted field holding a line break: line numbers go on.
-    text = "".join(f"TRAIN,gs://b/{i}.jpg,cat\n" for i in range(50))
-    text += 'TEST,"gs://b/x,1.jpg","two\nlines"\nTRAIN,gs://b/y.jpg,dog\n'
-    path = _write(tmp_path, text)
-    monkeypatch.setattr(sources, "CSV_BLOCK_BYTES", 100)
-    records = list(sources._csv_records(path))
-    assert [i for i, _ in records] == list(range(1, 52)) + [53]
-    assert records[-2][1] == ["TEST", "gs://b/x,1.jpg", "two\nlines"]

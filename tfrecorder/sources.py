@@ -222,85 +222,21 @@ def csv_chunks(path: str, schema: Schema, header, names, size: int | None,
             return
 
 
-#: Bytes of a CSV read at a time by the fast reader (cut at a line end).
-CSV_BLOCK_BYTES = 4 << 20
-#: An empty or blank field, or a blank line: such a block takes the field-by-field path.
-_BLANK = re.compile(r"(?:^|,)[^\S\n]*(?:,|$)", re.M)
-
-
 def _csv_records(path: str) -> Iterator[tuple[int, list]]:
     """``(line number, fields)`` of every non-empty record of the CSV, streamed.
 
-    An empty or blank field is a missing value (None), as pandas reads it. Blocks of
-    lines without quotes, NULs or lone carriage returns (nearly every CSV written by a
-    program) are split at commas and line ends, which is what Python's csv module makes
-    of them, only several times faster; from the first block with any of those on, the
-    csv module reads the rest of the file.
+    An empty field is a missing value (None), as pandas reads it.
     """
     with storage.open_file(path, "rb") as raw:
-        line, offset, carry = 1, 0, b""
-        while True:
-            data = raw.read(CSV_BLOCK_BYTES)
-            block = carry + data
-            if data:
-                cut = block.rfind(b"\n") + 1
-                block, carry = block[:cut], block[cut:]
-                if not block:
-                    continue  # no line end yet: read on
-            elif not block:
-                return
-            else:
-                carry = b""
-            try:
-                text = block.decode("utf-8-sig" if offset == 0 else "utf-8")
-            except UnicodeDecodeError:
-                raise _not_utf8(path) from None
-            if "\r" in text:
-                text = text.replace("\r\n", "\n")
-            if '"' in text or "\r" in text or "\0" in text:
-                yield from _csv_module_records(path, offset, line)
-                return
-            offset += len(block)
-            lines = text.split("\n")
-            if text.endswith("\n"):
-                lines.pop()
-            ids = range(line, line + len(lines))
-            line += len(lines)
-            if _maybe_blank(text) and _BLANK.search(text, 0, len(text) - text.endswith("\n")):
-                rows = [[x if x and not x.isspace() else None for x in f.split(",")]
-                        for f in lines]
-                yield from ((i, r) for i, r in zip(ids, rows) if any(r))
-            else:
-                yield from zip(ids, [f.split(",") for f in lines])
-
-
-def _maybe_blank(text: str) -> bool:
-    """False when ``text`` (whole lines) surely has no empty or blank field and no blank
-    line: quick substring tests that spare most blocks the regular expression."""
-    return (",," in text or "\n," in text or ",\n" in text or "\n\n" in text
-            or text[:1] in (",", "\n") or text.endswith(",") or not text.isascii()
-            or any(c in text for c in _ASCII_BLANKS))
-
-
-#: ASCII characters that str.isspace() takes for blanks, but the line end.
-_ASCII_BLANKS = " \t\x0b\x0c\x1c\x1d\x1e\x1f"
-
-
-def _csv_module_records(path: str, offset: int, line: int) -> Iterator[tuple[int, list]]:
-    """``_csv_records`` from byte ``offset`` (where line ``line`` starts) on, read by
-    Python's csv module: quoted fields, line breaks inside them, and the rest."""
-    with storage.open_file(path, "rb") as raw:
-        raw.seek(offset)
-        text = io.TextIOWrapper(raw, encoding="utf-8-sig" if offset == 0 else "utf-8",
-                                newline="")
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
         reader = csv.reader(text)
-        first = line
+        line = 1
         try:
             for fields in reader:
                 values = [x if x and not x.isspace() else None for x in fields]
                 if any(values):
                     yield line, values
-                line = first + reader.line_num
+                line = reader.line_num + 1
         except UnicodeDecodeError:
             raise _not_utf8(path) from None
         except csv.Error as e:
