@@ -65,6 +65,51 @@ def test_the_streamed_plan_is_the_in_memory_plan(tmp_path, tiny_chunks):
         assert by_name[task.filename].rows == task.rows
 
 
+def test_a_streamed_csv_of_gs_uris_plans_what_the_whole_csv_plans(tmp_path, tiny_chunks):
+    # The per-column fast paths (gs:// URIs taken as they are, splits and labels through
+    # their distinct values) against the whole table validated in memory.
+    from tfrecorder import sources
+
+    lines = ["split,image_uri,label"] + [
+        f"{['TRAIN', 'test', '', 'Validation', 'UNASSIGNED'][i % 5]},gs://b/p/{i}.jpg,"
+        f"{['cat', 'dog', 'emu'][i % 3]}" for i in range(60)]
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(lines) + "\n")
+    fractions = {"train": 0.5, "validation": 0.25, "test": 0.25}
+    spilled = stream.read(str(path), schema.IMAGE_CSV_SCHEMA, "infer", None,
+                          label_vocabulary=None, split_fractions=fractions)
+    try:
+        plans = stream.layouts(spilled, num_shards=2, bytes_per_split={}, workers=1, seed=3)
+        stream.stage(spilled, plans, str(tmp_path / "tasks"), name="d", gzip=False)
+    finally:
+        spilled.remove()
+    streamed = {t.filename: t.rows
+                for t in map(staging.read_task, staging.list_tasks(str(tmp_path / "tasks")))}
+    table = sources.read(str(path))
+    checked = validation.validate(table.frame, table.row_ids, schema.IMAGE_CSV_SCHEMA,
+                                  base_dir=table.base_dir, split_fractions=fractions)
+    whole = {t.filename: t.rows for t in plan.plan(checked.rows, name="d", seed=3, num_shards=2)}
+    assert streamed == whole and sum(map(len, whole.values())) == 60
+    assert {r.image_uri for rows in whole.values() for r in rows} == {
+        f"gs://b/p/{i}.jpg" for i in range(60)}
+
+
+@pytest.mark.parametrize("keys,names,multi", [
+    (["a", "b", "a"], ["x", "y", "x"], False),            # an image twice, one label
+    (["a", "b", " a "], ["x", "y", "z"], True),           # " a " is image "a"
+    (["a", "b", "a"], ["1", "y", "01"], False),           # "1" and "01" are one label
+    (["a", None, "a", ""], ["x", "y", None, "z"], False),  # nulls are not compared
+    (["a", None, "a"], ["x", "y", "z"], True),            # found among nulls too
+])
+def test_the_survey_finds_an_image_with_two_labels_across_chunks(keys, names, multi):
+    from tfrecorder import sources
+
+    chunks = [sources.Table(sources.ColumnFrame(
+        {"split": ["TRAIN"], "image_uri": [k], "label": [v]}, 1), [i], None, "csv")
+        for i, (k, v) in enumerate(zip(keys, names))]
+    assert stream.survey(iter(chunks), schema.IMAGE_CSV_SCHEMA)[1] is multi
+
+
 def test_vocabularies_are_decided_over_the_whole_table(tmp_path, tiny_chunks):
     paths = _pictures(tmp_path, 30)
     # Whole numbers in the first chunks, a name in the last: the column is a vocabulary,
