@@ -4,6 +4,7 @@
     python bench/driver_bench.py --rows 200000 10000000
     python bench/driver_bench.py --dataframe          # the same tables as DataFrames
     python bench/driver_bench.py --quoted             # every CSV field in quotes
+    python bench/driver_bench.py --gcs-csv            # the CSV read from gs://
 
 For each size, a CSV of that many rows of gs:// image URIs (10 splits' worth of files per
 split, 1,000 labels) is converted with runner="DataflowRunner" and Beam's --dry_run (the
@@ -101,6 +102,8 @@ def main() -> None:
                     help="convert DataFrames: the memory added on top of the frame")
     ap.add_argument("--quoted", action="store_true",
                     help="every CSV field in quotes (read by Python's csv module)")
+    ap.add_argument("--gcs-csv", action="store_true",
+                    help="the CSV itself on gs:// (the emulator), streamed from there")
     args = ap.parse_args()
 
     port = _free_port()
@@ -128,9 +131,13 @@ def main() -> None:
             for rows in args.rows:
                 csv_path = os.path.join(tmp, f"rows-{rows}.csv")
                 write_csv(csv_path, rows, args.quoted)
+                source = csv_path
+                if args.gcs_csv:
+                    source = f"gs://{BUCKET}/tables/rows-{rows}.csv"
+                    gcsfs.GCSFileSystem(token="anon").put_file(csv_path, source)
                 proc = subprocess.run(
                     [sys.executable, "-c", _CHILD_FRAME if args.dataframe else _CHILD,
-                     csv_path, f"gs://{BUCKET}/out-{rows}"],
+                     source, f"gs://{BUCKET}/out-{rows}"],
                     env=env, capture_output=True, text=True)
                 if proc.returncode:
                     sys.exit(proc.stderr[-3000:])
