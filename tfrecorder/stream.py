@@ -7,7 +7,8 @@ A CSV (local or gs://) or a DataFrame is read in chunks, twice:
    memory), and a hash of each row's image and label, which shows a multi-label table
    (one image with several labels: such a table takes the in-memory path).
 2. ``check``: every chunk validated with those vocabularies, problems collected (and
-   capped) over all chunks, the valid rows spilled to one local file per split.
+   capped) over all chunks, the valid rows spilled, as columns (``Block``), to one
+   local file per split.
 
 Shards are then planned from the counts alone: a seeded permutation of each split's row
 indices (an int array; the same permutation ``plan.shuffled`` uses, so the files are the
@@ -240,7 +241,8 @@ def check(chunks: Iterator, schema, *, fixed: Mapping, split_fractions,
                 continue
             if problems:
                 continue  # nothing will be written: only look for more problems
-            first = first or cols
+            # what every chunk has alike: column names, feature specs, vocabularies
+            first = first or (cols.names, cols.features, cols.vocabularies)
             if per_chunk is not None:
                 per_chunk(cols.row_ids, cols.uris)
             names = list(cols.encoded)
@@ -265,8 +267,7 @@ def check(chunks: Iterator, schema, *, fixed: Mapping, split_fractions,
         raise
     for f in files.values():
         f.close()
-    return Spilled(folder, counts, samples, first.names, first.features,
-                   first.vocabularies, rows_in)
+    return Spilled(folder, counts, samples, *first, rows_in)
 
 
 @dataclasses.dataclass(frozen=True)
