@@ -108,3 +108,29 @@ def test_a_relative_image_directory_gives_absolute_paths(tmp_path, monkeypatch):
     checked = validation.validate(t.frame, t.row_ids, schemas.IMAGE_CSV_SCHEMA, base_dir=t.base_dir)
     assert checked.rows[0].image_uri == str(p)
 
+
+
+_PATHS = ["a.jpg", "photos/cat/1.jpg", "x y/2.png", " lead.jpg", "trail.jpg ", "./c.jpg",
+          "../d.jpg", "e/../f.jpg", "g/./h.jpg", "i//j.jpg", "k/", "/abs/l.jpg", "~/m.jpg",
+          "~n.jpg", "file:///o.jpg", "gs://b/p.jpg", "é/q.jpg", "r\tt.jpg", "s.", "t..jpg",
+          ".hidden/u.jpg", "v/~w.jpg", "x\\y.jpg", ""]
+
+
+@pytest.mark.parametrize("base", ["/data/set", "/", "//", "/data/set/", None])
+def test_a_column_of_paths_resolves_as_each_path_does(base, monkeypatch, tmp_path):
+    # resolve_all, when it answers, gives what resolve gives path by path; it declines
+    # (None) for every column holding a path that resolve treats specially, and for a
+    # base that resolve would normalize.
+    from tfrecorder import storage
+
+    monkeypatch.chdir(tmp_path)
+    answers = base is None or os.path.normpath(base) == base
+    plain = ["a.jpg", "photos/cat/1.jpg", "s.", "t..jpg", "v/~w.jpg", "x\\y.jpg"]
+    for path in _PATHS:
+        column = ["a.jpg", path, "b.jpg"]
+        got = storage.resolve_all(column, base)
+        if path in plain and answers:
+            assert got == [storage.resolve(p, base) for p in column]
+        else:
+            assert got is None, path
+    assert answers == (storage.resolve_all(plain, base) is not None)

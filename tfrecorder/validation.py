@@ -201,10 +201,15 @@ _LAST = operator.itemgetter(-1)
 def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
                 problems: Problems) -> None:
     values = cols.raw[image_col]
-    if (set(map(type, values)) == {str} and all(map(str.startswith, values, _GS))
-            and not any(map(str.isspace, map(_LAST, values)))):
-        cols.keys = cols.uris = values  # the common case at scale: nothing to resolve
-        return
+    if set(map(type, values)) == {str}:
+        if (all(map(str.startswith, values, _GS))
+                and not any(map(str.isspace, map(_LAST, values)))):
+            cols.keys = cols.uris = values  # the common case at scale: nothing to resolve
+            return
+        resolved = storage.resolve_all(values, base_dir)  # plain relative paths
+        if resolved is not None:
+            cols.keys, cols.uris = values, resolved
+            return
     for i, (rid, v) in enumerate(zip(cols.row_ids, values)):
         if v.__class__ is str and v.startswith("gs://") and not v[-1:].isspace():
             cols.keys[i] = cols.uris[i] = v  # the common case at scale: nothing to resolve
