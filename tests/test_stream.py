@@ -73,6 +73,7 @@ def test_a_streamed_csv_of_gs_uris_plans_what_the_whole_csv_plans(tmp_path, tiny
     lines = ["split,image_uri,label"] + [
         f"{['TRAIN', 'test', '', 'Validation', 'UNASSIGNED'][i % 5]},gs://b/p/{i}.jpg,"
         f"{['cat', 'dog', 'emu'][i % 3]}" for i in range(60)]
+    lines.append(lines[1])  # an image listed twice with its one label: two records, as whole
     path = tmp_path / "t.csv"
     path.write_text("\n".join(lines) + "\n")
     fractions = {"train": 0.5, "validation": 0.25, "test": 0.25}
@@ -89,7 +90,7 @@ def test_a_streamed_csv_of_gs_uris_plans_what_the_whole_csv_plans(tmp_path, tiny
     checked = validation.validate(table.frame, table.row_ids, schema.IMAGE_CSV_SCHEMA,
                                   base_dir=table.base_dir, split_fractions=fractions)
     whole = {t.filename: t.rows for t in plan.plan(checked.rows, name="d", seed=3, num_shards=2)}
-    assert streamed == whole and sum(map(len, whole.values())) == 60
+    assert streamed == whole and sum(map(len, whole.values())) == 61
     assert {r.image_uri for rows in whole.values() for r in rows} == {
         f"gs://b/p/{i}.jpg" for i in range(60)}
 
