@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import os
 import re
@@ -138,7 +137,7 @@ def _read(source, schema, header, names, opts: Options, vocabulary, output_dir: 
     local_uris: list = []
 
     def check_chunk(row_ids, uris):
-        if cloud and not (set(map(type, uris)) == {str} and all(map(str.startswith, uris, _GS))):
+        if cloud and not storage.all_on_gcs(uris):
             local_uris.extend((rid, u) for rid, u in zip(row_ids, uris)
                               if u is not None and not u.startswith("gs://"))
             del local_uris[5:]
@@ -195,9 +194,6 @@ def _read(source, schema, header, names, opts: Options, vocabulary, output_dir: 
     return _Planned(checked.columns, checked.features, checked.vocabularies,
                     len(table.row_ids), len(checked.rows), [t.filename for t in tasks],
                     lambda folder: staging.stage_tasks(tasks, folder))
-
-
-_GS = itertools.repeat("gs://")
 
 
 def _plan_run(opts: Options, output_dir: str, run_id: str, before: output.Survey,

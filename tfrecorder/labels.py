@@ -69,6 +69,13 @@ def as_whole_number(value) -> int | None:
     return None
 
 
+def identity(value):
+    """What two label values are compared by to tell whether they are one label: "0",
+    "00" and 0 are one (a whole number), "cat" and " cat" are one (a name)."""
+    whole = as_whole_number(value)
+    return name_of(value) if whole is None else whole
+
+
 def name_of(value) -> str:
     """The text a label value is known by in a vocabulary."""
     return value.strip() if isinstance(value, str) else str(value)

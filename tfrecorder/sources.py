@@ -280,7 +280,8 @@ def _named(records, header: list[str], schema: Schema, problems: Problems):
     positions = {renames[h]: i for i, h in enumerate(header) if h in renames}
     present = [c for c in columns if c in positions]
     width = len(header)
-    ids, good = list(map(_FIRST, records)), list(map(_SECOND, records))
+    ids = list(map(operator.itemgetter(0), records))
+    good = list(map(operator.itemgetter(1), records))
     if set(map(len, good)) != {width}:
         ids, good = [], []
         for lineno, fields in records:
@@ -293,8 +294,6 @@ def _named(records, header: list[str], schema: Schema, problems: Problems):
     data = {c: list(map(operator.itemgetter(positions[c]), good)) for c in present}
     return ColumnFrame(data, len(ids), plain=True), ids
 
-
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _positional(records, schema: Schema, problems: Problems):

@@ -105,18 +105,9 @@ class Block:
 
     def rows(self, split: str) -> Iterator:
         """``plan.Row`` of each row; rows with the same features share one dict."""
-        shared: dict[tuple, dict] = {}
-        names = self.feature_names
-
-        def features(key):
-            found = shared.get(key)
-            if found is None:
-                found = shared[key] = dict(zip(names, key))
-            return found
-
-        keys = zip(*self.features) if names else itertools.repeat((), len(self))
-        return map(plan.Row, self.row_ids, itertools.repeat(split), self.uris,
-                   map(features, keys), zip(*self.values), self.labels)
+        features = validation.feature_dicts(self.feature_names, self.features, len(self))
+        return map(plan.Row, self.row_ids, itertools.repeat(split), self.uris, features,
+                   zip(*self.values), self.labels)
 
 
 @dataclasses.dataclass
@@ -207,8 +198,7 @@ def _hashed_pairs(keys: list, values: list):
         if labels.is_null(v):
             label_hash[v] = None
         else:
-            whole = labels.as_whole_number(v)
-            label_hash[v] = hash(labels.name_of(v) if whole is None else whole)
+            label_hash[v] = hash(labels.identity(v))
     if set(map(type, keys)) == {str}:
         stripped = list(map(str.strip, keys))
         if "" not in stripped and None not in label_hash.values():  # no nulls: all at once

@@ -13,7 +13,7 @@ import itertools
 import numbers
 import operator
 import re
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from tfrecorder import example, labels, layout, splits, storage, types
 from tfrecorder.errors import Problem, Problems, SchemaError
@@ -55,18 +55,9 @@ class _Columns:
         return {c: values[i] for c, values in self.encoded.items()}
 
     def all_features(self) -> list[dict[str, bytes]]:
-        """``row_features(i)`` of every row; rows with the same features share one dict."""
-        names = list(self.encoded)
-        shared: dict[tuple, dict] = {}
-        out = []
-        for key in zip(*self.encoded.values()) if names else itertools.repeat((), len(self.row_ids)):
-            found = shared.get(key)
-            if found is None:
-                found = dict(zip(names, key))
-                if len(shared) < 100_000:
-                    shared[key] = found
-            out.append(found)
-        return out
+        """``row_features(i)`` of every row."""
+        return list(feature_dicts(list(self.encoded), list(self.encoded.values()),
+                                  len(self.row_ids)))
 
     def assign_splits(self, fractions: Mapping[str, float]) -> None:
         """A split for every unassigned row, from its image key (else its row id)."""
@@ -93,6 +84,20 @@ class _Columns:
     def all_values(self) -> list[tuple]:
         """``values(i)`` of every row."""
         return list(zip(*self.value_columns()))
+
+
+def feature_dicts(names: list[str], columns: list, n: int) -> Iterator[dict[str, bytes]]:
+    """Each of ``n`` rows' features as a dict, from one column of encoded values per
+    feature name; rows with the same features share one dict (the first 100,000
+    distinct ones), so a label column of a few values makes a few dicts."""
+    shared: dict[tuple, dict] = {}
+    for key in zip(*columns) if names else itertools.repeat((), n):
+        found = shared.get(key)
+        if found is None:
+            found = dict(zip(names, key))
+            if len(shared) < 100_000:
+                shared[key] = found
+        yield found
 
 
 def validate(
@@ -194,22 +199,20 @@ def _check_splits(cols: _Columns, split_col: str | None, problems: Problems) -> 
             problems.add(rid, split_col, v, str(e))
 
 
-_GS = itertools.repeat("gs://")
 _LAST = operator.itemgetter(-1)
 
 
 def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
                 problems: Problems) -> None:
     values = cols.raw[image_col]
-    if set(map(type, values)) == {str}:
-        if (all(map(str.startswith, values, _GS))
-                and not any(map(str.isspace, map(_LAST, values)))):
-            cols.keys = cols.uris = values  # the common case at scale: nothing to resolve
-            return
-        resolved = storage.resolve_all(values, base_dir)  # plain relative paths
-        if resolved is not None:
-            cols.keys, cols.uris = values, resolved
-            return
+    if storage.all_on_gcs(values) and not any(map(str.isspace, map(_LAST, values))):
+        cols.keys = cols.uris = values  # the common case at scale: nothing to resolve
+        return
+    resolved = (storage.resolve_all(values, base_dir)  # plain relative paths
+                if set(map(type, values)) == {str} else None)
+    if resolved is not None:
+        cols.keys, cols.uris = values, resolved
+        return
     for i, (rid, v) in enumerate(zip(cols.row_ids, values)):
         if v.__class__ is str and v.startswith("gs://") and not v[-1:].isspace():
             cols.keys[i] = cols.uris[i] = v  # the common case at scale: nothing to resolve
@@ -307,8 +310,8 @@ def _encode_fixed_labels(cols: _Columns, col: str, fixed: Fixed, problems: Probl
     cols.vocabularies[col] = fixed.names
     cols.features[col] = FeatureSpec(example.INT64, [], "label")
     if None not in hits:  # every value has an id
-        cols.labels = list(map(_FIRST, hits))
-        cols.encoded[col] = list(map(_SECOND, hits))
+        cols.labels = list(map(operator.itemgetter(0), hits))
+        cols.encoded[col] = list(map(operator.itemgetter(1), hits))
         return
     column = cols.encoded[col] = [None] * len(values)
     for i, (rid, v) in enumerate(zip(cols.row_ids, values)):
@@ -323,8 +326,6 @@ def _encode_fixed_labels(cols: _Columns, col: str, fixed: Fixed, problems: Probl
             problems.add(rid, col, labels.jsonable(v), found if isinstance(found, str) else
                          "label not in label_vocabulary; add it there or fix the row")
 
-
-_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def _as_list(value) -> list:
@@ -344,8 +345,7 @@ def _is_multi_label(values, keys) -> bool:
             return True
         if not key or labels.is_null(value):
             continue
-        whole = labels.as_whole_number(value)  # "0", "00" and 0 are one label
-        name = labels.name_of(value) if whole is None else whole
+        name = labels.identity(value)
         if seen.setdefault(key, name) != name:
             return True
     return False
