@@ -21,16 +21,31 @@ setup(
         "tqdm>=4.60",
     ],
     extras_require={
+        # The progress bar as a Jupyter widget (plain text without it).
+        "notebook": ["ipywidgets>=8.0"],
+        # Beam's Dask runner: runner="DaskRunner" (docs/runners.md).
+        "dask": ["dask[distributed]>=2024.1"],
+        # Readers for other frameworks (tfrecorder.torch, tfrecorder.grain); none imports
+        # TensorFlow. torch is pinned to the tested version (a CPU build on the test
+        # machines); left unpinned, pip may pick a CUDA build of several gigabytes.
+        "torch": ["torch==2.13.0"],
+        "grain": ["grain>=0.2.18"],
+        # NVIDIA DALI (nvidia-dali-cuda120, over 400 MB) reads our shards and index files
+        # itself; it is not an extra (docs/loading.md).
         "test": [
+            "dask[distributed]>=2024.1",
             "gcp-storage-emulator>=2024.8",
+            "grain>=0.2.18",
             "hypothesis>=6.0",
             "importlib_resources>=6.0",
             "ipykernel>=6.0",
+            "ipywidgets>=8.0",
             "nbclient>=0.9",
             "nbformat>=5.9",
             "psutil>=5.9",
             "pytest>=8.0",
             "tensorflow-datasets>=4.9",
+            "torch==2.13.0",
         ],
     },
     entry_points={"console_scripts": ["tfrecorder=tfrecorder.cli:main"]},

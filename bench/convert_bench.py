@@ -2,7 +2,7 @@
 
     python bench/make_corpus.py /tmp/corpus --images 10000
     python bench/convert_bench.py /tmp/corpus/data.csv [--runs 3] [--skip-baseline]
-                                  [-- extra tfrecorder convert flags]
+                                  [--index-cost] [-- extra tfrecorder convert flags]
 
 Runs, interleaved on the same CSV, `tfrecorder convert CSV OUT` (default options,
 DirectRunner) and `bench/baseline_loop.py CSV OUT` (TensorFlow's tutorial loop), each as
@@ -10,7 +10,8 @@ a fresh process, `--runs` times each. Before every run the output folder is remo
 and the file system is synced, so no run pays for another's writes. Prints, per writer,
 the medians of wall time, rows/s and peak memory (the sum of the resident memory of the
 process and all its children, sampled every 20 ms), the output/input bytes, and the
-ratios ours/baseline.
+ratios ours/baseline. ``--index-cost`` also runs ``tfrecorder convert --no-index`` in
+the same rounds and prints what writing the index files costs (ours / no index).
 """
 
 from __future__ import annotations
@@ -51,6 +52,28 @@ def data_bytes(out: str) -> int:
                if ".tfrecord" in n)
 
 
+def index_work(out: str) -> float:
+    """Seconds to do again, in this process, what writing the index files of ``out`` adds
+    to a conversion: a list of framed lengths per shard, turned into offsets and text,
+    written beside the shards. Machine noise hides it in whole-process timings."""
+    from tfrecorder import index, metadata, storage
+
+    m = metadata.read_manifest(out)
+    lengths = {s.file: [n for _, n in index.read(out, s.file)]
+               for info in m.splits.values() for s in info.shards}
+    scratch = tempfile.mkdtemp(prefix="tfr-index-")
+    start = time.perf_counter()
+    for file, framed in lengths.items():
+        kept = []
+        for n in framed:
+            kept.append(n)
+        storage.write_atomic(os.path.join(scratch, file + ".idx"),
+                             index.format(index.offsets(kept)))
+    seconds = time.perf_counter() - start
+    shutil.rmtree(scratch)
+    return seconds
+
+
 def run(cmd: list[str]) -> tuple[float, int]:
     """(wall seconds, peak resident bytes of the whole process tree)."""
     start = time.perf_counter()
@@ -77,6 +100,8 @@ def main() -> None:
     ap.add_argument("--skip-baseline", action="store_true", help="measure tfrecorder only")
     ap.add_argument("--floor", action="store_true",
                     help="also run bench/io_floor.py: read + CRC32C + write, nothing else")
+    ap.add_argument("--index-cost", action="store_true",
+                    help="also run tfrecorder with --no-index: the cost of the index files")
     ap.add_argument("--work", default=None, help="folder for the outputs (default: a temp dir)")
     ap.add_argument("extra", nargs="*", help="extra flags for `tfrecorder convert` (after --)")
     args = ap.parse_args()
@@ -87,6 +112,10 @@ def main() -> None:
         "tfrecorder": lambda out: [sys.executable, "-m", "tfrecorder", "convert", args.csv, out,
                                    "--overwrite", *args.extra],
     }
+    if args.index_cost:
+        writers["no index"] = lambda out: [sys.executable, "-m", "tfrecorder", "convert",
+                                           args.csv, out, "--overwrite", "--no-index",
+                                           *args.extra]
     if not args.skip_baseline:
         writers["baseline"] = lambda out: [sys.executable, os.path.join(HERE, "baseline_loop.py"),
                                            args.csv, out]
@@ -121,6 +150,14 @@ def main() -> None:
         w_ours, w_base = med["tfrecorder"][0], med["baseline"][0]
         print(f"  ours/baseline: wall {w_ours / w_base:.2f}x, rows/s {w_base / w_ours:.2f}x, "
               f"peak memory {med['tfrecorder'][1] / med['baseline'][1]:.2f}x")
+    if "no index" in med:
+        per_round = [a[0] / b[0] for a, b in zip(results["tfrecorder"], results["no index"])]
+        print(f"  with index files / without: wall {med['tfrecorder'][0] / med['no index'][0]:.3f}x"
+              f", median of the per-round ratios {statistics.median(per_round):.3f}x"
+              f" (per round {', '.join(f'{r:.3f}' for r in per_round)})")
+        extra = index_work(os.path.join(work, "tfrecorder"))
+        print(f"  the index files' own work (framed lengths -> offsets -> text -> files): "
+              f"{extra * 1000:.1f} ms = {extra / med['no index'][0]:.2%} of the conversion")
     shutil.rmtree(os.path.join(work, "tfrecorder"), ignore_errors=True)
 
 

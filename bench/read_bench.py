@@ -17,6 +17,20 @@ pipeline runs one warm-up epoch, then the epochs are interleaved (load, plain, d
 load, ...) so that drift in the machine's speed hits all three alike. Prints images/s per
 epoch, the medians, and the ratios of load() to the others.
 
+    python bench/read_bench.py /tmp/corpus --readers
+
+compares the ways of reading by record (index files) with the sequential load():
+
+  load      tfrecorder.load(), as above (files in order)
+  global    load(..., shuffle="global", seed=0): every record read by its offset, in a
+            permutation of the whole split
+  4 readers load(..., shard=(i, 4)) for i = 0..3, one after the other: the same records,
+            read as each of 4 readers reads its part
+  window    load(..., shuffle=True): files shuffled and a window of 1024 records
+
+With ``--raw`` the images are not decoded (``decode_images=False``): JPEG decoding no
+longer hides what reading by record costs.
+
     python bench/read_bench.py /tmp/corpus --presize 256
 
 compares pre-sized images instead: the corpus is also converted with
@@ -26,6 +40,19 @@ sizes printed), and the pipelines are
   load      tfrecorder.load() of the pre-sized conversion, as above
   plain     the plain pipeline over the original-bytes conversion, as above
   original  tfrecorder.load() of the original-bytes conversion
+
+    python bench/read_bench.py /tmp/corpus --torch [--presize 256]
+
+measures PyTorch instead, without TensorFlow: every pipeline is a
+``torch.utils.data.DataLoader(..., batch_size=32, num_workers=2)`` whose items are
+decoded by Pillow to RGB and resized to 224x224 (bilinear) by the same function, so
+only where the bytes come from differs:
+
+  torch        tfrecorder.torch.Dataset over the conversion (``--presize N``: over the
+               shorter_side=N conversion)
+  imagefolder  torchvision.datasets.ImageFolder over the original JPEG files, or, where
+               torchvision does not import, the same thing written here (a sorted
+               CLASS/FILE listing opened with Pillow); the line printed says which
 """
 
 from __future__ import annotations
@@ -79,6 +106,27 @@ def _label_tree(corpus: str, out: str) -> str:
     return tree
 
 
+def record_pipelines(out: str, raw: bool = False) -> dict:
+    import functools
+
+    import tfrecorder
+
+    def load(**kw):
+        if raw:
+            return tfrecorder.load(out, "train", batch_size=BATCH, decode_images=False,
+                                   as_supervised=True, **kw)
+        return tfrecorder.load(out, "train", batch_size=BATCH, image_size=SIZE,
+                               as_supervised=True, **kw)
+
+    return {
+        "load": load,
+        "global": lambda: load(shuffle="global", seed=0),
+        "4 readers": lambda: functools.reduce(
+            lambda a, b: a.concatenate(b), [load(shard=(i, 4)) for i in range(4)]),
+        "window": lambda: load(shuffle=True, seed=0),
+    }
+
+
 def pipelines(tf, out: str, tree: str | None, presized: str | None = None) -> dict:
     import tfrecorder
 
@@ -114,19 +162,96 @@ def epoch(ds) -> tuple[int, float]:
     return n, time.perf_counter() - start
 
 
+def _resize(image):
+    """The decode-and-resize of every torch pipeline: RGB, 224x224 bilinear, uint8 CHW."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    image = image.convert("RGB").resize(SIZE[::-1], Image.Resampling.BILINEAR)
+    return torch.from_numpy(np.array(image)).permute(2, 0, 1)
+
+
+class _FolderDataset:
+    """torchvision's ImageFolder, for where torchvision does not import: the files of
+    ROOT/CLASS/, classes and files sorted, opened with Pillow."""
+
+    def __init__(self, root, transform):
+        self.classes = sorted(os.listdir(root))
+        self.samples = [(os.path.join(root, c, f), i) for i, c in enumerate(self.classes)
+                        for f in sorted(os.listdir(os.path.join(root, c)))]
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        from PIL import Image
+
+        path, label = self.samples[i]
+        with open(path, "rb") as f:
+            image = Image.open(f)
+            image.load()
+        return self.transform(image), label
+
+
+def torch_pipelines(out: str, tree: str) -> tuple[dict, str]:
+    import torch.utils.data
+
+    import tfrecorder.torch
+
+    try:
+        from torchvision.datasets import ImageFolder
+
+        folder, kind = ImageFolder(tree, transform=_resize), "torchvision.datasets.ImageFolder"
+    except ImportError:  # torchvision builds that match torch 2.13 do not import beside it
+        folder, kind = _FolderDataset(tree, _resize), "ImageFolder written in the bench"
+
+    def loader(ds):
+        return torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=2,
+                                           persistent_workers=True)
+
+    made = {"torch": loader(tfrecorder.torch.Dataset(out, "train", transform=_resize)),
+            "imagefolder": loader(folder)}
+    return made, kind
+
+
+def _main_torch(args) -> None:
+    import torch
+
+    out = _convert(args.corpus)
+    tree = _label_tree(args.corpus, out)
+    source = _convert(args.corpus, args.presize) if args.presize else out
+    print(_describe(source))
+    made, kind = torch_pipelines(source, tree)
+    print(f"torch {torch.__version__}; baseline: {kind}")
+    _measure(made, args.epochs, "torch")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("corpus", help="folder made by bench/make_corpus.py")
     ap.add_argument("--epochs", type=int, default=3, help="measured epochs per pipeline")
+    ap.add_argument("--readers", action="store_true",
+                    help="compare global shuffle and record-level readers with load()")
+    ap.add_argument("--raw", action="store_true",
+                    help="with --readers: records only, images not decoded")
     ap.add_argument("--presize", type=int, metavar="N",
                     help="compare load() of a shorter_side=N conversion with the plain "
                          "pipeline over the original bytes")
+    ap.add_argument("--torch", action="store_true",
+                    help="PyTorch DataLoaders: tfrecorder.torch.Dataset against ImageFolder")
     args = ap.parse_args()
+    if args.torch:
+        _main_torch(args)
+        return
 
     import tensorflow as tf
 
     out = _convert(args.corpus)
-    if args.presize:
+    if args.readers:
+        made = {name: make() for name, make in record_pipelines(out, args.raw).items()}
+    elif args.presize:
         presized = _convert(args.corpus, args.presize)
         print(_describe(out))
         print(_describe(presized))
@@ -134,13 +259,17 @@ def main() -> None:
     else:
         tree = _label_tree(args.corpus, out)
         made = {name: make() for name, make in pipelines(tf, out, tree).items()}
+    _measure(made, args.epochs, "load")
+
+
+def _measure(made: dict, epochs: int, ours: str) -> None:
     counts = {}
     for name, ds in made.items():  # warm-up: tracing, thread pools, page cache
         counts[name], _ = epoch(ds)
     if len(set(counts.values())) != 1:
         sys.exit(f"the pipelines read different numbers of images: {counts}")
     rates: dict[str, list[float]] = {name: [] for name in made}
-    for e in range(args.epochs):
+    for e in range(epochs):
         for name, ds in made.items():
             n, secs = epoch(ds)
             rates[name].append(n / secs)
@@ -148,15 +277,15 @@ def main() -> None:
                   flush=True)
     med = {name: statistics.median(r) for name, r in rates.items()}
     best = {name: max(r) for name, r in rates.items()}
-    print(f"\n{counts['load']} train images, {SIZE[0]}x{SIZE[1]}, batch {BATCH}, "
-          f"{os.cpu_count()} cores; {args.epochs} epochs each:")
+    print(f"\n{counts[ours]} train images, {SIZE[0]}x{SIZE[1]}, batch {BATCH}, "
+          f"{os.cpu_count()} cores; {epochs} epochs each:")
     print(f"  {'pipeline':<10} {'median':>8} {'best':>8}  images/s")
     for name in made:
         print(f"  {name:<10} {med[name]:8.0f} {best[name]:8.0f}")
-    for other in [n for n in made if n != "load"]:
-        per_round = [a / b for a, b in zip(rates["load"], rates[other])]
-        print(f"  load / {other:<9}: median {med['load'] / med[other]:.2f}x, best "
-              f"{best['load'] / best[other]:.2f}x, per-round ratios "
+    for other in [n for n in made if n != ours]:
+        per_round = [a / b for a, b in zip(rates[ours], rates[other])]
+        print(f"  {ours} / {other:<9}: median {med[ours] / med[other]:.2f}x, best "
+              f"{best[ours] / best[other]:.2f}x, per-round ratios "
               f"{', '.join(f'{r:.2f}' for r in per_round)}")
 
 

@@ -157,3 +157,31 @@ def gcs():
             os.environ.pop("STORAGE_EMULATOR_HOST", None)
         else:
             os.environ["STORAGE_EMULATOR_HOST"] = old
+
+
+
+
+
+def docs_snippets(doc: str, heading: str) -> list[str]:
+    """The ```python blocks under ``heading`` (any level) of docs/``doc``, up to the next
+    heading of the same or a higher level (lines in fences are never headings)."""
+    level, blocks, fence = None, [], None
+    for line in open(os.path.join(os.path.dirname(SAMPLES), "docs", doc)).read().splitlines():
+        if fence is not None:
+            if not line.startswith("```"):
+                fence[1].append(line)
+                continue
+            if fence[0] == "python" and level is not None:
+                blocks.append("\n".join(fence[1]) + "\n")
+            fence = None
+        elif line.startswith("```"):
+            fence = (line[3:].strip(), [])
+        else:
+            hashes = len(line) - len(line.lstrip("#"))
+            if hashes and line[hashes:hashes + 1] == " ":
+                if level is not None and hashes <= level:
+                    break
+                if line[hashes + 1:] == heading:
+                    level = hashes
+    assert level is not None, f"no heading {heading!r} in docs/{doc}"
+    return blocks

@@ -67,7 +67,55 @@ def test_inspect_writes_files_and_prints(tmp_path):
     assert "train 27, validation 6, test 3" in p.stdout
     assert "data.csv" in os.listdir(tmp_path / "i")
     p = cli("inspect", str(tmp_path / "nothing-here"))
-    assert p.returncode == 2 and "no tfrecorder.json" in p.stderr
+    assert p.returncode == 2 and "nothing-here does not exist" in p.stderr
+
+
+def test_inspect_takes_tfrecorders_flag_names(tmp_path):
+    """TFRecorder's README: inspect --tfrecord-dir=DIR --split=TRAIN --num_records=5
+    --output_dir=OUT."""
+    out = tmp_path / "out"
+    assert cli("convert", os.path.join(SAMPLES, "data.csv"), str(out)).returncode == 0
+    p = cli("inspect", f"--tfrecord-dir={out}", "--split=TRAIN", "--num_records=2",
+            f"--output_dir={tmp_path / 'look'}")
+    assert p.returncode == 0, p.stderr
+    assert "first 2 records of train" in p.stdout
+    assert sorted(os.listdir(tmp_path / "look"))[-1] == "data.csv"
+    assert len(os.listdir(tmp_path / "look")) == 3
+    p = cli("inspect", f"--tfrecord_dir={out}", "--split", "test", "-n", "1")
+    assert p.returncode == 0 and "first 1 records of test" in p.stdout
+    p = cli("inspect", "--split", "test")
+    assert p.returncode == 2 and p.stderr.startswith("Error: inspect needs one TFRECORD_DIR")
+
+
+def test_verbose_before_or_after_the_command(tmp_path):
+    for i, args in enumerate([["-v", "convert"], ["convert", "-v"]]):
+        p = cli(*args, os.path.join(SAMPLES, "data.csv"), str(tmp_path / f"o{i}"))
+        assert p.returncode == 0, p.stderr
+        assert "INFO tfrecorder.convert: converting 36 records" in p.stderr
+    p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o3"))
+    assert "INFO" not in p.stderr
+
+
+def test_help_speaks_of_flags_and_files_not_python_values():
+    convert = cli("convert", "--help").stdout
+    inspect = cli("inspect", "--help").stdout
+    for text in (convert, inspect):
+        assert "None" not in text and "dict" not in text and "output_dir" not in text.split(
+            "TFRecorder's")[0], text
+    assert "--no-progress" in convert and "terminal" in convert
+    assert "train=8,validation=2" in convert
+    assert "TFRECORD_DIR" in inspect and "--output-dir DIR" in inspect
+
+
+def test_shards_per_split_on_the_command_line(tmp_path):
+    out = tmp_path / "out"
+    p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(out), "--num-shards",
+            "train=3,validation=2")
+    assert p.returncode == 0, p.stderr
+    assert "data-train.tfrecord-00002-of-00003" in os.listdir(out)
+    assert "data-validation.tfrecord-00001-of-00002" in os.listdir(out)
+    p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(out), "--num-shards", "many")
+    assert p.returncode == 2 and "give a whole number" in p.stderr
 
 
 def test_create_image_csv_from_a_folder(tmp_path, image_table):

@@ -88,9 +88,12 @@ def test_same_input_gives_byte_identical_files(tmp_path):
     csv = os.path.join(SAMPLES, "data.csv")
     tfrecorder.convert(csv, str(tmp_path / "a"), num_shards=2)
     tfrecorder.convert(csv, str(tmp_path / "b"), num_shards=2)
-    a = sorted(os.listdir(tmp_path / "a"))
-    assert a == sorted(os.listdir(tmp_path / "b"))
+    a = sorted(str(p.relative_to(tmp_path / "a")) for p in (tmp_path / "a").rglob("*")
+               if p.is_file())
+    assert a == sorted(str(p.relative_to(tmp_path / "b")) for p in (tmp_path / "b").rglob("*")
+                       if p.is_file())
     assert "data-train.tfrecord-00001-of-00002" in a and ".tfrecorder-tmp" not in a
+    assert "index/data-train.tfrecord-00001-of-00002.idx" in a
     for name in a:
         assert open(tmp_path / "a" / name, "rb").read() == open(tmp_path / "b" / name, "rb").read(), name
 

@@ -1,4 +1,15 @@
-"""The README's commands are the ones that run."""
+"""The docs run as written: every Python and shell block of README.md and docs/*.md.
+
+Each file's blocks run in order, in one Python namespace, in a fresh folder laid out like a
+clone of the repository after its install step (``samples/`` copied, ``tfrecorder``,
+``python`` and ``.venv/bin/...`` on hand). A block is left out only by a marker in the
+Markdown just before it, which the test report lists with its reason::
+
+    <!-- test: skip (needs Google Cloud) -->
+    <!-- test: needs: torch, grain -->       (runs when these modules import)
+
+Blocks that install packages or create environments must carry a skip marker.
+"""
 
 import os
 import re
@@ -45,22 +56,220 @@ def test_every_linked_doc_and_anchor_exists():
                 assert link[1][1:] in _anchors(path), (source, link)
 
 
-@pytest.mark.slow
-def test_getting_started_steps_run_as_written(tmp_path):
-    """docs/getting-started.md, steps 2 to 4, in a fresh folder, as a new user runs them."""
-    import shutil
-    import subprocess
-    import sys
+# --- The blocks of every Markdown file, run as a newcomer runs them ---------------------
 
-    text = open(os.path.join(ROOT, "docs", "getting-started.md")).read()
-    (step4,) = re.findall(r"```python\n(.*?)```", text, re.S)
-    shutil.copytree(os.path.join(ROOT, "samples"), tmp_path / "samples",
-                    ignore=shutil.ignore_patterns("*.ipynb", "out"))
-    exe = [sys.executable, "-m", "tfrecorder"]
-    for step in re.findall(r"```bash\n\.venv/bin/tfrecorder ([^\n]+)\n```", text):
-        p = subprocess.run(exe + step.split(), cwd=tmp_path, capture_output=True, text=True)
-        assert p.returncode == 0, (step, p.stderr)
-    assert "data.csv" in os.listdir(tmp_path / "out" / "look")
-    p = subprocess.run([sys.executable, "-c", step4], cwd=tmp_path, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-2000:]
-    assert "Epoch 2/2" in p.stdout
+import functools
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+
+DOCS = ["README.md", *sorted(os.path.join("docs", f) for f in os.listdir(
+    os.path.join(ROOT, "docs")) if f.endswith(".md"))]
+RUN = {"python": "python", "py": "python", "bash": "shell", "sh": "shell",
+       "shell": "shell", "console": "console"}
+_MARKER = re.compile(r"<!--\s*test:\s*(.*?)\s*-->")
+_INSTALLS = re.compile(r"\bpip3? install\b|-m venv\b|\bvirtualenv\b|\bconda (create|install)\b")
+#: How many characters one bare expression may show (a REPL prints its repr).
+MAX_REPR = 3000
+
+
+def blocks(doc: str) -> list[dict]:
+    """The runnable blocks of ``doc``: language, first line number, source, marker."""
+    lines = open(os.path.join(ROOT, doc), encoding="utf-8").read().splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        m = re.match(r"^(\s*)```\s*([\w+-]*)", lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, lang = m.group(1), m.group(2).lower()
+        end = i + 1
+        while end < len(lines) and not lines[end].strip().startswith("```"):
+            end += 1
+        body = "\n".join(line[len(indent):] for line in lines[i + 1:end])
+        before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        marker = _MARKER.search(before)
+        if lang in RUN:
+            out.append({"id": f"{doc}:{i + 1}", "kind": RUN[lang], "source": body,
+                        "line": i + 2, "marker": marker.group(1) if marker else None})
+        i = end + 1
+    return out
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is absent
+        return False
+
+
+def _why_not_run(block: dict) -> str | None:
+    """The reason a block is skipped, from its marker (None: it runs)."""
+    marker = block["marker"]
+    if marker is None:
+        return None
+    if marker.startswith("skip"):
+        return marker[4:].strip(" :()") or "marked skip"
+    if marker.startswith("needs"):
+        wanted = [m.strip() for m in marker.split(":", 1)[1].split(",") if m.strip()]
+        absent = [m for m in wanted if not _importable(m)]
+        return f"needs {', '.join(absent)} (not installed)" if absent else None
+    raise AssertionError(f"{block['id']}: unknown marker <!-- test: {marker} -->; use "
+                         f"'skip (reason)' or 'needs: module, ...'")
+
+
+_DRIVER = r'''
+import ast, contextlib, io, json, os, subprocess, sys, traceback
+blocks, report, max_repr = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3])
+results, ns = {}, {"__name__": "__main__"}
+shown = []
+
+def display(value):  # what a REPL prints for a bare expression
+    if value is None:
+        return
+    text = repr(value)
+    shown.append(len(text))
+    print(text[:500] + (" ..." if len(text) > 500 else ""))
+
+sys.displayhook = display
+for b in blocks:
+    failed = next((r for r in results.values() if r["status"] == "fail"), None)
+    if failed is not None:
+        results[b["id"]] = {"status": "fail", "error": "not run: an earlier block failed"}
+        continue
+    print(f"----- {b['id']} ({b['kind']})", flush=True)
+    try:
+        if b["kind"] == "python":
+            tree = ast.parse(b["source"], b["id"])
+            ast.increment_lineno(tree, b["line"] - 1)
+            for stmt in tree.body:
+                if isinstance(stmt, ast.Expr):
+                    code = compile(ast.Interactive([stmt]), b["id"], "single")
+                else:
+                    code = compile(ast.Module([stmt], []), b["id"], "exec")
+                del shown[:]
+                exec(code, ns)
+                sys.stdout.flush()
+                if shown and shown[0] > max_repr:
+                    raise AssertionError(
+                        f"line {stmt.lineno}: `{ast.unparse(stmt)}` shows {shown[0]} "
+                        f"characters in a REPL (more than {max_repr})")
+        else:
+            lines = b["source"].splitlines()
+            if b["kind"] == "console":
+                lines = [l[2:] for l in lines if l.startswith("$ ")]
+            script = "\n".join(lines)
+            p = subprocess.run(["bash", "-euo", "pipefail", "-c", script],
+                               capture_output=True, text=True)
+            sys.stdout.write(p.stdout[-3000:])
+            if p.returncode != 0:
+                raise AssertionError(f"exit code {p.returncode}\n{p.stderr[-3000:]}")
+        results[b["id"]] = {"status": "ok"}
+    except BaseException:
+        results[b["id"]] = {"status": "fail", "error": traceback.format_exc()[-4000:]}
+    json.dump(results, open(report, "w"))
+json.dump(results, open(report, "w"))
+'''
+
+
+def _shims(folder, names=("tfrecorder", "python", "python3")):
+    os.makedirs(folder, exist_ok=True)
+    for name in names:
+        target = [sys.executable, "-m", "tfrecorder"] if name == "tfrecorder" else [sys.executable]
+        path = os.path.join(folder, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\nexec " + " ".join(target) + ' "$@"\n')
+        os.chmod(path, 0o755)
+
+
+@functools.lru_cache(maxsize=None)
+def _run_doc(doc: str, folder: str) -> tuple[dict, str]:
+    """Runs ``doc``'s blocks that are not skipped, in order, in ``folder``."""
+    todo = [b for b in blocks(doc) if _why_not_run(b) is None]
+    if not todo:
+        return {}, ""
+    shutil.copytree(os.path.join(ROOT, "samples"), os.path.join(folder, "samples"),
+                    ignore=shutil.ignore_patterns("*.ipynb", "out", ".ipynb_checkpoints"))
+    _shims(os.path.join(folder, "bin"))
+    _shims(os.path.join(folder, ".venv", "bin"))  # the install step is done
+    with open(os.path.join(folder, "blocks.json"), "w") as f:
+        json.dump(todo, f)
+    report = os.path.join(folder, "report.json")
+    env = {**os.environ, "PATH": os.path.join(folder, "bin") + os.pathsep + os.environ["PATH"],
+           "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg",
+           "PYTHONWARNINGS": "ignore"}
+    p = subprocess.run([sys.executable, "-c", _DRIVER, "blocks.json", report, str(MAX_REPR)],
+                       cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+    results = json.load(open(report)) if os.path.exists(report) else {}
+    return results, (p.stdout[-6000:] + p.stderr[-4000:])
+
+
+def _all_blocks():
+    return [pytest.param(doc, b["id"], id=b["id"]) for doc in DOCS for b in blocks(doc)]
+
+
+@pytest.fixture(scope="module")
+def doc_folders(tmp_path_factory):
+    return functools.lru_cache(maxsize=None)(lambda doc: str(tmp_path_factory.mktemp("doc")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc,block_id", _all_blocks())
+def test_doc_block_runs_as_written(doc, block_id, doc_folders):
+    (block,) = [b for b in blocks(doc) if b["id"] == block_id]
+    why = _why_not_run(block)
+    if why is not None:
+        pytest.skip(f"{block_id}: {why}")
+    assert not _INSTALLS.search(block["source"]), (
+        f"{block_id} installs packages or creates an environment: mark it "
+        f"<!-- test: skip (installs ...) -->")
+    results, output = _run_doc(doc, doc_folders(doc))
+    result = results.get(block_id)
+    assert result is not None, f"{block_id} did not run:\n{output}"
+    assert result["status"] == "ok", f"{block_id}:\n{result['error']}\n--- output ---\n{output}"
+
+
+def test_markers_are_read_and_blocks_found():
+    """The runner's own parsing: a marker applies to the block right after it."""
+    found = {b["id"]: b for doc in DOCS for b in blocks(doc)}
+    assert sum(b["kind"] == "python" for b in found.values()) >= 10
+    skipped = [b for b in found.values() if _why_not_run(b) is not None]
+    assert skipped and all(b["marker"] for b in skipped)
+    for b in found.values():  # every install step is marked
+        if _INSTALLS.search(b["source"]):
+            assert b["marker"] and b["marker"].startswith("skip"), b["id"]
+
+
+#: Module names a block uses that a newcomer copying just that block must import in it.
+MODULES = {"tfrecorder", "tf", "pd", "np", "tfds", "torch", "grain", "dask"}
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_each_block_imports_the_modules_it_uses(doc):
+    """A block copied on its own into a fresh Python works as far as imports go: the
+    shared namespace of a file's run would hide a missing ``import tfrecorder``."""
+    import ast
+
+    for b in blocks(doc):
+        if b["kind"] != "python" or (b["marker"] or "").startswith("skip"):
+            continue
+        tree = ast.parse(b["source"])
+        bound = {(a.asname or a.name).split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Load)}
+        missing = sorted((used & MODULES) - bound)
+        assert not missing, f"{b['id']} uses {missing} without importing them"
+
+
+def test_docs_name_the_pythons_setup_py_requires():
+    """getting-started.md once said 3.10 while setup.py required 3.11."""
+    setup = open(os.path.join(ROOT, "setup.py")).read()
+    least = int(re.search(r'python_requires=">=3\.(\d+)"', setup).group(1))
+    for doc in DOCS:
+        text = open(os.path.join(ROOT, doc), encoding="utf-8").read()
+        for minor in re.findall(r"Python 3\.(\d+)", text):
+            assert int(minor) >= least, f"{doc} names Python 3.{minor}; setup.py needs 3.{least}"
+    assert f"Python 3.{least}" in open(os.path.join(ROOT, "docs", "getting-started.md")).read()

@@ -281,3 +281,85 @@ def test_images_at_or_below_the_size_stay_as_they_are():
         data = _jpeg(_photo_like(w, h))
         stored, info = image.prepare(data, "header", image.Sizing(256))
         assert stored is data and (info.width, info.height) == (w, h)
+
+
+def _png(pixels, bits: int, colour: int) -> bytes:
+    """A PNG of ``pixels`` (numpy, H x W [x C]) at ``bits`` per sample, IHDR colour type
+    ``colour`` (0 grey, 2 RGB, 4 grey + alpha, 6 RGBA), written by hand: Pillow cannot
+    write 16-bit colour PNGs."""
+    import numpy as np
+
+    dtype = ">u2" if bits == 16 else "u1"
+    raw = b"".join(b"\x00" + np.ascontiguousarray(row).astype(dtype).tobytes() for row in pixels)
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+
+    h, w = pixels.shape[:2]
+    return (b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, bits, colour, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def _every_mode():
+    """(name, bytes, a PNG of the same pixels that TensorFlow decodes) for every mode
+    Pillow opens a PNG or TIFF as: smooth ramps, so resizing changes little."""
+    import numpy as np
+
+    def save(img, fmt, **options):
+        out = io.BytesIO()
+        img.save(out, fmt, **options)
+        return out.getvalue()
+
+    h, w = 48, 64
+    y, x = np.mgrid[0:h, 0:w]
+    g16 = (x * 65535 // (w - 1)).astype(np.uint16)
+    a16 = (y * 65535 // (h - 1)).astype(np.uint16)
+    rgb16 = np.stack([g16, a16, 65535 - g16], -1)
+    g8, a8, rgb8 = (v >> 8 for v in (g16, a16, rgb16))
+    g8, a8, rgb8 = g8.astype(np.uint8), a8.astype(np.uint8), rgb8.astype(np.uint8)
+    pngs = {
+        "1": save(Image.fromarray(g8 > 127), "PNG"),
+        "L": _png(g8, 8, 0), "LA": _png(np.stack([g8, a8], -1), 8, 4),
+        "P": save(Image.fromarray(rgb8).convert("P"), "PNG"),
+        "P with transparency": save(Image.fromarray(rgb8).convert("P"), "PNG", transparency=0),
+        "RGB": _png(rgb8, 8, 2), "RGBA": _png(np.dstack([rgb8, a8]), 8, 6),
+        "I;16": _png(g16, 16, 0), "16-bit LA": _png(np.stack([g16, a16], -1), 16, 4),
+        "16-bit RGB": _png(rgb16, 16, 2), "16-bit RGBA": _png(np.dstack([rgb16, a16]), 16, 6),
+    }
+    for name, data in pngs.items():
+        yield f"PNG {name}", data, data
+    tiffs = {
+        "1": (Image.fromarray(g8 > 127), "1"), "L": (Image.fromarray(g8), "L"),
+        "LA": (Image.fromarray(np.stack([g8, a8], -1), "LA"), "LA"),
+        "P": (Image.fromarray(rgb8).convert("P"), "P"), "RGB": (Image.fromarray(rgb8), "RGB"),
+        "RGBA": (Image.fromarray(np.dstack([rgb8, a8]), "RGBA"), "RGBA"),
+        "CMYK": (Image.fromarray(rgb8).convert("CMYK"), "RGB"),
+        "I;16": (Image.fromarray(g16), "I;16"),
+        "I;16B": (Image.fromarray(g16).convert("I").convert("I;16B"), "I;16"),
+        "I": (Image.fromarray(g16.astype(np.int32), "I"), "I;16"),
+    }
+    for name, (img, twin) in tiffs.items():
+        data = save(img, "TIFF")
+        reference = pngs.get(twin) or save(img.convert(twin), "PNG")
+        yield f"TIFF {name}", data, reference
+
+
+@pytest.mark.parametrize("name, data, reference", list(_every_mode()),
+                         ids=[n for n, _, _ in _every_mode()])
+def test_downscaled_images_keep_their_appearance_in_every_mode(tf, name, data, reference):
+    # A 16-bit grey image became almost all white: Pillow's conversion to 8 bits clips.
+    as_is, plain = image.prepare(data)
+    stored, info = image.prepare(data, "header", image.Sizing(24))
+    assert (info.height, info.width) == (24, 32)
+    assert info.channels == plain.channels, name  # as the unresized image decodes
+    got = tf.io.decode_image(stored, expand_animations=False)
+    assert got.shape == (24, 32, info.channels)
+    want = tf.io.decode_image(reference, channels=0 if info.channels == 2 else info.channels,
+                              expand_animations=False)
+    want = tf.image.resize(tf.cast(want, tf.float32), (24, 32), antialias=True)
+    diff = tf.reduce_mean(tf.abs(tf.cast(got, tf.float32) - want))
+    assert float(diff) < 4, f"{name}: mean difference {float(diff):.1f} of 255"
+    unresized = tf.io.decode_image(as_is, expand_animations=False)  # stored as is, or as PNG
+    want = tf.image.resize(tf.cast(unresized, tf.float32), (24, 32), antialias=True)
+    assert float(tf.reduce_mean(tf.abs(tf.cast(got, tf.float32) - want))) < 4, name

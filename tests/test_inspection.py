@@ -40,3 +40,64 @@ def test_inspection_renders_thumbnails_and_counts(out):
 def test_inspect_refuses_unknown_splits(out):
     with pytest.raises(tfrecorder.ConfigError, match="it has"):
         tfrecorder.inspect(out, split="holdout")
+
+
+@pytest.mark.parametrize("damage,error,words", [
+    ("missing", tfrecorder.IncompleteOutputError, ["is missing", "overwrite=True"]),
+    ("a folder", tfrecorder.CorruptRecordError, ["is a folder", "overwrite=True"]),
+])
+def test_verify_names_a_shard_that_is_missing_or_a_folder(out, tmp_path, damage, error, words):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shard = sorted(n for n in os.listdir(copy) if "-train.tfrecord-" in n)[0]
+    os.remove(copy / shard)
+    if damage == "a folder":
+        os.mkdir(copy / shard)
+    with pytest.raises(error) as e:
+        tfrecorder.verify(str(copy))
+    assert str(copy / shard) in str(e.value)
+    for w in words:
+        assert w in str(e.value)
+
+
+#: Labels a spreadsheet would run as formulas if data.csv held them as they are.
+FORMULAS = ["=cmd|' /C calc'!A0", "+SUM(1,2)", "-2+3", "@SUM(A1)"]
+
+
+def test_inspect_csv_holds_no_cell_a_spreadsheet_would_run(tmp_path, image_table):
+    import pandas as pd
+
+    from tests.conftest import encode
+
+    labels = [*FORMULAS, "plain"]
+    df = pd.DataFrame({
+        "split": ["TRAIN"] * len(labels),
+        "image_uri": [image_table(f"{i}.jpg", encode(seed=i)) for i in range(len(labels))],
+        "label": labels})
+    df.loc[len(df)] = ["TRAIN", image_table("=HYPERLINK(1).png", encode(fmt="PNG")), "plain"]
+    out = str(tmp_path / "out")
+    tfrecorder.convert(df, out)
+    result = tfrecorder.inspect(out, num_records=len(df), output_dir=str(tmp_path / "i"))
+    rows = list(csv.DictReader(open(result.csv_path, newline="")))
+    assert len(rows) == len(df)
+    for row in rows:
+        for column, cell in row.items():
+            assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), (column, cell)
+    names = sorted(r["label_name"] for r in rows)
+    assert names == sorted(["'" + f for f in FORMULAS] + ["plain", "plain"])
+    assert "'=HYPERLINK(1).png" in {r["image_name"] for r in rows}
+    # What inspect returns keeps the values as stored; numbers stay numbers in the file.
+    assert sorted(r["label_name"] for r in result.rows) == sorted(labels + ["plain"])
+    assert all(r["label"].isdigit() and r["image_height"] == "16" for r in rows)
+
+
+@pytest.mark.parametrize("value,cell", [
+    ("=1+1", "'=1+1"), ("+1", "'+1"), ("-1", "'-1"), ("@x", "'@x"), ("\tx", "'\tx"),
+    ("\rx", "'\rx"), ("a=b", "a=b"), ("", ""), (-3, -3), (2.5, 2.5), ([-1, 2], "[-1, 2]"),
+])
+def test_a_cell_that_would_start_a_formula_gets_a_quote(value, cell):
+    from tfrecorder.inspection import _cell
+
+    assert _cell(value) == cell

@@ -130,6 +130,41 @@ def test_refusals(samples_out, tmp_path):
         tfrecorder.load(str(tmp_path / "half"))
 
 
+BAD_ARGUMENTS = [
+    ({"batch_size": 0, "image_size": (8, 8)}, ["batch_size=0", "1 or more"]),
+    ({"batch_size": -2, "image_size": (8, 8)}, ["batch_size=-2", "1 or more"]),
+    ({"batch_size": 2.5, "image_size": (8, 8)}, ["batch_size=2.5", "whole number"]),
+    ({"image_size": 224}, ["image_size=224", "(224, 224)"]),
+    ({"image_size": (224,)}, ["image_size=(224,)", "(height, width)"]),
+    ({"image_size": (0, 8)}, ["image_size=(0, 8)", "(height, width)"]),
+    ({"seed": "x", "shuffle": True}, ["seed='x'", "whole number"]),
+    ({"seed": 1.5, "shuffle": True}, ["seed=1.5", "whole number"]),
+    ({"shuffle_buffer": 0, "shuffle": True}, ["shuffle_buffer=0", "1 or more"]),
+    ({"shuffle_buffer": -3, "shuffle": True}, ["shuffle_buffer=-3", "1 or more"]),
+    ({"channels": 3.0}, ["channels=3.0", "use 1 (grey), 3 (RGB) or 4"]),
+    ({"channels": True}, ["channels=True", "use 1 (grey), 3 (RGB) or 4"]),
+]
+
+
+@pytest.mark.parametrize("kwargs,words", BAD_ARGUMENTS,
+                         ids=[words[0] for _, words in BAD_ARGUMENTS])
+def test_arguments_that_cannot_work_are_a_config_error_naming_them(samples_out, kwargs, words):
+    # Unchecked, batch_size=0 would not batch, and the others would fail inside
+    # TensorFlow (a TypeError or an InvalidArgumentError) when the first element is read.
+    with pytest.raises(tfrecorder.ConfigError) as e:
+        next(iter(tfrecorder.load(samples_out, split="train", **kwargs)))
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_whole_numbers_of_any_integer_type_are_taken(samples_out):
+    ds = tfrecorder.load(samples_out, split="train", batch_size=np.int64(2),
+                         image_size=[np.int32(8), 8], seed=np.int64(1), shuffle=True,
+                         shuffle_buffer=np.int64(4), channels=np.int64(1))
+    images, = [b["image"].shape for b in ds.take(1)]
+    assert tuple(images) == (2, 8, 8, 1)
+
+
 def test_convert_and_load(tmp_path):
     ds = tfrecorder.convert_and_load(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o"),
                                      load_options={"split": "test", "decode_images": False})
@@ -145,3 +180,60 @@ def test_manifest_counts_labels_per_split(samples_out):
         for k, v in info.label_counts.items():
             total[k] = total.get(k, 0) + v
     assert total == table.label.value_counts().to_dict()
+
+
+#: One image of every kind the channels of a load() may be asked of: the stored channels
+#: (as decode_image gives them) in the name.
+_KINDS = {"rgb.jpg": ("RGB", "JPEG"), "grey.jpg": ("L", "JPEG"), "cmyk.jpg": ("CMYK", "JPEG"),
+          "palette.gif": ("P", "GIF"), "rgb.bmp": ("RGB", "BMP"), "rgba.bmp": ("RGBA", "BMP"),
+          "grey.png": ("L", "PNG"), "grey_alpha.png": ("LA", "PNG"), "rgb.png": ("RGB", "PNG"),
+          "rgba.png": ("RGBA", "PNG")}
+
+
+@pytest.fixture(scope="module")
+def every_kind(tmp_path_factory):
+    from tests.conftest import encode
+
+    folder = tmp_path_factory.mktemp("kinds")
+    rows = []
+    for i, (name, (mode, fmt)) in enumerate(sorted(_KINDS.items())):
+        (folder / name).write_bytes(encode(mode, size=(24, 16), fmt=fmt, seed=i))
+        rows.append({"split": "TRAIN", "image_uri": str(folder / name), "label": "x"})
+    out = folder / "out"
+    tfrecorder.convert(pd.DataFrame(rows), str(out))
+    return folder, str(out)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("image_size", [None, (8, 12)])
+def test_every_channels_value_decodes_every_image_kind(tf, every_kind, channels, image_size):
+    folder, out = every_kind
+    seen = set()
+    for ex in tfrecorder.load(out, split="train", channels=channels, image_size=image_size):
+        name = ex["image_name"].numpy().decode()
+        data = (folder / name).read_bytes()
+        stored = tf.io.decode_image(data, channels=0, expand_animations=False)
+        rgb = tf.io.decode_image(data, channels=3, expand_animations=False)
+        if channels == 3:
+            expected = rgb
+        elif channels == 1 and name in ("rgb.jpg", "grey.jpg"):  # JPEG's own luma
+            expected = tf.io.decode_jpeg(data, channels=1)
+        elif channels == 1:
+            expected = stored[..., :1] if stored.shape[-1] <= 2 else tf.image.rgb_to_grayscale(rgb)
+        else:
+            alpha = (stored[..., -1:] if stored.shape[-1] in (2, 4)
+                     else tf.fill([*stored.shape[:2], 1], tf.constant(255, tf.uint8)))
+            expected = tf.concat([rgb, alpha], -1)
+        if image_size is None:
+            assert ex["image"].dtype == tf.uint8
+            np.testing.assert_array_equal(ex["image"].numpy(), expected.numpy(), err_msg=name)
+            if name.endswith(".png"):  # where libpng converts too, within rounding
+                native = tf.io.decode_image(data, channels=channels).numpy().astype(int)
+                assert np.abs(ex["image"].numpy().astype(int) - native).max() <= 1, name
+        else:
+            assert ex["image"].shape == (*image_size, channels), name
+            resized = tf.image.resize(expected, image_size).numpy()
+            if not name.endswith(".jpg"):  # JPEGs are decoded at a reduced DCT scale
+                np.testing.assert_allclose(ex["image"].numpy(), resized, atol=1e-3, err_msg=name)
+        seen.add(name)
+    assert seen == set(_KINDS)

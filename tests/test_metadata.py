@@ -56,7 +56,7 @@ def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
     (line,) = open(tmp_path / "errors.jsonl").read().splitlines()
     assert json.loads(line) == {"row": 9, "split": "train", "image_uri": "/x/9.jpg",
                                 "values": {"label": "dog"}, "stage": "read",
-                                "reason": "image file not found", "merged_rows": []}
+                                "reason": "image file not found"}
     info = json.load(open(tmp_path / "dataset_info.json"))
     assert [(s["name"], s["shardLengths"]) for s in info["splits"]] == [
         ("train", ["1", "2"]), ("test", ["1"])]
@@ -83,3 +83,40 @@ def test_over_the_error_budget_no_manifest_is_written(tmp_path):
                                              ({3: 1, 4: 1}, 3), ({2: 3}, 3)])
 def test_tfds_image_channels(counts, expected):
     assert metadata.image_channels(counts) == expected
+
+
+def test_tfds_reads_every_record_of_a_dataset_holding_a_gif(tf, tmp_path):
+    # TFDS's Image feature decodes a GIF (even of one frame) to [1, H, W, 3], which its
+    # [H, W, C] shape refuses: such a dataset declares the image as its encoded bytes.
+    import io
+
+    import pandas as pd
+    import tensorflow_datasets as tfds
+    from PIL import Image
+
+    import tfrecorder
+    from tests.conftest import encode
+
+    frames = [Image.new("RGB", (12, 8), c) for c in ("red", "blue")]
+    animated = io.BytesIO()
+    frames[0].save(animated, "GIF", save_all=True, append_images=frames[1:])
+    files = {"a.gif": animated.getvalue(), "b.gif": encode("P", fmt="GIF"),
+             "c.jpg": encode(), "d.png": encode(fmt="PNG")}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(tmp_path / n) for n in files],
+                       "label": ["x", "y", "x", "y"]})
+    out = tmp_path / "out"
+    tfrecorder.convert(df, str(out))
+    builder = tfds.builder_from_directory(str(out))
+    got = {}
+    for ex in builder.as_dataset(split="train"):
+        img = tf.io.decode_image(ex["image"], expand_animations=False)
+        got[ex["image_name"].numpy().decode()] = (ex["image"].numpy(), tuple(img.shape))
+    assert {n: data for n, (data, _) in got.items()} == files
+    assert {n: shape for n, (_, shape) in got.items()} == {
+        "a.gif": (8, 12, 3), "b.gif": (16, 24, 3), "c.jpg": (16, 24, 3), "d.png": (16, 24, 3)}
+    del files["a.gif"], files["b.gif"]  # without a GIF, TFDS decodes the images itself
+    tfrecorder.convert(df.iloc[2:], str(out), overwrite=True)
+    images = [ex["image"] for ex in tfds.builder_from_directory(str(out)).as_dataset(split="train")]
+    assert [(i.dtype.name, tuple(i.shape)) for i in images] == [("uint8", (16, 24, 3))] * 2

@@ -148,7 +148,8 @@ def test_relative_paths_resolve_against_the_csv_folder_then_the_working_director
     (tmp_path / "data" / "img" / "0.jpg").write_bytes(encode(seed=7))
     result = tfrecorder.convert(str(csv), str(tmp_path / "o2"), max_error_fraction=1.0)
     assert (result.rows_written, result.rows_quarantined) == (1, 2)
-    assert {e["reason"] for e in result.first_errors} == {"image file not found"}
+    assert {e["reason"] for e in result.first_errors} == {
+        f"image file not found: {e['image_uri']}" for e in result.first_errors}
 
 
 # --- 5. option dicts go to Beam as keywords ---------------------------------------------

@@ -29,8 +29,13 @@ def _table(root, prefix, n, labels):
 
 
 def _snapshot(out):
-    return {name: (out / name).read_bytes() for name in sorted(os.listdir(out))
-            if (out / name).is_file()}
+    """Every file below ``out`` (index files included) by its relative path, and its bytes."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.relative_to(out).parts[0] != layout.TMP_DIR}
+
+
+def _top(names):
+    return sorted({n.split("/")[0] for n in names})
 
 
 # --- one writer at a time -----------------------------------------------------------
@@ -90,7 +95,9 @@ def test_two_racing_runs_never_publish_each_others_data(tmp_path, tf, repetition
     assert m.rows_in == m.rows_written == expected and tfrecorder.verify(str(out)).records == expected
     assert sorted(os.listdir(out)) == sorted(
         [*(f for s in m.splits for f in m.files(s)), "dataset_info.json", "errors.jsonl",
-         "features.json", "label.labels.txt", "tfrecorder.json"])  # no lock, no run folder
+         "features.json", "index", "label.labels.txt", "tfrecorder.json"])  # no lock, no run folder
+    assert sorted(os.listdir(out / "index")) == sorted(
+        os.path.basename(f) for f in m.index_files())
 
 
 def _lock_file(out, **holder):
@@ -117,13 +124,64 @@ def test_a_live_lock_refuses_at_once_and_names_the_run(tmp_path):
 ], ids=["dead process", "expired", "expired dataflow"])
 def test_a_stale_lock_is_taken_over(tmp_path, holder):
     if holder.get("pid") == "DEAD":
-        done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                              capture_output=True, text=True)
-        holder = {"host": os.uname().nodename, "pid": int(done.stdout)}
+        holder = {**output.identity(), "pid": _dead_pid()}
     out = tmp_path / "out"
     _lock_file(out, **holder)
     result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
     assert result.rows_written == 36 and layout.LOCK not in os.listdir(out)
+
+
+def _dead_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True)
+    return int(done.stdout)
+
+
+@pytest.mark.parametrize("holder", [
+    {"pid_namespace": -1},      # another container with the same host name
+    {"boot_id": "other-boot"},  # another machine, or this one before a reboot... unproven
+    {"boot_id": None, "pid_namespace": None},  # a lock of an older tfrecorder
+], ids=["other pid namespace", "other boot", "no identity"])
+def test_a_process_that_is_only_invisible_from_here_keeps_its_lock(tmp_path, holder):
+    out = tmp_path / "out"
+    _lock_file(out, **{**output.identity(), "pid": _dead_pid(), **holder})
+    before = (out / layout.LOCK).read_bytes()
+    with pytest.raises(tfrecorder.OutputBusyError, match="run other"):
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+    assert os.listdir(out) == [layout.LOCK] and (out / layout.LOCK).read_bytes() == before
+
+
+@pytest.mark.parametrize("content", [
+    '{"run_id": "x", "expires": null}', '{"run_id": "x"}', '["not", "a", "lock"]',
+    '{"run_id": "x", "expires": "soon"}', "", "{garbage",
+], ids=["null expiry", "no expiry", "a list", "a string expiry", "empty", "not json"])
+def test_a_malformed_lock_is_busy_while_young_and_taken_over_once_provably_expired(
+        tmp_path, content):
+    out = tmp_path / "out"
+    out.mkdir()
+    lock = out / layout.LOCK
+    lock.write_text(content)
+    with pytest.raises(tfrecorder.OutputBusyError, match="cannot read") as e:
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+    assert str(lock) in str(e.value)
+    assert os.listdir(out) == [layout.LOCK]
+    old = time.time() - output.LOCK_TTL - 5
+    os.utime(lock, (old, old))  # nobody rewrote it for longer than a lock lives
+    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+    assert result.rows_written == 36
+    assert not [e for e in os.listdir(out) if e.startswith(layout.LOCK)]
+
+
+def test_a_folder_at_the_locks_name_is_busy_and_never_moved(tmp_path):
+    out = tmp_path / "out"
+    (out / layout.LOCK).mkdir(parents=True)
+    (out / layout.LOCK / "keep").write_text("mine")
+    old = time.time() - 10 * output.LOCK_TTL
+    os.utime(out / layout.LOCK, (old, old))
+    with pytest.raises(tfrecorder.OutputBusyError, match="is a folder"):
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+    assert os.listdir(out) == [layout.LOCK]
+    assert (out / layout.LOCK / "keep").read_text() == "mine"
 
 
 def test_the_lock_on_cloud_storage(gcs):
@@ -180,7 +238,7 @@ def test_every_check_runs_before_the_previous_output_is_touched(tmp_path, previo
     kwargs = make(tmp_path)
     with pytest.raises(error, match=match):
         tfrecorder.convert(kwargs.pop("source"), str(out), overwrite=True, **kwargs)
-    assert _snapshot(out) == before and sorted(os.listdir(out)) == sorted(before)
+    assert _snapshot(out) == before and sorted(os.listdir(out)) == _top(before)
 
 
 def test_a_run_that_fails_leaves_the_previous_output_as_it_was(tmp_path, previous, tf):

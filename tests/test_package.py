@@ -43,6 +43,7 @@ def test_errors_subclass_the_matching_builtins():
     assert issubclass(tfrecorder.ConfigError, ValueError)
     assert issubclass(tfrecorder.OutputExistsError, FileExistsError)
     assert issubclass(tfrecorder.IncompleteOutputError, FileNotFoundError)
+    assert issubclass(tfrecorder.OutputChangedError, tfrecorder.CorruptRecordError)
     for cls in (tfrecorder.SchemaError, tfrecorder.ConfigError, tfrecorder.ConversionError):
         assert issubclass(cls, tfrecorder.TFRecorderError)
 
@@ -51,8 +52,9 @@ def test_errors_subclass_the_matching_builtins():
 PUBLIC = [
     "ConfigError", "ConversionError", "ConversionResult", "CorruptRecordError", "DataflowJob",
     "Datasets", "IncompleteOutputError", "Inspection", "Manifest", "Options",
-    "OutputBusyError", "OutputExistsError", "Problem", "SchemaError", "TFRecorderError", "Verification",
-    "check_tfrecords", "convert", "convert_and_load", "create_image_csv", "create_tfrecords",
+    "OutputBusyError", "OutputChangedError", "OutputExistsError", "Problem", "SchemaError", "TFRecorderError", "Verification",
+    "build_index", "check_tfrecords", "convert", "convert_and_load", "create_image_csv",
+    "create_tfrecords",
     "info", "input_schema", "inspect",
     "load", "types", "verify",
 ]
@@ -88,6 +90,6 @@ def test_options_document_every_field_once_and_the_cli_offers_each():
     flags = {o for a in convert._actions for o in a.option_strings}
     for f in dataclasses.fields(tfrecorder.Options):
         assert f.metadata["help"] and f"``{f.name}``" in doc, f.name
-        if f.metadata["cli"] is not None and f.name != "progress":
+        if f.metadata["cli"] is not None and f.name not in ("progress", "write_index"):
             assert {f"--{f.name.replace('_', '-')}", f"--{f.name}"} <= flags, f.name
-    assert "--no-progress" in flags
+    assert {"--no-progress", "--no-index"} <= flags

@@ -24,22 +24,46 @@ def _rows(tmp_path, image_table, n_good, missing):
     return rows
 
 
-def test_write_shards_emits_exact_stats_and_quarantined_rows(tmp_path, image_table):
+def test_write_shards_emits_one_element_per_shard_with_its_quarantined_rows(tmp_path,
+                                                                           image_table):
     rows = _rows(tmp_path, image_table, 6, [100, 101])
     tasks = plan(rows, name="d", num_shards=2)
     out = str(tmp_path / "out")
-    paths = staging.stage_tasks(tasks, str(tmp_path / "tasks"))
+    staging.stage_tasks(tasks, str(tmp_path / "tasks"))
+    settings = shard.WriteSettings(out, str(tmp_path / "run"), COLUMNS)
     with BeamTestPipeline() as p:
-        written = (p | beam.Create(paths)
-                   | pipeline.WriteShards(shard.WriteSettings(out, str(tmp_path / "run"), COLUMNS)))
-        assert_that(written[pipeline.STATS]
-                    | beam.Map(lambda s: (s.filename, s.num_examples)),
-                    equal_to([("d-train.tfrecord-00000-of-00002", 3),
-                              ("d-train.tfrecord-00001-of-00002", 3),
-                              ("d-test.tfrecord-00000-of-00002", 0),
-                              ("d-test.tfrecord-00001-of-00002", 0)]), label="stats")
-        assert_that(written[pipeline.QUARANTINED] | beam.Map(lambda q: (q.row, q.stage)),
-                    equal_to([(100, "read"), (101, "read")]), label="bad")
+        written = (p | beam.Create(range(len(tasks)))
+                   | pipeline.WriteShards(str(tmp_path / "tasks"), settings))
+        assert_that(written
+                    | beam.MapTuple(lambda s, bad: (s.filename, s.num_examples,
+                                                    sorted((q.row, q.stage) for q in bad))),
+                    equal_to([("d-train.tfrecord-00000-of-00002", 3, []),
+                              ("d-train.tfrecord-00001-of-00002", 3, []),
+                              ("d-test.tfrecord-00000-of-00002", 0, [(100, "read")]),
+                              ("d-test.tfrecord-00001-of-00002", 0, [(101, "read")])]))
+
+
+def test_the_job_graph_is_one_chain_without_side_inputs_or_tagged_outputs(tmp_path):
+    """What every Beam runner supports: each step has one input and one output."""
+    spec = metadata.DatasetSpec("d", None, {}, {}, 1, run_id="r1", run_dir=str(tmp_path))
+    p = beam.Pipeline()
+    pipeline.build(p, str(tmp_path), 1,
+                   shard.WriteSettings(str(tmp_path), str(tmp_path), COLUMNS), spec)
+    steps = []
+
+    class Visit(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, node):
+            steps.append(node)
+
+    p.visit(Visit())
+    assert steps
+    for node in steps:
+        assert not node.side_inputs, node.full_label
+        assert len(node.main_inputs) <= 1, node.full_label
+        assert len(node.outputs) == 1, node.full_label
+    # the last step to be visited is the one that publishes (runners such as Dask
+    # compute only the last step, and what it depends on)
+    assert steps[-1].full_label == "WriteMetadata/Finish"
 
 
 def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image_table):
@@ -53,7 +77,8 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
         len(rows), max_error_fraction=0.5, run_id="r1", run_dir=run)
     with beam.Pipeline() as p:
         staging.stage_tasks(tasks, str(tmp_path / "tasks"))
-        pipeline.build(p, str(tmp_path / "tasks"), shard.WriteSettings(out, run, COLUMNS), spec)
+        pipeline.build(p, str(tmp_path / "tasks"), len(tasks),
+                       shard.WriteSettings(out, run, COLUMNS), spec)
     m = metadata.read_manifest(out)
     assert (m.rows_in, m.rows_written, m.rows_quarantined) == (6, 5, 1)
     assert m.splits["train"].num_examples == 5 and m.splits["test"].num_examples == 0

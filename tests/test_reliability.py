@@ -193,8 +193,8 @@ import os, sys, threading, tfrecorder
 from tfrecorder import records
 signal_fd, written = int(sys.argv[3]), []
 real = records.write_record_parts
-def write_then_signal(file, parts):
-    n = real(file, parts)
+def write_then_signal(file, parts, *rest):
+    n = real(file, parts, *rest)
     written.append(n)
     if len(written) == 100:
         os.write(signal_fd, b"x")
@@ -203,6 +203,11 @@ def write_then_signal(file, parts):
 records.write_record_parts = write_then_signal
 tfrecorder.convert(sys.argv[1], sys.argv[2], num_shards=4, overwrite=True, progress=False)
 """
+
+
+def _tree(out):
+    """Every file below ``out`` (index files included), by relative path."""
+    return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
 
 
 def _final_shards(out):
@@ -228,7 +233,7 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table, 
     out = tmp_path / "killed"
     if previous:  # a complete output of another table is there before the killed run
         tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out))
-        before = {n: (out / n).read_bytes() for n in os.listdir(out)}
+        before = {n: (out / n).read_bytes() for n in _tree(out)}
     read_end, write_end = os.pipe()
     proc = subprocess.Popen([sys.executable, "-c", _KILL_SCRIPT, str(csv_path), str(out),
                              str(write_end)], pass_fds=(write_end,))
@@ -253,7 +258,8 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table, 
         assert _final_shards(out) == []  # shards get their names only when the run ends
     tfrecorder.convert(str(csv_path), str(out), num_shards=4, overwrite=True)
     assert sorted(os.listdir(out)) == sorted(os.listdir(clean))
-    for name in os.listdir(clean):
+    assert _tree(out) == _tree(clean)
+    for name in _tree(clean):
         assert (out / name).read_bytes() == (clean / name).read_bytes(), name
 
 
@@ -285,8 +291,10 @@ def test_column_names_cannot_become_paths(tmp_path):
     schema = {"split": types.SplitKey, "kind/../x": types.CategoricalInput, "n": types.IntegerInput}
     tfrecorder.convert(df, str(tmp_path / "out"), schema=schema)
     assert "kind-..-x.labels.txt" in os.listdir(tmp_path / "out")
+    out = tmp_path / "out"
     assert {p for p in _all_files(tmp_path)} == {
-        str(tmp_path / "out" / n) for n in os.listdir(tmp_path / "out")}
+        str(out / n) for n in os.listdir(out) if n != "index"} | {
+        str(out / "index" / n) for n in os.listdir(out / "index")}
 
 
 def _all_files(root):

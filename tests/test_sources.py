@@ -134,3 +134,74 @@ def test_a_column_of_paths_resolves_as_each_path_does(base, monkeypatch, tmp_pat
         else:
             assert got is None, path
     assert answers == (storage.resolve_all(plain, base) is not None)
+
+
+def _tree(root, rels):
+    for rel in rels:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x")
+
+
+#: What Finder, Explorer, Jupyter, git and zip tools leave in an image folder.
+LITTER = [".DS_Store", ".ipynb_checkpoints/1-checkpoint.jpg", "__MACOSX/train/cat/._1.jpg",
+          "train/.DS_Store", "train/cat/._1.jpg", "train/cat/Thumbs.db", "train/cat/desktop.ini",
+          "train/cat/.ipynb_checkpoints/1-checkpoint.jpg", "train/.git/objects/ab/cd.png",
+          "train/cat/.hidden.png"]
+
+
+def test_os_and_editor_litter_in_an_image_folder_is_skipped(tmp_path):
+    # Taken as a folder, .ipynb_checkpoints at the top would make the tree read as
+    # DIR/<label>/<file> (a label ".ipynb_checkpoints", every split folder's image lost),
+    # and "._1.jpg" would be a row whose image cannot be read, against the error budget.
+    _tree(tmp_path, ["train/cat/1.jpg", "test/dog/2.png", *LITTER])
+    t = sources.read(str(tmp_path))
+    assert sorted(_rows(t.frame)) == [["test", str(tmp_path / "test/dog/2.png"), "dog"],
+                                      ["train", str(tmp_path / "train/cat/1.jpg"), "cat"]]
+    flat = tmp_path / "flat"
+    _tree(flat, ["cat/1.jpg", ".ipynb_checkpoints/x.jpg", "cat/._1.jpg", "._top.jpg"])
+    assert _rows(sources.read(str(flat)).frame) == [[None, str(flat / "cat/1.jpg"), "cat"]]
+
+
+@pytest.mark.parametrize("rels,layout", [
+    (["train/cat/1.jpg", "train/cat/2019/2.jpg", "test/dog/a/b/3.png"],
+     "DIR/<split>/<label>/<file>"),
+    (["cat/1.jpg", "cat/kitten/2.jpg", "dog/a/b/3.png"], "DIR/<label>/<file>"),
+], ids=["split layout", "label layout"])
+def test_image_files_deeper_than_the_layout_are_an_error_naming_them(tmp_path, rels, layout):
+    # Skipped, their images would be missing from the dataset without a word.
+    _tree(tmp_path, rels)
+    with pytest.raises(SchemaError) as e:
+        sources.read(str(tmp_path))
+    deep = sorted(p.row for p in e.value.problems)
+    assert deep == sorted(rels[1:])
+    assert f"deeper than the layout {layout}" in str(e.value)
+    assert "move it into its label's folder" in str(e.value)
+
+
+def test_a_csv_with_only_its_header_has_no_rows(tmp_path):
+    for text in ("split,image_uri,label\n", "split,image_uri,label\n\n\n"):
+        path = _write(tmp_path, text)
+        with pytest.raises(SchemaError, match=r"has no rows, only a header line"):
+            sources.read(path)
+    path = _write(tmp_path, "# a comment\nsplit,image_uri,label\n")
+    with pytest.raises(SchemaError, match=r"has no rows, only a header line"):
+        sources.read(path, header=1)
+
+def test_an_image_directory_with_split_and_other_folders_is_refused(tmp_path):
+    # 40 images laid out DIR/<split>/<label>/<file>, and one stray folder at the top:
+    # taken as DIR/<label>/<file>, only the stray image would be converted.
+    for i in range(40):
+        p = tmp_path / ("train" if i % 4 else "test") / ("cat" if i % 2 else "dog") / f"{i}.jpg"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x")
+    (tmp_path / "previews").mkdir()
+    (tmp_path / "previews" / "p.jpg").write_bytes(b"x")
+    with pytest.raises(SchemaError, match=r"mixed layout: the folders \['test', 'train'\] are "
+                                          r"split names but \['previews'\] is not") as e:
+        sources.read(str(tmp_path))
+    assert "move previews out of" in str(e.value)
+    (tmp_path / "previews" / "p.jpg").unlink()
+    (tmp_path / "previews").rmdir()
+    (tmp_path / ".cache").mkdir()  # a hidden folder is not a label
+    assert len(sources.read(str(tmp_path)).frame) == 40

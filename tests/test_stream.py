@@ -26,7 +26,8 @@ def _pictures(tmp_path, n):
 
 
 def _files(out):
-    return {n: (out / n).read_bytes() for n in sorted(os.listdir(out))}
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file()}
 
 
 def test_chunked_reading_writes_the_same_bytes(tmp_path, monkeypatch):

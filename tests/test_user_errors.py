@@ -98,6 +98,89 @@ def test_a_run_that_writes_nothing_exits_1(tmp_path, capsys):
     assert code == 1 and "every row was quarantined" in err and "errors.jsonl" in err
 
 
+#: The longest dataset name whose files fit 255 bytes: its validation shards' names, with
+#: the ".<32 hex digits>.part" a shard file has while it is written.
+LONGEST_NAME = 255 - len("-validation.tfrecord-00000-of-00001") - len(f".{'0' * 32}.part")
+
+
+def test_a_dataset_name_too_long_for_a_file_name(tmp_path, capsys):
+    # Unchecked, the run would fail inside with OSError "File name too long", its folder
+    # left behind.
+    source, out = os.path.join(SAMPLES, "data.csv"), tmp_path / "out"
+    with pytest.raises(tfrecorder.ConfigError) as e:
+        tfrecorder.convert(source, str(out), name="n" * (LONGEST_NAME + 1))
+    assert f"name='nnn" in str(e.value) and f"({LONGEST_NAME + 1} characters)" in str(e.value)
+    assert "too long for a file name" in str(e.value) and "shorten it by 1 or more" in str(e.value)
+    assert not out.exists()
+    code, stdout, err = _cli(capsys, "convert", source, str(out), "--name", "n" * 240)
+    assert code == 2 and err.startswith("Error: name=") and err.count("\n") == 1
+    assert stdout == "" and not out.exists()
+    # The longest name that fits writes and reads back.
+    tfrecorder.convert(source, str(out), name="n" * LONGEST_NAME)
+    assert tfrecorder.verify(str(out)).records == 36
+    assert not [n for n in os.listdir(out) if n.startswith(".")]  # no lock, no run folder
+
+
+def test_a_label_column_too_long_for_its_labels_file(tmp_path, pics):
+    column = "l" * 250
+    df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [pics[0]], column: ["cat"]})
+    schema = {"split": "SplitKey", "image_uri": "ImageUri", column: "StringLabel"}
+    with pytest.raises(tfrecorder.ConfigError, match=r"a label column's name is too long for a "
+                                                     r"file name: 'l+\.\.\.l+\.labels\.txt'"):
+        tfrecorder.convert(df, str(tmp_path / "out"), schema=schema)
+    assert not (tmp_path / "out").exists()
+
+
+def _without_root_powers():
+    """Runs in the child before it starts: as root, drops the powers that let root write
+    anywhere (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) from what the child may hold, so
+    that a folder's permission bits apply to it as to any user."""
+    if os.geteuid() != 0:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def test_an_output_folder_that_exists_but_is_read_only(tmp_path):
+    # Unchecked, taking the lock would fail with a PermissionError: exit 1, not 2.
+    import subprocess
+    import sys
+
+    out = tmp_path / "read-only"
+    out.mkdir()
+    out.chmod(0o555)
+    root = os.path.dirname(SAMPLES)
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "tfrecorder", "convert", os.path.join(SAMPLES, "data.csv"),
+             str(out)], preexec_fn=_without_root_powers, capture_output=True, text=True,
+            cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": root}, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise
+    except subprocess.SubprocessError as e:  # prctl refused: root without CAP_SETPCAP
+        pytest.skip(f"cannot run without root's override of permissions here: {e}")
+    finally:
+        out.chmod(0o755)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == f"Error: output directory {out} cannot be written (no permission); " \
+                         f"give a folder you can write to\n"
+    assert os.listdir(out) == []  # no lock, no .tfrecorder-tmp
+
+
+def test_a_csv_with_only_its_header(tmp_path, capsys):
+    path = tmp_path / "header.csv"
+    path.write_text("split,image_uri,label\n")
+    with pytest.raises(tfrecorder.SchemaError, match="has no rows, only a header line"):
+        tfrecorder.convert(str(path), str(tmp_path / "out"))
+    code, out, err = _cli(capsys, "convert", str(path), str(tmp_path / "out"))
+    assert code == 2 and err.startswith("Error: ") and "has no rows" in err and out == ""
+    assert not (tmp_path / "out").exists()
+
+
 # --- the CLI's flags --------------------------------------------------------------------
 
 def test_our_options_take_both_spellings(tmp_path, capsys):

@@ -13,7 +13,12 @@ The public API is what ``__all__`` lists, plus the modules ``input_schema`` and
 
 from __future__ import annotations
 
-from tfrecorder import accessor as _accessor  # noqa: F401  (registers df.tensorflow)
+try:
+    import pandas as _pandas  # noqa: F401
+except ImportError:  # a Beam worker: the staged wheel ships without pandas (staging.py)
+    pass
+else:
+    from tfrecorder import accessor as _accessor  # noqa: F401  (registers df.tensorflow)
 from tfrecorder import input_schema, types
 from tfrecorder.convert import convert, convert_and_load, create_tfrecords
 from tfrecorder.errors import (
@@ -22,11 +27,13 @@ from tfrecorder.errors import (
     CorruptRecordError,
     IncompleteOutputError,
     OutputBusyError,
+    OutputChangedError,
     OutputExistsError,
     Problem,
     SchemaError,
     TFRecorderError,
 )
+from tfrecorder.index import build as build_index
 from tfrecorder.inspection import Inspection, Verification, check_tfrecords, inspect, verify
 from tfrecorder.loading import Datasets, info, load
 from tfrecorder.metadata import Manifest
@@ -48,11 +55,13 @@ __all__ = [
     "Manifest",
     "Options",
     "OutputBusyError",
+    "OutputChangedError",
     "OutputExistsError",
     "Problem",
     "SchemaError",
     "TFRecorderError",
     "Verification",
+    "build_index",
     "check_tfrecords",
     "convert",
     "convert_and_load",

@@ -23,6 +23,73 @@ class UsageError(ConfigError):
     """A command line that cannot work (exit code 2)."""
 
 
+#: Each option's help in command-line words (flags, files, exit codes), and the name of
+#: its value; Options' own help speaks of Python values.
+_FLAG_HELP = {
+    "runner": ("RUNNER", "Beam runner: DirectRunner (this machine; the default), "
+               "DataflowRunner, or another Beam runner (FlinkRunner, SparkRunner, "
+               "PortableRunner, PrismRunner)"),
+    "num_shards": ("N", "shards per split: N for every split, or per split as "
+                   "train=8,validation=2,test=1; 0 (the default) sizes shards from the "
+                   "data, 64 MiB to 1 GiB each"),
+    "compression": (None, "write gzip-compressed shards (TFDS cannot read them, and "
+                    "images do not shrink); the default is uncompressed"),
+    "overwrite": (None, "replace what an earlier conversion wrote in OUTPUT_DIR (other "
+                  "files there are left alone); without it a non-empty OUTPUT_DIR is "
+                  "refused"),
+    "label_vocabulary": ("FILE", "file of label names, one per line: line i gets id i "
+                         "(default: the table's labels, sorted)"),
+    "seed": ("SEED", "seed of the shuffle of rows into shards (default: 0)"),
+    "name": ("NAME", "dataset name that starts every shard's file name, "
+             "NAME-train.tfrecord-... (default: data)"),
+    "check": (None, "header: read each image's header and end (the default); decode: "
+              "decode every image"),
+    "max_error_fraction": ("F", "fail (exit code 1, nothing published) when more than "
+                           "this share of rows is quarantined (default: 0.1); a run that "
+                           "writes nothing always fails"),
+    "max_image_bytes": ("BYTES", "quarantine image files larger than this, unread "
+                        "(default: 268435456, 256 MiB)"),
+    "shorter_side": ("N", "downscale images whose shorter side is longer than N pixels to "
+                     "N and re-encode them (aspect ratio kept, EXIF orientation applied); "
+                     "without it every image is stored as it is"),
+    "jpeg_quality": ("Q", "JPEG quality, 1 to 100, of images re-encoded for "
+                     "--shorter-side (default: 90)"),
+    "num_workers": ("N", "worker processes on this machine (default: one per core); with "
+                    "DataflowRunner, the initial number of workers"),
+    "job_label": ("LABEL", "DataflowRunner: a readable prefix of the job's name"),
+    "project": ("PROJECT", "Google Cloud project id (DataflowRunner)"),
+    "region": ("REGION", "Dataflow region, e.g. us-central1 (DataflowRunner)"),
+    "temp_location": ("GS_DIR", "gs:// folder for staged files (DataflowRunner; default: "
+                      "tfrecorder-tmp in the output's bucket)"),
+    "tfrecorder_wheel": ("WHEEL", "a tfrecorder wheel file to install on the workers "
+                         "instead of one built from this installation (DataflowRunner)"),
+    "wait": (None, "DataflowRunner: wait until the job ends and print its result "
+             "(default: print the job's id and console link, and return)"),
+    "progress": (None, "never draw the progress bar (it is drawn only when stderr is a "
+                 "terminal)"),
+}
+
+
+def _shards(value: str):
+    """``--num-shards``: ``8``, or ``train=8,validation=2`` for a count per split."""
+    if "=" not in value:
+        try:
+            return int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{value!r}: give a whole number, or counts per split as "
+                f"train=8,validation=2") from None
+    out = {}
+    for part in value.split(","):
+        split, _, count = part.partition("=")
+        try:
+            out[split.strip()] = int(count)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{part!r}: give counts per split as train=8,validation=2") from None
+    return out
+
+
 def _convert_parser(sub) -> None:
     import dataclasses
 
@@ -32,12 +99,15 @@ def _convert_parser(sub) -> None:
         "convert", help="convert a CSV or an image directory to TFRecord files",
         description="Convert an AutoML-style CSV (split,image_uri,label; header optional) or an "
                     "image directory (DIR/<split>/<label>/<file>) to sharded TFRecord files. "
-                    "Flags that Apache Beam knows (e.g. --max_num_workers=20) are passed to it.")
-    p.add_argument("source", help="CSV file (local or gs://) or image directory")
-    p.add_argument("output_dir", help="directory to write the TFRecord files to")
+                    "Flags that Apache Beam knows (e.g. --max_num_workers=20) are passed to it. "
+                    "Every flag also has its TFRecorder spelling (--num_shards).")
+    p.add_argument("source", metavar="SOURCE", help="CSV file (local or gs://) or image directory")
+    p.add_argument("output_dir", metavar="OUTPUT_DIR",
+                   help="folder to write the TFRecord files to (local or gs://)")
     p.add_argument("--schema", metavar="FILE",
                    help='JSON file mapping columns to types, e.g. {"split": "SplitKey", '
                         '"image_uri": "ImageUri", "label": "StringLabel"}')
+    _verbose(p)
     # One flag per option, in both spellings (--num-shards and --num_shards).
     for f in dataclasses.fields(Options):
         cli = f.metadata["cli"]
@@ -48,8 +118,18 @@ def _convert_parser(sub) -> None:
         flags = list(dict.fromkeys(flags + [flag.replace("-", "_").replace("__", "--", 1)
                                             for flag in flags]))
         cli.setdefault("default", f.default)
-        p.add_argument(*flags, dest=f.name, help=f"{f.metadata['help']} (default: {f.default})",
-                       **cli)
+        metavar, text = _FLAG_HELP.get(f.name, (None, f.metadata["help"]))
+        if f.name == "num_shards":
+            cli["type"] = _shards
+        if metavar is not None and cli.get("action") is None and "choices" not in cli:
+            cli["metavar"] = metavar
+        p.add_argument(*flags, dest=f.name, help=text, **cli)
+
+
+def _verbose(parser) -> None:
+    # Also after the command (tfrecorder convert -v); SUPPRESS keeps a -v given before it.
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="log what the run does to stderr")
 
 
 def _run_convert(args, beam_flags) -> int:
@@ -97,19 +177,31 @@ def _inspect_parser(sub) -> None:
         "inspect", help="write the first records of a split as a CSV and image files",
         description="Write the first records of a split as a CSV (every feature but the "
                     "image, with label names) and the images as files, and print them "
-                    "with the counts per split.")
-    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
+                    "with the counts per split. TFRecorder's spellings of the flags work "
+                    "too: tfrecord_dir, num_records, output_dir.")
+    p.add_argument("tfrecord_dir", metavar="TFRECORD_DIR", nargs="?",
+                   help="a folder written by tfrecorder convert")
+    p.add_argument("--tfrecord-dir", "--tfrecord_dir", dest="tfrecord_dir_flag",
+                   metavar="TFRECORD_DIR", help=argparse.SUPPRESS)
     p.add_argument("--split", default="train", help="split to look at (default: train)")
-    p.add_argument("-n", "--num-records", type=int, default=5,
-                   help="records to write (default: 5)")
-    p.add_argument("--output-dir", dest="inspect_dir", default=None,
-                   help="where to write them (default: a new temporary folder)")
+    p.add_argument("-n", "--num-records", "--num_records", type=int, default=5, metavar="N",
+                   help="how many records to write (default: 5)")
+    p.add_argument("--output-dir", "--output_dir", dest="inspect_dir", default=None,
+                   metavar="DIR",
+                   help="folder to write the CSV and images to (default: a new temporary "
+                        "folder)")
+    _verbose(p)
 
 
 def _run_inspect(args, _beam_flags) -> int:
     from tfrecorder.inspection import inspect
 
-    print(inspect(args.output_dir, args.split, args.num_records, args.inspect_dir))
+    folder = args.tfrecord_dir or args.tfrecord_dir_flag
+    if folder is None or (args.tfrecord_dir and args.tfrecord_dir_flag
+                          and args.tfrecord_dir != args.tfrecord_dir_flag):
+        raise UsageError("inspect needs one TFRECORD_DIR: the folder tfrecorder convert "
+                         "wrote (e.g. tfrecorder inspect out/ --split train)")
+    print(inspect(folder, args.split, args.num_records, args.inspect_dir))
     return 0
 
 
@@ -119,8 +211,9 @@ def _csv_parser(sub) -> None:
         description="Write an AutoML image CSV (SPLIT,image_uri,label, no header) for a "
                     "folder laid out IMAGE_DIR/<split>/<label>/<file> or "
                     "IMAGE_DIR/<label>/<file> (rows then UNASSIGNED).")
-    p.add_argument("image_dir", help="folder of images (local or gs://)")
-    p.add_argument("csv_file", help="CSV file to write")
+    p.add_argument("image_dir", metavar="IMAGE_DIR", help="folder of images (local or gs://)")
+    p.add_argument("csv_file", metavar="CSV_FILE", help="CSV file to write")
+    _verbose(p)
 
 
 def _run_csv(args, _beam_flags) -> int:
@@ -131,19 +224,40 @@ def _run_csv(args, _beam_flags) -> int:
     return 0
 
 
+def _index_parser(sub) -> None:
+    p = sub.add_parser(
+        "index", help="write the index files of a directory that has none",
+        description="Write index/<shard>.idx (each record's byte offset and length) for "
+                    "every shard of an output directory: a conversion written before "
+                    "index files existed or with --no-index, or a TFRecorder 2.0 folder. "
+                    "gzip shards cannot be indexed.")
+    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
+
+
+def _run_index(args, _beam_flags) -> int:
+    from tfrecorder.index import build
+
+    written = build(args.output_dir)
+    print(f"wrote {len(written)} index files in {args.output_dir}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecorder",
         description="Convert image and tabular datasets to sharded TFRecord files.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log what the run does to stderr (also after the command)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _convert_parser(sub)
     _inspect_parser(sub)
     _csv_parser(sub)
+    _index_parser(sub)
     return parser
 
 
-COMMANDS = {"convert": _run_convert, "inspect": _run_inspect, "create-image-csv": _run_csv}
+COMMANDS = {"convert": _run_convert, "inspect": _run_inspect, "create-image-csv": _run_csv,
+            "index": _run_index}
 
 
 def _tfrecorder_command(argv: list[str]) -> list[str]:

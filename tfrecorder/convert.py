@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import json
 import logging
 import os
 import re
 import uuid
 from typing import Callable, Mapping
 
-from tfrecorder import (detection, image, labels, layout, metadata, output, plan, shard,
-                        sources, staging, storage, stream, validation)
+from tfrecorder import (detection, image, index, labels, layout, metadata, output, plan,
+                        runners, shard, sources, splits, staging, storage, stream, validation)
 from tfrecorder import schema as schemas
-from tfrecorder.errors import ConfigError
+from tfrecorder.errors import ConfigError, TFRecorderError
 from tfrecorder.options import Options
 from tfrecorder.result import ConversionResult
 
@@ -29,6 +32,7 @@ class _Run:
 
     opts: Options
     task_dir: str                   # the staged shard tasks
+    shards: tuple                   # their shard names, in plan order
     settings: shard.WriteSettings   # where and how shards are written
     spec: metadata.DatasetSpec      # what the last step writes
     records: int                    # records the tasks will write
@@ -64,14 +68,25 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     opts = Options.from_kwargs(
         runner=runner, project=project, region=region, tfrecorder_wheel=tfrecorder_wheel,
         job_label=job_label, compression=compression, num_shards=num_shards, **options)
+    runners.check(opts)  # a runner that cannot start fails now, in one line
     schema = _as_schema(schema)
     output_dir = _output_path(output_dir)
     vocabulary = _vocabulary(opts.label_vocabulary)
     cloud = opts.runner == "DataflowRunner"
     workers = opts.num_workers or (_dataflow_workers(opts) if cloud else os.cpu_count() or 1)
+    # The longest shard name this dataset name can give, before the table is read.
+    longest = layout.ShardName(opts.name, max(splits.SPLITS, key=len), 0, 1,
+                               opts.compression == "gzip")
+    named = f"name={_shortened(opts.name)!r} ({len(opts.name)} characters)"
+    _check_file_names([str(longest)], [], named)
     table = _read(source, schema, header, names, opts, vocabulary, output_dir, workers)
     try:
-        files = [*table.shards, *(layout.labels_file(k) for k in table.vocabularies),
+        labels_files = [layout.labels_file(k) for k in table.vocabularies]
+        _check_file_names(table.shards, [], named)
+        _check_file_names([], labels_files, "a label column's name")
+        indexes = [index.name(f) for f in table.shards
+                   if opts.write_index and not f.endswith(".gz")]
+        files = [*table.shards, *indexes, *labels_files,
                  layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
         before = output.survey(output_dir)
         output.check_target(before, opts.overwrite, files)
@@ -79,8 +94,16 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         # Nothing has been written so far. From here on the directory is this run's.
         _makedirs(output_dir)
         run_id = output.new_run_id()
-        lock = output.acquire(output_dir, run_id, opts.runner,
-                              output.DATAFLOW_LOCK_TTL if cloud else output.LOCK_TTL)
+        try:
+            # Creating the lock is the first write: it shows a folder we cannot write to
+            # where permission bits do not (a read-only mount, an ACL).
+            lock = output.acquire(output_dir, run_id, opts.runner,
+                                  output.DATAFLOW_LOCK_TTL if cloud else output.LOCK_TTL)
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            why = "a read-only file system" if e.errno == errno.EROFS else "no permission"
+            raise _not_writable(output_dir, why) from None
         try:
             # With the lock held the directory cannot change under us: check it again,
             # as another run may have finished there since the first look.
@@ -100,10 +123,11 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     shards = len(table.shards)
     del table
     if cloud:
-        return _run_dataflow(run, lock)
+        with _beam_quiet():
+            return _run_dataflow(run, lock)
     log.info("converting %d records into %d shards in %s", run.records, shards, output_dir)
     try:
-        with lock.renewing():
+        with lock.renewing(), _beam_quiet():
             job_id = _run_direct(run)
     except BaseException:
         _after_failure(run)
@@ -210,19 +234,23 @@ def _plan_run(opts: Options, output_dir: str, run_id: str, before: output.Survey
         name=opts.name, compression=opts.compression, features=table.features,
         vocabularies=table.vocabularies, rows_in=table.rows_in,
         max_error_fraction=opts.max_error_fraction, cleanup=(task_dir,) if cloud else (),
-        run_id=run_id, run_dir=run_dir, staged=staged, image_options=_image_options(opts))
+        run_id=run_id, run_dir=run_dir, staged=staged, image_options=_image_options(opts),
+        fail_in_pipeline=cloud)
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
               if opts.shorter_side is not None else None)
     settings = shard.WriteSettings(output_dir, run_dir, table.columns, check=opts.check,
                                    max_image_bytes=opts.max_image_bytes, staged=staged,
-                                   sizing=sizing)
+                                   sizing=sizing, index=opts.write_index)
     records = table.records
+    shards = tuple(table.shards)
     in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(table.shards) == 1
     if sizing is not None and len(table.shards) > 1:
         # Resizing is CPU work that Pillow does without the GIL: threads use every core
         # from a few rows on, without starting worker processes.
-        return _Run(opts, task_dir, settings, spec, records, workers, threads=in_process)
-    return _Run(opts, task_dir, settings, spec, records, 1 if in_process else workers)
+        return _Run(opts, task_dir, shards, settings, spec, records, workers,
+                    threads=in_process)
+    return _Run(opts, task_dir, shards, settings, spec, records,
+                1 if in_process else workers)
 
 
 def _image_options(opts: Options) -> dict:
@@ -249,6 +277,39 @@ def _output_path(path) -> str:
     return storage.resolve(path)
 
 
+#: Bytes a file name may have on the usual local file systems (ext4, XFS, APFS; NTFS
+#: allows 255 UTF-16 units); an output written to gs:// stays copyable to a disk.
+MAX_FILE_NAME_BYTES = 255
+
+
+def _check_file_names(shards: list[str], others: list[str], what: str) -> None:
+    """A ConfigError naming ``what`` to shorten when a file a run writes would have a
+    name over MAX_FILE_NAME_BYTES: a shard gets a longer name on its way (its staged
+    task, its temporary ``.part``) and an index file beside it."""
+    temp = storage.TEMP_SUFFIX_BYTES  # files written whole get a temporary name first
+    extra = max(len(staging.TASK_SUFFIX) + temp, len(shard.part_name("")),
+                len(index.SUFFIX) + temp)
+    for name, limit in [*((n, MAX_FILE_NAME_BYTES - extra) for n in shards),
+                        *((n, MAX_FILE_NAME_BYTES - temp) for n in others)]:
+        size = len(name.encode("utf-8"))
+        if size > limit:
+            suffix = (f" ({MAX_FILE_NAME_BYTES} less {extra} for the suffix a shard file "
+                      f"gets while it is written)" if limit < MAX_FILE_NAME_BYTES else "")
+            raise ConfigError(
+                f"{what} is too long for a file name: {_shortened(name)!r} has {size} "
+                f"bytes, and may have {limit}{suffix}; shorten it by {size - limit} "
+                f"or more bytes")
+
+
+def _shortened(text: str, keep: int = 60) -> str:
+    return text if len(text) <= keep else f"{text[:keep // 2]}...{text[-keep // 2:]}"
+
+
+def _not_writable(output_dir: str, why: str) -> ConfigError:
+    return ConfigError(f"output directory {output_dir} cannot be written ({why}); give a "
+                       f"folder you can write to")
+
+
 def _makedirs(output_dir: str) -> None:
     try:
         storage.makedirs(output_dir)
@@ -261,6 +322,8 @@ def _makedirs(output_dir: str) -> None:
     except OSError as e:
         raise ConfigError(f"output directory {output_dir} cannot be created ({e.strerror or e}); "
                           f"give a folder you can write to") from None
+    if not storage.is_remote(output_dir) and not os.access(output_dir, os.W_OK | os.X_OK):
+        raise _not_writable(output_dir, "no permission")
 
 
 def _as_schema(schema) -> schemas.Schema:
@@ -283,7 +346,8 @@ def _vocabulary(value) -> list[str] | None:
     if isinstance(value, (str, os.PathLike)):
         path = str(value)
         try:
-            names = labels.parse_labels_file(storage.read_bytes(path).decode("utf-8"))
+            # utf-8-sig, as the CSV is read: Notepad and Excel start UTF-8 with a BOM.
+            names = labels.parse_labels_file(storage.read_bytes(path).decode("utf-8-sig"))
         except FileNotFoundError:
             raise ConfigError(f"label_vocabulary file {path!r} does not exist") from None
         except IsADirectoryError:
@@ -396,7 +460,7 @@ def _run_dataflow(run: _Run, lock: output.Lock):
         beam_options = PipelineOptions([*flags, *opts.beam_flags()], runner="DataflowRunner",
                                        **opts.beam_keywords())
         p = beam.Pipeline(options=beam_options)
-        pipeline.build(p, run.task_dir, run.settings, run.spec)
+        pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec)
         result = p.run()
     except BaseException:
         lock.release()
@@ -452,26 +516,107 @@ def _run_beam(run: _Run, progress_dir: str | None) -> str:
         if run.workers > 1:
             extra["direct_running_mode"] = ("multi_threading" if run.threads
                                             else "multi_processing")
-    beam_options = PipelineOptions(run.opts.beam_flags(), runner=name,
-                                   **{**run.opts.beam_keywords(), **extra})
+    flags, keywords = run.opts.beam_flags(), run.opts.beam_keywords()
+    if name == "DaskRunner":
+        flags, keywords = runners.dask_arguments(run.opts)
+    beam_options = PipelineOptions(flags, runner=name, **{**keywords, **extra})
     job_id = f"{name.rsplit('.', 1)[-1].lower().replace('runner', '')}-{uuid.uuid4().hex[:12]}"
-    # Any other runner (Flink, Spark, Portable, Prism...) runs the same pipeline; the
-    # shard tasks are staged under the output folder, which its workers must reach.
-    runner = _local_runner(beam_options) if name == "DirectRunner" else name
+    # Any other runner (Dask, Flink, Spark, Portable, Prism...) runs the same pipeline;
+    # the shard tasks are staged under the output folder, which its workers must reach.
+    runner = (_local_runner(beam_options) if name == "DirectRunner"
+              else runners.beam_runner(name))
     p = beam.Pipeline(runner=runner, options=beam_options)
     try:
-        with p:
-            pipeline.build(p, run.task_dir, run.settings, run.spec, progress_dir)
-    except Exception as e:
+        try:
+            # The pipeline runs when ``p`` exits, inside the other context.
+            with (runners.dask_in_notebooks() if name == "DaskRunner"
+                  else contextlib.nullcontext()), p:
+                pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec,
+                               progress_dir)
+        finally:
+            # Beam's Dask runner connects a Client of its own and leaves it open.
+            client = getattr(getattr(p, "result", None), "client", None)
+            if client is not None:
+                client.close()
+        failure = metadata.budget_failure(run.spec)  # the last step left its errors file
+        if failure is not None:
+            raise _explained(failure, run.spec)
+    except TFRecorderError:
+        raise
+    except Exception:
         # The runner wraps a failed step in its own exception (from a worker process, as
-        # text). The error budget's failure is recognised by the files the step left.
+        # text). The error budget's failure is recognised by the files the step left;
+        # Beam's chain of frames around it says nothing a user can act on.
         failure = metadata.budget_failure(run.spec)
         if failure is not None:
-            raise failure from e
+            raise _explained(failure, run.spec) from None
         raise
     finally:
         _remove_local_tempdir(p)
     return job_id
+
+
+@contextlib.contextmanager
+def _beam_quiet():
+    """Keeps Beam's own logging off the user's stderr while it runs our pipeline.
+
+    A failing step is logged by Beam with its traceback (more than once), then raised;
+    our exception already says it. Only at the default level (the root logger at WARNING
+    or above, Beam's loggers unset) is Beam's logger raised, and it is restored after: a
+    user who asked for INFO sees Beam's messages. ``PipelineOptions`` calls
+    ``logging.basicConfig()``; a library must not configure logging, so a root handler
+    added while Beam ran is taken back.
+    """
+    beam_log = logging.getLogger("apache_beam")
+    unset = beam_log.level == logging.NOTSET and logging.root.level >= logging.WARNING
+    handlers = list(logging.root.handlers)
+    if unset:
+        beam_log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        if unset:
+            beam_log.setLevel(logging.NOTSET)
+        for h in list(logging.root.handlers):
+            if h not in handlers:
+                logging.root.removeHandler(h)
+
+
+def _explained(failure: Exception, spec: metadata.DatasetSpec) -> Exception:
+    """``failure``, with how relative image paths were resolved when images were not
+    found: the one fact a wrong working directory hides."""
+    hint = _resolution_hint(spec)
+    if hint is None:
+        return failure
+    return type(failure)(f"{failure} {hint}")
+
+
+def _resolution_hint(spec: metadata.DatasetSpec) -> str | None:
+    for folder in (spec.run_dir, storage.dirname(storage.dirname(spec.run_dir))):
+        try:
+            with storage.open_file(storage.join(folder, layout.ERRORS), "rb") as f:
+                lines = [line for line, _ in zip(f, range(1000))]
+            break
+        except FileNotFoundError:
+            continue
+    else:
+        return None
+    for line in lines:
+        q = json.loads(line)
+        uri = q.get("image_uri") or ""
+        if not q.get("reason", "").startswith("image file not found"):
+            continue
+        for value in q.get("values", {}).values():
+            given = value.strip() if isinstance(value, str) else ""
+            tail = re.sub(r"^(\./)+", "", given)
+            if (tail and given != uri and uri.endswith("/" + tail) and ".." not in tail.split("/")
+                    and not os.path.isabs(given) and not storage.is_remote(given)):
+                base = uri[:len(uri) - len(tail)].rstrip("/") or "/"
+                return (f"Relative image paths such as {given!r} were resolved against "
+                        f"{base} (a DataFrame's against the current directory, a CSV's "
+                        f"against its own folder): run from the folder they are relative "
+                        f"to, or make them absolute.")
+    return None
 
 
 def _remove_local_tempdir(p) -> None:

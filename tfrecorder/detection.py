@@ -118,7 +118,8 @@ def validate(
         first = members[0]
         rows.append(Row(row_ids[first], split, storage.resolve(key, base_dir), feats,
                         tuple(labels.jsonable(v) for v in values[first]), tuple(ids),
-                        tuple(row_ids[i] for i in members[1:])))
+                        tuple((row_ids[i], tuple(labels.jsonable(v) for v in values[i]))
+                              for i in members[1:])))
     problems.raise_if_any()
     features = layout.image_feature_specs()
     features[BBOX] = FeatureSpec(example.FLOAT, [-1, 4], "bbox")

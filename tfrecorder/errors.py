@@ -10,6 +10,7 @@ also from the builtin that fits, so ``except ValueError`` keeps working::
      │    └── OutputBusyError                another conversion is writing that directory now
      ├── IncompleteOutputError(FileNotFoundError)  no complete tfrecorder.json: no run finished
      ├── CorruptRecordError(OSError)         a shard fails its checksum or lost records
+     │    └── OutputChangedError             the directory was converted again while read
      └── ConversionError(RuntimeError)       the run failed: over the error budget, nothing written
 
 A bad image is not an exception: its row is quarantined with the reason.
@@ -139,6 +140,11 @@ class IncompleteOutputError(TFRecorderError, FileNotFoundError):
 
 class CorruptRecordError(TFRecorderError, OSError):
     """A TFRecord file is damaged (bad length or checksum); the message names the file."""
+
+
+class OutputChangedError(CorruptRecordError):
+    """The directory was written again (a new manifest generation) while a reader had it
+    open: its shards may be another conversion's. Open the directory again."""
 
 
 class ConversionError(TFRecorderError, RuntimeError):

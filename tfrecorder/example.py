@@ -227,7 +227,8 @@ def _parse_feature(buf: bytes) -> tuple[str, list]:
 def parse(data: bytes) -> dict[str, tuple[str, list]]:
     """A serialized ``tf.train.Example`` -> {key: (dtype, values)}; the inverse of ``serialize``."""
     out: dict[str, tuple[str, list]] = {}
-    for number, _, features in _fields(data):
+    # Fields are views into ``data``: a large image is copied once, into its value.
+    for number, _, features in _fields(memoryview(data)):
         if number != 1:
             continue
         for n, _, entry in _fields(features):

@@ -28,6 +28,8 @@ CHECKS = ("header", "decode")
 _PNG_IEND = b"IEND\xaeB`\x82"
 _ONE_CHANNEL = {"1", "L", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
 _CHANNELS = {"LA": 2, "La": 2, "RGB": 3, "YCbCr": 3, "CMYK": 3, "RGBA": 4, "RGBa": 4}
+#: Pillow's modes of 16-bit grey (and 32-bit integer) pixels: 65535 is white.
+_WIDE_GREY = {"I", "I;16", "I;16B", "I;16L", "I;16N"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,7 +302,9 @@ def _reencode_png(img) -> tuple[bytes, ImageInfo]:
         target = mode
     elif mode in ("P", "PA"):
         target = "RGBA" if ("transparency" in img.info or mode == "PA") else "RGB"
-    elif mode in ("I", "F"):
+    elif mode in _WIDE_GREY:  # 16-bit grey in any byte order, or 32-bit: kept 16-bit
+        img, mode, target = img.convert("I"), "I", "I;16"  # (I -> I;16 clips at 65535)
+    elif mode == "F":
         target = "L"
     else:  # CMYK, YCbCr, LAB, HSV, ...
         target = "RGBA" if "A" in mode else "RGB"
@@ -346,6 +350,9 @@ def downscale(data: bytes, sizing: Sizing) -> tuple[bytes, ImageInfo]:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data))
             turned = img.getexif().get(0x0112, 1) in (5, 6, 7, 8)
+            # Pillow opens a 16-bit grey + alpha PNG (IHDR colour type 4) as RGBA: it
+            # stays grey + alpha.
+            png_grey_alpha = img.format == "PNG" and data[25:26] == b"\x04"
             w, h = img.size
             upright_w, upright_h = (h, w) if turned else (w, h)
             scale = sizing.shorter_side / min(upright_w, upright_h)
@@ -354,9 +361,12 @@ def downscale(data: bytes, sizing: Sizing) -> tuple[bytes, ImageInfo]:
                 img.draft(img.mode if img.mode in ("L", "RGB") else None,
                           (size[1], size[0]) if turned else size)
             img = ImageOps.exif_transpose(img)
+            if img.mode in _WIDE_GREY:
+                img = _eight_bit(img)
             alpha = img.mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
                 img.mode == "P" and "transparency" in img.info)
-            target = ("LA" if img.mode in ("LA", "La") else "RGBA") if alpha else (
+            grey_alpha = img.mode in ("LA", "La") or (img.mode == "RGBA" and png_grey_alpha)
+            target = ("LA" if grey_alpha else "RGBA") if alpha else (
                 "L" if img.mode in _ONE_CHANNEL else "RGB")
             img = img.convert(target).resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
     except ImageProblem:
@@ -371,6 +381,12 @@ def downscale(data: bytes, sizing: Sizing) -> tuple[bytes, ImageInfo]:
         img.save(out, "JPEG", quality=sizing.jpeg_quality)
         fmt = "jpeg"
     return out.getvalue(), ImageInfo(fmt, img.height, img.width, len(img.getbands()))
+
+
+def _eight_bit(img):
+    """A 16-bit grey image as 8-bit ("L"), 65535 to 255 as TensorFlow decodes it; Pillow's
+    own conversion clips at 255, which turns a 16-bit image almost all white."""
+    return img.convert("I").point(lambda v: v / 257 + 0.5).convert("L")
 
 
 def _prepare(data: bytes, check: str) -> tuple[bytes, ImageInfo]:

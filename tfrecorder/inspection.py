@@ -18,8 +18,8 @@ import re
 import tempfile
 from typing import Iterator
 
-from tfrecorder import example, layout, legacy, metadata, records, splits, storage
-from tfrecorder.errors import ConfigError
+from tfrecorder import example, index, layout, legacy, metadata, records, splits, storage
+from tfrecorder.errors import ConfigError, CorruptRecordError, IncompleteOutputError
 
 _MIME = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "bmp": "image/bmp"}
 _EXT = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp"}
@@ -56,6 +56,9 @@ class Inspection:
             lines.append(f"  {shown}")
         return "\n".join(lines)
 
+    # A REPL shows the repr: the summary, not the images' bytes.
+    __repr__ = __str__
+
     def _repr_html_(self) -> str:
         esc = html.escape
         cells = []
@@ -85,9 +88,18 @@ class Inspection:
 def shard_records(path: str, compression: str | None) -> Iterator[bytes]:
     """Every record of one shard file, checksums verified.
 
-    Any damage, a broken gzip stream included, is a CorruptRecordError naming the file.
+    Any damage, a broken gzip stream included, is a CorruptRecordError naming the file;
+    a folder in its place too. A missing shard is an IncompleteOutputError naming it.
     """
-    with storage.open_file(path, "rb") as raw:
+    try:
+        opened = storage.open_file(path, "rb")
+    except IsADirectoryError:
+        raise CorruptRecordError(f"{path} is a folder where the manifest lists a shard file; "
+                                 f"convert again with overwrite=True") from None
+    except FileNotFoundError:
+        raise IncompleteOutputError(f"{path}: the manifest lists this shard, but it is "
+                                    f"missing; convert again with overwrite=True") from None
+    with opened as raw:
         f = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "gzip" else raw
         try:
             yield from records.read_records(f, path)
@@ -114,7 +126,8 @@ class Verification:
 
 
 def verify(tfrecord_dir: str) -> Verification:
-    """Reads every record of every shard, checking each CRC and every shard's count.
+    """Reads every record of every shard, checking each CRC, every shard's count and
+    every index file the manifest lists (each entry must match the shard's framing).
 
     Raises CorruptRecordError naming the damaged file, or IncompleteOutputError.
     """
@@ -125,10 +138,14 @@ def verify(tfrecord_dir: str) -> Verification:
         total = 0
         for shard in info.shards:
             path = storage.join(tfrecord_dir, shard.file)
-            n = sum(1 for _ in shard_records(path, manifest.compression))
+            framed = [16 + len(r) for r in shard_records(path, manifest.compression)]
+            n = len(framed)
             if n != shard.num_examples and shard.num_examples >= 0:  # -1: not recorded
                 raise records.CorruptRecordError(
                     f"{path}: {n} records, the manifest says {shard.num_examples}")
+            if shard.index:  # the index the manifest lists must describe the shard exactly
+                index.check(index.read(tfrecord_dir, shard.file), framed,
+                            index.path(tfrecord_dir, shard.file))
             total += n
             files += 1
         per_split[split] = total
@@ -138,6 +155,20 @@ def verify(tfrecord_dir: str) -> Verification:
 def _safe_name(name: str) -> str:
     name = re.sub(r"[^\w.\- ]", "_", name).lstrip(".") or "image"
     return name[:100]
+
+
+#: First characters that make a spreadsheet read a cell as a formula (OWASP's list).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value):
+    """``value`` as a CSV cell that a spreadsheet shows as text: one that would start a
+    formula (a label ``=cmd|...``) gets a leading single quote. Numbers stay numbers."""
+    if isinstance(value, list):
+        value = str(value)
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
@@ -192,7 +223,7 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
     text = io.StringIO()
     w = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
+    w.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
     storage.write_bytes(csv_path, text.getvalue().encode("utf-8"))
     return Inspection(
         tfrecord_dir=tfrecord_dir, split=name, output_dir=output_dir, csv_path=csv_path,

@@ -6,6 +6,7 @@ order. Line ``i`` of a labels file is the name of id ``i`` (TFDS's ClassLabel fo
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 import re
@@ -25,6 +26,8 @@ def is_null(value) -> bool:
         return not value.strip()
     if value is None:
         return True
+    if isinstance(value, bytes):
+        return not value.strip()
     if isinstance(value, (list, tuple)):
         return False
     if isinstance(value, float):
@@ -47,10 +50,14 @@ def jsonable(value):
         return value if value.strip() else None
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
+    if getattr(value, "ndim", 0):  # a NumPy array: a list cell read back from Parquet
+        return [jsonable(v) for v in value.tolist()]
     if is_null(value):
         return None
     if isinstance(value, (str, int, float, bool)):
         return value
+    if isinstance(value, bytes):
+        return _text(value)
     if hasattr(value, "item"):  # numpy scalars
         return value.item()
     return str(value)
@@ -62,6 +69,11 @@ def as_whole_number(value) -> int | None:
         return None
     if isinstance(value, numbers.Integral):
         return int(value) if value >= 0 else None
+    if isinstance(value, decimal.Decimal):  # pandas.read_sql's NUMERIC columns
+        return (int(value) if value.is_finite() and value >= 0
+                and value == value.to_integral_value() else None)
+    if isinstance(value, bytes):  # a binary column
+        return as_whole_number(_text(value))
     if isinstance(value, numbers.Real):
         return int(value) if float(value).is_integer() and value >= 0 else None
     if isinstance(value, str) and _WHOLE.fullmatch(value):
@@ -77,8 +89,16 @@ def identity(value):
 
 
 def name_of(value) -> str:
-    """The text a label value is known by in a vocabulary."""
+    """The text a label value is known by in a vocabulary (bytes as the text they hold:
+    ``b"cat"`` is ``cat``)."""
+    if isinstance(value, bytes):
+        value = _text(value)
     return value.strip() if isinstance(value, str) else str(value)
+
+
+def _text(value: bytes) -> str:
+    """Bytes as UTF-8 text; other bytes as ``\\xNN`` escapes, so no two differ silently."""
+    return value.decode("utf-8", "backslashreplace")
 
 
 def vocabulary_of(values) -> list[str]:
@@ -93,9 +113,13 @@ def integer_names(ids) -> list[str]:
 
 
 def parse_labels_file(text: str) -> list[str]:
-    """The names in a labels file, one per line (a trailing newline is optional)."""
-    lines = text.splitlines()
-    return [line.strip() for line in lines if line.strip()]
+    """The names in a labels file, one per line (a trailing newline is optional).
+
+    Only ``\\n`` (or ``\\r\\n``) ends a line, as TFDS's ClassLabel reads the file: a
+    name may hold the characters ``str.splitlines`` also breaks at (U+2028, U+0085, form
+    feed, record separator), and the file a run writes is read back with its names whole.
+    """
+    return [line.strip() for line in text.split("\n") if line.strip()]
 
 
 def format_labels_file(names: list[str]) -> str:

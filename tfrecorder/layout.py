@@ -105,10 +105,33 @@ class ShardName:
     @classmethod
     def parse(cls, filename: str) -> "ShardName | None":
         """The parts of ``filename``, or None when it is not a shard name."""
+        if not isinstance(filename, str):
+            return None
         m = _SHARD_PATTERN.fullmatch(filename)
         if m is None:
             return None
         return cls(m["name"], m["split"], int(m["index"]), int(m["count"]), bool(m["gz"]))
+
+
+#: The names a conversion gives the files it writes into its output folder.
+_OUTPUT_NAME = re.compile(
+    rf"(?:index/)?{_SHARD_PATTERN.pattern}(?:\.idx)?"
+    r"|[^/\0]+\.labels\.txt"
+    rf"|{re.escape(MANIFEST)}|{re.escape(ERRORS)}|{re.escape(DATASET_INFO)}|{re.escape(FEATURES)}"
+)
+
+
+def is_output_name(name: str) -> bool:
+    """True for a name a conversion writes into its output folder: a shard, its index
+    file, a labels file or a metadata file. Names read back from a manifest or a ledger
+    must be such names; anything else (``../x``, ``/etc/x``) is refused."""
+    if not isinstance(name, str) or name.startswith("."):
+        return False
+    m = _OUTPUT_NAME.fullmatch(name)
+    if m is None:
+        return False
+    # an index file is "index/<shard>.idx", and only that
+    return name.startswith("index/") == name.endswith(".idx")
 
 
 def escape(key: str) -> str:

@@ -43,7 +43,8 @@ def is_legacy(folder: str) -> bool:
 def manifest(folder: str):
     """A Manifest describing TFRecorder 2.0's output in ``folder``.
 
-    Per-shard record counts are unknown (-1): TFRecorder did not record them.
+    Per-shard record counts are unknown (-1): TFRecorder did not record them; an index
+    file (``tfrecorder index``) gives them.
     """
     from tfrecorder import metadata
 
@@ -67,17 +68,27 @@ def manifest(folder: str):
         if m:
             shards.setdefault(_SPLITS[m["split"]], []).append(name)
             compression = "gzip" if m["gz"] else compression
-    splits = {
-        split: metadata.SplitInfo(split, -1, sum(storage.size(storage.join(folder, f))
-                                                 for f in files),
-                                  [metadata.ShardInfo(f, -1, storage.size(storage.join(folder, f)))
-                                   for f in sorted(files)])
-        for split, files in sorted(shards.items(), key=lambda kv: layout.split_order(kv[0]))
-    }
+    splits = {}
+    for split, files in sorted(shards.items(), key=lambda kv: layout.split_order(kv[0])):
+        infos = [_shard(folder, f) for f in sorted(files)]
+        counts = [s.num_examples for s in infos]
+        splits[split] = metadata.SplitInfo(split, sum(counts) if min(counts) >= 0 else -1,
+                                           sum(s.num_bytes for s in infos), infos)
     return metadata.Manifest(
         name="tfrecorder2", compression=compression, features=features,
         vocabularies=vocabularies, splits=splits, rows_in=-1, rows_written=-1,
         rows_quarantined=-1, format_version=FORMAT_VERSION)
+
+
+def _shard(folder: str, file: str):
+    """A shard's ShardInfo: its record count is known only from an index file
+    (``tfrecorder index`` writes them), else -1."""
+    from tfrecorder import index, metadata
+
+    size = storage.size(storage.join(folder, file))
+    if not storage.exists(index.path(folder, file)):
+        return metadata.ShardInfo(file, -1, size)
+    return metadata.ShardInfo(file, len(index.read(folder, file)), size, index.name(file))
 
 
 def pixels(data: bytes, height: int, width: int):

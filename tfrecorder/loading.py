@@ -8,19 +8,30 @@ One more step is specific to us: the writer stored every image's height and widt
 when a resize is asked for, each JPEG is decoded by libjpeg at the smallest scale (1/2,
 1/4 or 1/8) that still covers the requested size. Decoding fewer pixels is most of the
 work saved; the image is then resized to exactly the requested size as usual.
+
+The manifest's counts make every dataset's length exact (``cardinality()``), and the
+index files (``index.py``) let a reader start at any record: reader ``i`` of ``n``
+(``shard=``, ``input_context=``) reads its part of the records (``partition.py``) with
+one seek per file, and ``shuffle="global"`` reads each record by its offset, in a
+seeded permutation of the whole split.
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from tfrecorder import layout, legacy, metadata, splits, storage
+from tfrecorder import index, layout, legacy, metadata, partition, splits, storage
 from tfrecorder.errors import ConfigError
 
 #: Shards read at the same time at most; more only adds memory.
 MAX_PARALLEL_READS = 16
+#: A reader's part is cut into runs of at least this many records, read in parallel.
+MIN_RUN = 256
+#: Read buffer of a run of records started at an offset.
+RUN_BUFFER = 256 << 10
 
 
 class Datasets(dict):
@@ -70,7 +81,7 @@ def load(
     batch_size: int | None = None,
     image_size: Sequence[int] | None = None,
     as_supervised: bool = False,
-    shuffle: bool = False,
+    shuffle: bool | str = False,
     shuffle_buffer: int = 1024,
     seed: int | None = None,
     cache: bool | str = False,
@@ -79,6 +90,8 @@ def load(
     deterministic: bool | None = None,
     drop_remainder: bool = False,
     with_info: bool = False,
+    shard: tuple[int, int] | None = None,
+    input_context=None,
 ):
     """``tf.data`` datasets of the splits written to ``tfrecord_dir``.
 
@@ -88,21 +101,37 @@ def load(
     ``HxWxC`` (``channels`` 1, 3 or 4); with ``image_size=(h, w)`` they are resized to
     float32 ``h x w x C`` (values 0..255), as Keras' image loaders do. Raises
     IncompleteOutputError for a directory whose conversion did not finish.
+
+    Every dataset knows its length (``cardinality()``: records, or batches). ``shard=(i, n)``
+    or ``input_context=`` (a ``tf.distribute.InputContext``) gives reader ``i`` of ``n``
+    its part: disjoint, together every record once, sizes within one record.
+    ``shuffle=True`` shuffles file order and a window of ``shuffle_buffer`` records;
+    ``shuffle="global"`` reads every record once per epoch in a seeded permutation of the
+    whole split, a new one each epoch.
     """
+    image_size = _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels)
     import tensorflow as tf
 
     tfrecord_dir = str(tfrecord_dir)
     manifest = info(tfrecord_dir)
     image_key, label_key = manifest.image_key, manifest.label_key
-    if image_size is not None:
-        image_size = tuple(int(x) for x in image_size)
-        if len(image_size) != 2 or min(image_size) <= 0:
-            raise ConfigError(f"image_size={image_size!r}; give (height, width)")
-    if channels not in (1, 3, 4):
-        raise ConfigError(f"channels={channels!r}; use 1, 3 or 4")
     if as_supervised and (image_key is None or label_key is None):
         raise ConfigError("as_supervised=True needs an image and a label feature; this "
                           f"directory has {sorted(manifest.features)}")
+    reader = _reader(shard, input_context)
+    if shuffle not in (True, False, "global"):
+        raise ConfigError(f"shuffle={shuffle!r}; use False, True (a window of "
+                          f"shuffle_buffer records) or 'global' (the whole split)")
+    if shuffle == "global" and cache:
+        raise ConfigError("cache with shuffle='global' would replay the first epoch's order "
+                          "every epoch; drop cache, or use shuffle=True")
+    if shuffle == "global" and reader[1] > 1 and seed is None:
+        raise ConfigError(f"shuffle='global' with {reader[1]} readers needs seed=: every "
+                          f"reader must cut the same permutation of the split")
+    if shuffle == "global" and seed is None:
+        import random
+
+        seed = random.SystemRandom().randrange(1 << 31)
     decode = decode_images and image_key is not None
     if decode and batch_size and image_size is None:
         raise ConfigError(
@@ -121,11 +150,60 @@ def load(
         name: _pipeline(tf, tfrecord_dir, manifest, name, decode=decode, batch_size=batch_size,
                         image_size=image_size, channels=channels, as_supervised=as_supervised,
                         shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, cache=cache,
-                        deterministic=deterministic, drop_remainder=drop_remainder)
+                        deterministic=deterministic, drop_remainder=drop_remainder,
+                        reader=reader)
         for name in names
     }
     result = built[names[0]] if split is not None else Datasets(built, manifest)
     return (result, manifest) if with_info else result
+
+
+def _whole(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels):
+    """``image_size`` as a ``(height, width)`` tuple; a ConfigError naming the first
+    argument that cannot work (TensorFlow would fail later and less clearly, or, for
+    ``batch_size=0``, not batch at all)."""
+    if batch_size is not None and not (_whole(batch_size) and batch_size > 0):
+        raise ConfigError(f"batch_size={batch_size!r}; give a whole number of records per "
+                          f"batch, 1 or more, or None for no batching")
+    if image_size is not None:
+        if _whole(image_size):
+            raise ConfigError(f"image_size={image_size!r}; give (height, width), e.g. "
+                              f"({image_size}, {image_size})")
+        try:
+            size = tuple(image_size)
+        except TypeError:
+            size = ()
+        if len(size) != 2 or not all(_whole(x) and x > 0 for x in size):
+            raise ConfigError(f"image_size={image_size!r}; give (height, width) in pixels, "
+                              f"e.g. (224, 224)")
+        image_size = tuple(int(x) for x in size)
+    if not (_whole(shuffle_buffer) and shuffle_buffer > 0):
+        raise ConfigError(f"shuffle_buffer={shuffle_buffer!r}; give a whole number of "
+                          f"records, 1 or more (1024 by default)")
+    if seed is not None and not _whole(seed):
+        raise ConfigError(f"seed={seed!r}; give a whole number, e.g. 42, or None for a "
+                          f"different order each run")
+    if not _whole(channels) or channels not in (1, 3, 4):
+        raise ConfigError(f"channels={channels!r}; use 1 (grey), 3 (RGB) or 4 (RGBA)")
+    return image_size
+
+
+def _reader(shard, input_context) -> tuple[int, int]:
+    """``(index, count)`` of this reader, from ``shard=`` or a tf.distribute InputContext."""
+    if shard is not None and input_context is not None:
+        raise ConfigError("give shard=(index, count) or input_context=, not both")
+    if input_context is not None:
+        try:
+            shard = (input_context.input_pipeline_id, input_context.num_input_pipelines)
+        except AttributeError:
+            raise ConfigError(f"input_context={input_context!r}; give the "
+                              f"tf.distribute.InputContext that distribute_datasets_from_"
+                              f"function passes to its function") from None
+    return (0, 1) if shard is None else partition.check_reader(shard)
 
 
 def feature_spec(tf, manifest: metadata.Manifest) -> dict:
@@ -161,27 +239,70 @@ def _decoder(tf, image_size, channels, legacy_pixels: bool):
 
         return (layout.IMAGE, layout.IMAGE_HEIGHT, layout.IMAGE_WIDTH), decode_raw
 
+    # Every decoder gives 3 channels. For 1 or 4, an image is decoded to the channels it
+    # has and converted (JPEG and GIF never decode to 4; GIF, BMP and CMYK JPEG never to
+    # 1), except a JPEG, which has no alpha and, unless CMYK, decodes to grey directly.
     def decode(ex):
         data = ex[layout.IMAGE]
 
         def any_format():
-            img = tf.io.decode_image(data, channels=channels, expand_animations=False)
-            img.set_shape([None, None, channels])
-            return img
-
-        if image_size is None:
-            return any_format()
+            if channels == 3:
+                return tf.io.decode_image(data, channels=3, expand_animations=False)
+            img = tf.io.decode_image(data, channels=0, expand_animations=False)
+            return _with_channels(tf, img, channels)
 
         def jpeg(ratio):
-            return lambda: tf.io.decode_jpeg(data, channels=channels, ratio=ratio)
+            def rgb():
+                return tf.io.decode_jpeg(data, channels=3, ratio=ratio)
 
+            if channels == 3:
+                return rgb
+            if channels == 4:
+                return lambda: _opaque(tf, rgb())
+            cmyk = tf.equal(tf.io.extract_jpeg_shape(data)[2], 4)
+            return lambda: tf.cond(cmyk, lambda: tf.image.rgb_to_grayscale(rgb()),
+                                   lambda: tf.io.decode_jpeg(data, channels=1, ratio=ratio))
+
+        if image_size is None and channels == 3:
+            return tf.ensure_shape(any_format(), [None, None, 3])
+        if image_size is None:
+            img = tf.cond(tf.equal(ex[layout.IMAGE_FORMAT], "jpeg"), jpeg(1), any_format)
+            return tf.ensure_shape(img, [None, None, channels])
         ratio = _jpeg_ratio(tf, ex[layout.IMAGE_HEIGHT], ex[layout.IMAGE_WIDTH], image_size)
         index = tf.where(tf.equal(ex[layout.IMAGE_FORMAT], "jpeg"), ratio + 1, 0)
         img = tf.switch_case(index, [any_format, jpeg(1), jpeg(2), jpeg(4), jpeg(8)])
-        img.set_shape([None, None, channels])
-        return _fit(tf, img, image_size)
+        return _fit(tf, tf.ensure_shape(img, [None, None, channels]), image_size)
 
     return (layout.IMAGE, layout.IMAGE_FORMAT, layout.IMAGE_HEIGHT, layout.IMAGE_WIDTH), decode
+
+
+def _with_channels(tf, img, channels: int):
+    """``img`` (uint8 with 1 to 4 channels, as decoded) with ``channels`` channels: grey
+    repeated to RGB, RGB made grey (``tf.image.rgb_to_grayscale``), alpha dropped, or an
+    opaque alpha added."""
+    def stored_as(stored: int):
+        def convert():
+            if stored == channels:
+                return tf.ensure_shape(img, [None, None, channels])
+            colour = tf.ensure_shape(img[..., :3] if stored >= 3 else img[..., :1],
+                                     [None, None, 3 if stored >= 3 else 1])
+            if channels == 1:
+                return tf.image.rgb_to_grayscale(colour) if stored >= 3 else colour
+            rgb = colour if stored >= 3 else tf.image.grayscale_to_rgb(colour)
+            if channels == 3:
+                return rgb
+            if stored in (1, 3):
+                return _opaque(tf, rgb)
+            return tf.ensure_shape(tf.concat([rgb, img[..., stored - 1:]], -1), [None, None, 4])
+        return convert
+
+    return tf.switch_case(tf.shape(img)[-1] - 1, [stored_as(c) for c in (1, 2, 3, 4)])
+
+
+def _opaque(tf, rgb):
+    """An RGB image with an opaque alpha channel added."""
+    return tf.ensure_shape(tf.pad(rgb, [[0, 0], [0, 0], [0, 1]], constant_values=255),
+                           [None, None, 4])
 
 
 def _fit(tf, img, image_size):
@@ -194,27 +315,46 @@ def _fit(tf, img, image_size):
     return out
 
 
-def _counted_records(tf, path, expected, compression):
+def _counted_records(tf, path, expected, compression, first=None, offset=None,
+                     same_conversion=None):
     """The records of one shard; at its end, an error naming the shard when it holds
     fewer or more records than the manifest says (a truncated or replaced file).
 
+    With ``first`` (and its byte ``offset`` from the index, when there is one) only the
+    ``expected`` records from record ``first`` are read, and the error says when the
+    shard ends before them.
+
     TFRecord framing cannot show a file cut at a record boundary; the count can. It costs
-    one addition per record and one comparison per shard.
+    one addition per record and one comparison per shard. ``same_conversion``, if given,
+    makes an op that fails when the directory no longer holds the conversion whose
+    manifest the reader opened: it runs before the shard is opened and after its last
+    record, so every record read in between is that conversion's (``_same_conversion``).
     """
+    checks = (lambda: [same_conversion()]) if same_conversion else (lambda: [])
+    with tf.control_dependencies(checks()):
+        path = tf.identity(path)
     end = tf.data.Dataset.from_tensors((tf.constant(b""), True))
-    records = tf.data.TFRecordDataset(path, compression_type=compression).map(
-        lambda r: (r, False))
+    if first is None:
+        raw = tf.data.TFRecordDataset(path, compression_type=compression)
+    elif offset is None:  # no index (gzip): the records before are read and dropped
+        raw = tf.data.TFRecordDataset(path, compression_type=compression).skip(first)
+        raw = raw.take(expected)
+    else:
+        raw = _records_at(tf, path, offset, RUN_BUFFER).take(expected)
+    records = raw.map(lambda r: (r, False))
 
     def count(n, item):
         record, last = item
-        check = tf.cond(
-            last,
-            lambda: tf.debugging.assert_equal(
-                n, expected, message=tf.strings.format(
-                    "{}: the manifest says {} records; this shard holds a different number "
-                    "(it was truncated or replaced). Convert again, or restore the file. Read",
-                    (path, expected))),
-            lambda: tf.no_op())
+
+        def at_end():
+            with tf.control_dependencies(checks()):
+                return tf.debugging.assert_equal(
+                    n, expected, message=tf.strings.format(
+                        "{}: {} records expected from the manifest's counts; this shard "
+                        "holds a different number (it was truncated or replaced). Convert "
+                        "again, or restore the file. Read", (path, expected)))
+
+        check = tf.cond(last, at_end, lambda: tf.no_op())
         with tf.control_dependencies([check]):
             return n + tf.cast(tf.logical_not(last), tf.int64), (record, last)
 
@@ -224,8 +364,123 @@ def _counted_records(tf, path, expected, compression):
             .map(lambda record, last: record))
 
 
+def _same_conversion(tf, root: str, generation: str):
+    """A function making an op that fails, with a message saying what happened, when the
+    manifest of ``root`` is gone or is another conversion's than ``generation``.
+
+    A conversion replacing a directory removes the old manifest before it touches any
+    shard, and writes the new one last. So if the manifest still names the reader's
+    conversion after a shard's last record was read, no shard had been replaced before
+    that moment, and the shard was read whole from that conversion.
+    """
+    path = storage.join(root, layout.MANIFEST)
+    pattern = f'(?s).*"generation": "{generation}".*'
+    message = (f"{root} was replaced by another conversion while this dataset was reading "
+               f"it (its {layout.MANIFEST} is missing or of another conversion now), so "
+               f"this epoch would mix two conversions. Call load() again to read the new "
+               f"one.")
+
+    def check():
+        found = tf.io.matching_files(path)
+        text = tf.cond(tf.size(found) > 0, lambda: tf.io.read_file(path),
+                       lambda: tf.constant(""))
+        return tf.debugging.assert_equal(tf.strings.regex_full_match(text, pattern), True,
+                                         message=message)
+
+    return check
+
+
+def _records_at(tf, path, offset, buffer_size):
+    """The records of uncompressed shard ``path`` from byte ``offset`` (a record's start,
+    from its index) to the file's end, checksums checked; the file before is not read.
+
+    TensorFlow's TFRecord reader takes a start offset (``TFRecordDatasetV2``) that
+    ``tf.data.TFRecordDataset`` does not expose. Such a dataset is made only inside the
+    functions of ``interleave``: there it is built, saved and restored like any other,
+    while as a pipeline's own source TensorFlow cannot serialise it.
+    """
+    variant = tf.raw_ops.TFRecordDatasetV2(
+        filenames=tf.reshape(path, [1]), compression_type="",
+        buffer_size=tf.cast(buffer_size, tf.int64),
+        byte_offsets=tf.reshape(tf.cast(offset, tf.int64), [1]))
+    return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
+
+
+def _indexes(root, manifest, split, wanted=None) -> dict[int, list[tuple[int, int]]]:
+    """The index entries of the split's shards (of the files numbered in ``wanted``, or
+    all); ConfigError when a shard has no index."""
+    out = {}
+    for i, shard in enumerate(manifest.splits[split].shards):
+        if wanted is not None and i not in wanted:
+            continue
+        if manifest.compression == "gzip" or not shard.index:
+            raise ConfigError(
+                f"{root}: shard {shard.file} has no index file, which reading single records "
+                f"needs. " + ("gzip shards cannot be indexed; convert again without "
+                              "compression." if manifest.compression == "gzip" else
+                              f"Write them with `tfrecorder index {root}`."))
+        out[i] = index.read(root, shard.file)
+    return out
+
+
+def _reader_records(tf, root, manifest, split, files, counts, compression, reader, shuffle,
+                    seed, deterministic, same=None):
+    """The records reader ``(i, n)`` reads of ``split``, and how many there are."""
+    total = sum(counts)
+    start, end = partition.span(total, *reader)
+    if shuffle == "global":
+        entries = _indexes(root, manifest, split)
+        file_of = np.concatenate([np.full(c, i, np.int32) for i, c in enumerate(counts)]
+                                 or [np.zeros(0, np.int32)])
+        offsets = np.array([o for i in range(len(files)) for o, _ in entries[i]], np.int64)
+        lengths = np.array([n for i in range(len(files)) for _, n in entries[i]], np.int64)
+        paths = tf.constant(files)
+        file_of, offsets, lengths = (tf.constant(a) for a in (file_of, offsets, lengths))
+        last = tf.constant(max(total - 1, 0), tf.int64)
+
+        def epoch(key):
+            # One permutation of the whole split per epoch (index_shuffle: no buffer);
+            # every reader draws the same one and reads its positions of it.
+            positions = tf.data.Dataset.range(start, end)
+            return positions.map(lambda p: tf.random.experimental.index_shuffle(
+                p, tf.stack([tf.constant(seed, tf.int64), key]), last))
+
+        # A new key each iteration (epoch), the same sequence for the same seed. (A
+        # checkpoint restores the epoch under way, not how many keys were drawn before.)
+        keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(1)
+        ds = keys.flat_map(epoch)
+        ds = ds.interleave(
+            lambda r: _records_at(tf, tf.gather(paths, tf.gather(file_of, r)),
+                                  tf.gather(offsets, r), tf.gather(lengths, r)).take(1),
+            cycle_length=MAX_PARALLEL_READS, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=deterministic)
+        return ds, end - start
+
+    run_list = partition.pieces(partition.runs(counts, start, end), MAX_PARALLEL_READS,
+                                MIN_RUN)
+    indexed = compression == "" and all(s.index for s in manifest.splits[split].shards)
+    starts = [0] * len(run_list)
+    if indexed:
+        entries = _indexes(root, manifest, split, {f for f, _, _ in run_list})
+        starts = [entries[f][first][0] for f, first, _ in run_list]
+    ds = tf.data.Dataset.from_tensor_slices((
+        tf.constant([files[f] for f, _, _ in run_list], tf.string),
+        tf.constant([first for _, first, _ in run_list], tf.int64),
+        tf.constant([n for _, _, n in run_list], tf.int64),
+        tf.constant(starts, tf.int64)))
+    if shuffle:
+        ds = ds.shuffle(max(1, len(run_list)), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.interleave(
+        lambda f, first, n, at: _counted_records(tf, f, n, compression, first,
+                                                 at if indexed else None, same),
+        cycle_length=max(1, min(len(run_list), MAX_PARALLEL_READS)),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+    return ds, end - start
+
+
 def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, channels,
-              as_supervised, shuffle, shuffle_buffer, seed, cache, deterministic, drop_remainder):
+              as_supervised, shuffle, shuffle_buffer, seed, cache, deterministic, drop_remainder,
+              reader=(0, 1)):
     AUTOTUNE = tf.data.AUTOTUNE
     files = [storage.join(root, f) for f in manifest.files(split)]
     compression = "GZIP" if manifest.compression == "gzip" else ""
@@ -236,20 +491,37 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
                           else ((), None))
 
     counts = [s.num_examples for s in manifest.splits[split].shards]
-    ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
-    if shuffle:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    if min(counts, default=0) < 0:  # no counts to check (a TFRecorder 2.0 directory)
-        read = lambda f, n: tf.data.TFRecordDataset(f, compression_type=compression)  # noqa: E731
+    known = min(counts, default=0) >= 0  # TFRecorder 2.0 did not record them
+    if not known and (reader[1] > 1 or shuffle == "global"):
+        raise ConfigError(
+            f"{root} does not record how many records each shard holds (TFRecorder 2.0), "
+            f"which shard= and shuffle='global' need; write index files with "
+            f"`tfrecorder index {root}` (uncompressed shards only)")
+    same = _same_conversion(tf, root, manifest.generation) if manifest.generation else None
+    if reader[1] > 1 or shuffle == "global":
+        ds, length = _reader_records(tf, root, manifest, split, files, counts, compression,
+                                     reader, shuffle, seed, deterministic, same)
     else:
-        read = lambda f, n: _counted_records(tf, f, n, compression)  # noqa: E731
-    ds = ds.interleave(
-        read,
-        cycle_length=max(1, min(len(files), MAX_PARALLEL_READS)),
-        num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
+        if shuffle:
+            ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        if not known:
+            read = lambda f, n: tf.data.TFRecordDataset(f, compression_type=compression)  # noqa: E731
+        else:
+            read = lambda f, n: _counted_records(tf, f, n, compression,  # noqa: E731
+                                                 same_conversion=same)
+        ds = ds.interleave(
+            read,
+            cycle_length=max(1, min(len(files), MAX_PARALLEL_READS)),
+            num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        length = sum(counts) if known else None
+    if length is not None:
+        # The exact length, from the manifest: batching then knows the batch count, and
+        # Keras the steps per epoch, before the first epoch ends.
+        ds = ds.apply(tf.data.experimental.assert_cardinality(length))
     if cache:
         ds = ds.cache(cache if isinstance(cache, str) else "")
-    if shuffle:
+    if shuffle is True:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
 
     def finish(ex):

@@ -7,6 +7,7 @@ its shards, written by the pipeline's last step and read by ``load`` and ``inspe
       dataset_info.json, features.json   TFDS metadata (tfds.builder_from_directory)
       <label>.labels.txt                 one label per line; line i is id i
       NAME-<split>.tfrecord-SSSSS-of-NNNNN[.gz]
+      index/NAME-<split>.tfrecord-SSSSS-of-NNNNN.idx   each record's offset and length
       errors.jsonl                       one line per quarantined row
 
 Every file is written with sorted keys and no timestamps, so the same input gives the
@@ -16,7 +17,10 @@ same bytes.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import hashlib
 import json
+import math
 from typing import Any, Iterable, Mapping
 
 from tfrecorder import labels as label_files
@@ -43,6 +47,10 @@ class DatasetSpec:
     image_options: dict = dataclasses.field(default_factory=dict)  # pre-sizing, if any
     run_dir: str = ""               # the run's own folder (output.run_dir)
     staged: bool = True             # shards are written into run_dir, moved at the end
+    # Over the error budget the last step raises, failing the job (Dataflow). A local run
+    # has it return instead, and the waiting caller raises: Beam's worker processes print
+    # a failing step's traceback to the user's stderr.
+    fail_in_pipeline: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +58,9 @@ class ShardInfo:
     file: str
     num_examples: int
     num_bytes: int
+    #: The shard's index file (``index.name(file)``), or None: gzip shards, and outputs
+    #: written before index files existed (``tfrecorder index`` adds them).
+    index: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +88,11 @@ class Manifest:
     #: How images were changed at conversion: {"shorter_side": N, "jpeg_quality": Q};
     #: empty when every image is stored as it was.
     image_options: dict = dataclasses.field(default_factory=dict)
+    #: A fingerprint of this conversion's content (every record's length and checksum,
+    #: and the metadata): readers check that the files they read are still of the
+    #: conversion whose manifest they opened. The same input gives the same generation,
+    #: as it gives the same bytes; "" in directories written before it existed.
+    generation: str = ""
 
     @property
     def label_key(self) -> str | None:
@@ -94,6 +110,10 @@ class Manifest:
     def files(self, split: str) -> list[str]:
         return [s.file for s in self.splits[split].shards]
 
+    def index_files(self) -> list[str]:
+        """The index files the manifest lists (``index/<shard>.idx``), every split."""
+        return [s.index for info in self.splits.values() for s in info.shards if s.index]
+
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
         d["format"] = "tfrecorder"
@@ -101,6 +121,11 @@ class Manifest:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Manifest":
+        for s in d["splits"].values():
+            for x in s["shards"]:
+                if layout.ShardName.parse(x.get("file")) is None:
+                    raise ValueError(f"it lists {x.get('file')!r} as a shard file, which is "
+                                     f"not a shard name tfrecorder writes")
         splits = {
             name: SplitInfo(s["name"], s["num_examples"], s["num_bytes"],
                             [ShardInfo(**x) for x in s["shards"]], dict(s.get("label_counts", {})))
@@ -113,6 +138,7 @@ class Manifest:
             splits=splits, rows_in=d["rows_in"], rows_written=d["rows_written"],
             rows_quarantined=d["rows_quarantined"], format_version=d["format_version"],
             image_options=dict(d.get("image_options", {})),
+            generation=str(d.get("generation", "")),
         )
 
 
@@ -120,8 +146,44 @@ def _dumps(obj) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
+def manifest_bytes(m: Manifest) -> bytes:
+    """The text of ``tfrecorder.json`` for ``m``."""
+    return _dumps(m.to_json())
+
+
 def _row_key(row) -> tuple:
-    return (0, row, "") if isinstance(row, (int, float)) else (1, 0, str(row))
+    if isinstance(row, (int, float)) and not isinstance(row, bool) and math.isfinite(row):
+        return (0, row, "")
+    return (1, 0, str(row))
+
+
+def _strict_json(value):
+    """A row id (a CSV line number, or a DataFrame index label of any type) or a cell
+    as strict JSON: numbers and text as they are; dates and times in ISO 8601
+    (``2024-05-01T12:00:00``); a NaN or infinite number, a period, a duration, an
+    interval and anything else as pandas prints it (``nan``, ``2024-05``,
+    ``1 days 00:00:00``, ``(0, 1]``); a MultiIndex label as a list."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (tuple, list)):
+        return [_strict_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _strict_json(v) for k, v in value.items()}
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if getattr(value, "dtype", None) is not None and value.dtype.kind in "biuf":
+        return _strict_json(value.item())  # a NumPy number
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return str(value)
+
+
+def _error_line(q) -> bytes:
+    """One line of ``errors.jsonl`` for a Quarantined row: strict JSON (no NaN)."""
+    return json.dumps(_strict_json(q.to_json()), sort_keys=True, ensure_ascii=False,
+                      allow_nan=False).encode() + b"\n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +195,7 @@ class Built:
     errors: bytes                    # errors.jsonl
     files: dict[str, bytes]          # labels files and TFDS metadata, by name
     shards: list[str]                # shard file names, in split and index order
+    indexes: list[str]               # their index files (index.name), where written
     rows_bad: int
     first_reasons: list[str]
 
@@ -145,14 +208,14 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Built:
     """
     stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.index))
     bad = sorted(quarantined, key=lambda q: _row_key(q.row))
-    errors = b"".join(json.dumps(q.to_json(), sort_keys=True, ensure_ascii=False).encode() + b"\n"
-                      for q in bad)
-    rows_bad = sum(1 + len(q.merged_rows) for q in bad)
+    errors = b"".join(map(_error_line, bad))
+    rows_bad = len(bad)
 
     label_key = next((k for k, f in spec.features.items() if f.role == "label"), None)
     names = spec.vocabularies.get(label_key, []) if label_key else []
     splits: dict[str, SplitInfo] = {}
     channels: dict[int, int] = {}
+    formats: set[str] = set()
     for s in stats:
         info = splits.get(s.split) or SplitInfo(s.split, 0, 0, [], {})
         counts = dict(info.label_counts)
@@ -161,21 +224,29 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Built:
             counts[name] = counts.get(name, 0) + n
         splits[s.split] = SplitInfo(
             s.split, info.num_examples + s.num_examples, info.num_bytes + s.num_bytes,
-            info.shards + [ShardInfo(s.filename, s.num_examples, s.num_bytes)], counts)
+            info.shards + [ShardInfo(s.filename, s.num_examples, s.num_bytes,
+                                     s.index_file)], counts)
         for c, n in s.channels.items():
             channels[int(c)] = channels.get(int(c), 0) + n
+        formats.update(f for f, n in s.formats.items() if n)
     manifest = Manifest(
         name=spec.name, compression=spec.compression, features=spec.features,
         vocabularies=spec.vocabularies, splits=splits, rows_in=spec.rows_in,
         rows_written=sum(s.rows for s in stats), rows_quarantined=rows_bad,
         image_options=dict(spec.image_options),
     )
+    fingerprint = hashlib.blake2b(_dumps(manifest.to_json()), digest_size=16)
+    for s in stats:
+        fingerprint.update(f"{s.filename} {s.digest}\n".encode())
+    manifest = dataclasses.replace(manifest, generation=fingerprint.hexdigest())
     files = {layout.labels_file(key): label_files.format_labels_file(vocab).encode("utf-8")
              for key, vocab in spec.vocabularies.items()}
     files[DATASET_INFO] = _dumps(tfds_dataset_info(manifest))
-    files[FEATURES] = _dumps(tfds_features(manifest, image_channels(channels)))
-    return Built(manifest, _dumps(manifest.to_json()), errors, files,
-                 [s.filename for s in stats], rows_bad,
+    files[FEATURES] = _dumps(tfds_features(manifest, image_channels(channels),
+                                           decodable=TFDS_UNDECODABLE.isdisjoint(formats)))
+    return Built(manifest, manifest_bytes(manifest), errors, files,
+                 [s.filename for s in stats],
+                 [s.index_file for s in stats if s.index_file], rows_bad,
                  [f"row {q.row}: {q.reason}" for q in bad[:5]])
 
 
@@ -206,7 +277,7 @@ def budget_failure(spec: DatasetSpec) -> ConversionError | None:
     except FileNotFoundError:
         return None
     bad = [json.loads(line) for line in lines if line.strip()]
-    rows_bad = sum(1 + len(q.get("merged_rows", [])) for q in bad)
+    rows_bad = len(bad)
     output_dir = storage.dirname(storage.dirname(spec.run_dir))
     errors = storage.join(output_dir, ERRORS)
     if storage.exists(storage.join(output_dir, MANIFEST)) or not storage.exists(errors):
@@ -228,11 +299,18 @@ def read_manifest(output_dir: str) -> Manifest:
     path = storage.join(output_dir, MANIFEST)
     try:
         data = storage.read_bytes(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         from tfrecorder import legacy
 
         if legacy.is_legacy(output_dir):  # written by TFRecorder 2.0
             return legacy.manifest(output_dir)
+        if not storage.isdir(output_dir):
+            where = storage.resolve(output_dir)
+            shown = output_dir if where == output_dir else f"{output_dir} ({where})"
+            kind = "is a file, not a folder" if storage.exists(output_dir) else "does not exist"
+            raise IncompleteOutputError(
+                f"{shown} {kind}; give the folder a conversion wrote (the output_dir "
+                f"given to tfrecorder.convert)") from None
         raise IncompleteOutputError(
             f"{output_dir} has no {MANIFEST}: no conversion finished there (it may have been "
             f"interrupted, or still be running). Convert again with overwrite=True."
@@ -277,10 +355,20 @@ def tfds_dataset_info(m: Manifest) -> dict:
     return info
 
 
-def tfds_features(m: Manifest, channels: int) -> dict:
+#: Stored formats TFDS's Image feature cannot decode: it decodes a GIF, even of one
+#: frame, to [frames, H, W, 3], which its [H, W, C] shape refuses.
+TFDS_UNDECODABLE = frozenset({"gif"})
+
+
+def tfds_features(m: Manifest, channels: int, decodable: bool = True) -> dict:
+    """features.json; with ``decodable=False`` (a GIF is stored) the image is declared as
+    its encoded bytes, so TFDS reads every record and the caller decodes them."""
     feats: dict[str, Any] = {}
     for key, f in m.features.items():
-        if f.role == "image":
+        if f.role == "image" and not decodable:
+            feats[key] = {"pythonClassName": _TFDS + "tensor_feature.Tensor",
+                          "tensor": {"dtype": "string", "encoding": "none", "shape": {}}}
+        elif f.role == "image":
             feats[key] = {"pythonClassName": _TFDS + "image_feature.Image",
                           "image": {"dtype": "uint8",
                                     "shape": {"dimensions": ["-1", "-1", str(channels)]}}}

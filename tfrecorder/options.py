@@ -17,6 +17,8 @@ from tfrecorder.layout import NAME_PATTERN
 
 #: The runners tfrecorder treats specially; any other Beam runner works too.
 RUNNERS = ("DirectRunner", "DataflowRunner")
+#: Beam runners that Beam's list of runner names leaves out, by name and class path.
+_UNLISTED = {"DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}
 _ALIASES = {"dataflow_options": "pipeline_options"}
 
 
@@ -30,8 +32,8 @@ def _option(default=dataclasses.MISSING, help: str = "", *, cli: dict | None = N
 @dataclasses.dataclass(frozen=True)
 class Options:
     runner: str = _option(
-        "DirectRunner", "Beam runner: DirectRunner (this machine), DataflowRunner, or any "
-        "other Beam runner (FlinkRunner, SparkRunner, PortableRunner, PrismRunner...)",
+        "DirectRunner", "Beam runner: DirectRunner (this machine), DataflowRunner, DaskRunner, "
+        "or any other Beam runner (FlinkRunner, SparkRunner, PortableRunner, PrismRunner...)",
         cli={})
     num_shards: int | Mapping[str, int] = _option(
         0, "shards per split, or a dict per split; 0 sizes them from the data (64 MiB - 1 GiB)",
@@ -64,6 +66,10 @@ class Options:
     jpeg_quality: int = _option(
         90, "JPEG quality of images re-encoded by shorter_side (1-100)",
         cli={"type": int, "metavar": "Q"})
+    write_index: bool = _option(
+        True, "write index/<shard>.idx beside every uncompressed shard (each record's "
+        "offset and length: record-level sharding, global shuffle, DALI); False skips them",
+        cli={"flags": ["--no-index"], "action": "store_false"})
     num_workers: int = _option(
         0, "DirectRunner worker processes (0: one per core); on Dataflow, the initial workers",
         cli={"type": int})
@@ -107,6 +113,8 @@ class Options:
             raise ConfigError(f"num_shards={self.num_shards!r}; use 0 (automatic) or a positive int")
         if isinstance(self.num_shards, Mapping):
             object.__setattr__(self, "num_shards", _per_split(self.num_shards, "num_shards"))
+        if not isinstance(self.write_index, bool):
+            raise ConfigError(f"write_index={self.write_index!r}; use True or False")
         for name in ("seed", "max_image_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -186,12 +194,16 @@ def _runner_name(name) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"runner={name!r}; give a Beam runner name such as 'DirectRunner'")
     wanted = name.strip().lower()
-    for known in RUNNERS:
+    for known in (*RUNNERS, *_UNLISTED):
         if wanted in (known.lower(), known.lower()[:-len("runner")]):
+            return known
+    for known, path in _UNLISTED.items():
+        if name.strip() == path:
             return known
     from apache_beam.options.pipeline_options import StandardOptions
 
-    beam_runners = sorted(p.rsplit(".", 1)[-1] for p in StandardOptions.ALL_KNOWN_RUNNERS)
+    beam_runners = sorted({*(p.rsplit(".", 1)[-1] for p in StandardOptions.ALL_KNOWN_RUNNERS),
+                           *_UNLISTED})
     for known in beam_runners:
         if wanted in (known.lower(), known.lower()[:-len("runner")]):
             return known

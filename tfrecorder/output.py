@@ -18,8 +18,10 @@ A run never destroys what it cannot replace:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -27,7 +29,7 @@ import time
 import uuid
 from typing import Iterable
 
-from tfrecorder import layout, metadata, storage
+from tfrecorder import index, layout, metadata, storage
 from tfrecorder.errors import ConfigError, OutputBusyError, OutputExistsError, TFRecorderError
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ class Survey:
     entries: tuple[str, ...]
     manifest: metadata.Manifest | None      # a complete previous output
     leftovers: frozenset[str]                # files listed by ledgers of unfinished runs
+    damaged: str | None = None               # why its manifest cannot be trusted, if so
 
     @property
     def complete_files(self) -> frozenset[str]:
@@ -67,17 +70,33 @@ class Survey:
         if m is None:
             return frozenset()
         names = {f for split in m.splits for f in m.files(split)}
+        names |= set(m.index_files())
         names |= {layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES}
         names |= {layout.labels_file(k) for k in m.vocabularies}
         return frozenset(names)
 
     def ours(self) -> frozenset[str]:
-        return self.complete_files | self.leftovers | {layout.LOCK, layout.TMP_DIR}
+        names = self.complete_files | self.leftovers | {layout.LOCK, layout.TMP_DIR}
+        return names | _folders(names)
 
     def foreign(self) -> list[str]:
         """Entries no conversion of ours wrote: left alone, never replaced."""
         ours = self.ours()
         return [e for e in self.entries if e not in ours]
+
+
+# Index files are the only names with a folder (``index/<shard>.idx``): the folder is
+# ours when a file of ours is in it, and is removed with its last file.
+
+def _folders(names: Iterable[str]) -> set[str]:
+    """The top folders of the names that have one."""
+    return {n.split("/", 1)[0] for n in names if "/" in n}
+
+
+def _remove_empty_index_dir(output_dir: str) -> None:
+    folder = storage.join(output_dir, index.DIR)
+    if not storage.is_remote(folder) and storage.isdir(folder) and not storage.listdir(folder):
+        storage.remove(folder)  # (an object store has no empty folders)
 
 
 def survey(output_dir: str) -> Survey:
@@ -92,22 +111,42 @@ def survey(output_dir: str) -> Survey:
     except PermissionError:
         raise ConfigError(f"output directory {output_dir} cannot be read (no permission); "
                           f"give a folder you can write to") from None
-    manifest = None
+    manifest, damaged = None, None
     if layout.MANIFEST in entries:
         try:
             manifest = metadata.read_manifest(output_dir)
-        except TFRecorderError:
-            manifest = None  # a damaged manifest: the directory is not a complete output
+        except TFRecorderError as e:
+            # a damaged or crafted manifest: not a complete output, and nothing it
+            # lists is taken as ours
+            damaged = str(e)
     leftovers: set[str] = set()
     tmp = storage.join(output_dir, layout.TMP_DIR)
     if layout.TMP_DIR in entries:
+        if storage.is_link(tmp) or not storage.isdir(tmp):
+            raise ConfigError(
+                f"{tmp} is {'a symbolic link' if storage.is_link(tmp) else 'not a folder'}; "
+                f"tfrecorder keeps a run's private files in that folder and never writes "
+                f"through a link. Remove it, then run again")
         for run in storage.listdir(tmp):
             try:
-                ledger = json.loads(storage.read_bytes(storage.join(tmp, run, LEDGER)))
-                leftovers.update(str(n) for n in ledger["files"])
+                ledger = json.loads(storage.read_bytes(_inside(output_dir, layout.TMP_DIR,
+                                                               run, LEDGER)))
+                files = ledger["files"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-    return Survey(output_dir, entries, manifest, frozenset(leftovers))
+            # A ledger names what its run wrote; only names a run writes are taken from
+            # it (never "../x" or "/etc/x"), and only as names inside this folder.
+            leftovers.update(n for n in files if layout.is_output_name(n))
+    return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged)
+
+
+def _inside(output_dir: str, *parts: str) -> str:
+    """The path of ``parts`` inside ``output_dir``: ConfigError when a part is not a plain
+    name, or when a folder on the way is a link (``storage.inside``)."""
+    try:
+        return storage.inside(output_dir, "/".join(parts))
+    except storage.UnsafePathError as e:
+        raise ConfigError(str(e)) from None
 
 
 def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
@@ -122,7 +161,7 @@ def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
     if layout.LOCK in s.entries:
         path = storage.join(s.output_dir, layout.LOCK)
         holder = _read_holder(path)
-        if holder and holder.get("run_id") != run_id and not _stale(holder):
+        if holder and holder.get("run_id") != run_id and not _stale(holder, path):
             raise OutputBusyError(describe(holder, path))
     entries = [e for e in s.entries if e != layout.LOCK]
     if entries and not overwrite:
@@ -131,12 +170,16 @@ def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
             f"output directory {s.output_dir} already holds {len(entries)} entries ({shown}). "
             f"Pass overwrite=True (--overwrite in the CLI) to replace tfrecorder's files there, "
             f"or give an empty directory.")
-    clash = sorted(set(s.foreign()) & set(planned))
+    planned = set(planned)
+    for name in sorted(planned | s.ours()):
+        _inside(s.output_dir, name)  # no link on the way to anything we write or remove
+    clash = sorted(set(s.foreign()) & (planned | _folders(planned)))
     if clash:
         raise OutputExistsError(
             f"output directory {s.output_dir} holds {', '.join(clash[:5])}, which no "
             f"tfrecorder manifest lists, and this conversion would replace it. Move it away, "
-            f"or give another output directory.")
+            f"or give another output directory."
+            + (f" (Its {layout.MANIFEST} cannot be trusted: {s.damaged})" if s.damaged else ""))
 
 
 def clear_leftovers(s: Survey, keep_run: str) -> None:
@@ -147,19 +190,21 @@ def clear_leftovers(s: Survey, keep_run: str) -> None:
     """
     if s.manifest is None:
         for name in sorted(s.leftovers):
-            if name in s.entries and name not in (layout.LOCK, layout.TMP_DIR):
-                storage.remove(storage.join(s.output_dir, name))
-    tmp = storage.join(s.output_dir, layout.TMP_DIR)
+            if name.split("/", 1)[0] in s.entries:
+                storage.remove(_inside(s.output_dir, name))
+        _remove_empty_index_dir(s.output_dir)
     if layout.TMP_DIR in s.entries:
-        for run in storage.listdir(tmp):
+        for run in storage.listdir(_inside(s.output_dir, layout.TMP_DIR)):
             if run != keep_run:
-                storage.remove(storage.join(tmp, run))
+                storage.remove(_inside(s.output_dir, layout.TMP_DIR, run))
 
 
 def write_ledger(folder: str, names: Iterable[str]) -> None:
-    storage.makedirs(folder)
+    """Creates the run's own folder (its owner's alone) and lists in it every file the
+    run will put into the output folder, before the first one is written."""
+    storage.makedirs(folder, private=True)
     storage.write_bytes(storage.join(folder, LEDGER),
-                        json.dumps({"files": sorted(set(names))}).encode())
+                        json.dumps({"files": sorted(set(names))}).encode(), private=True)
 
 
 # --- one writer at a time -------------------------------------------------------------
@@ -170,8 +215,11 @@ class Lock:
 
     It is created only where none exists (O_EXCL on a local disk, a generation
     precondition on Cloud Storage) and says who holds it and until when. A lock is
-    stale, and is taken over, when it has expired, or when it was taken by a local run
-    on this machine whose process is gone.
+    stale, and is taken over, only when it provably belongs to no live run: it has
+    expired (its run stopped renewing it), or its process is provably gone: the same
+    machine (host name, boot id), the same PID namespace, and no process of that id and
+    start time. A process that is merely not visible from here (another container with
+    the same host name) proves nothing, and its lock holds until it expires.
     """
 
     path: str
@@ -216,38 +264,121 @@ class _Renewer:
 
 
 def _read_holder(path: str) -> dict:
+    """The lock's content; {} when there is none, ``{"damaged": True}`` when it is not a
+    lock tfrecorder wrote whole, ``{"folder": True}`` for a folder at its name."""
     try:
         holder = json.loads(storage.read_bytes(path))
-        return holder if isinstance(holder, dict) else {}
     except FileNotFoundError:
         return {}
+    except IsADirectoryError:
+        return {"folder": True}
     except (OSError, ValueError):
         return {"damaged": True}
+    if not isinstance(holder, dict) or _number(holder.get("expires")) is None:
+        return {"damaged": True}
+    return holder
 
 
-def _stale(holder: dict) -> bool:
-    if holder.get("damaged") or float(holder.get("expires", 0)) < time.time():
-        return True
-    if holder.get("runner") != "DirectRunner" or holder.get("host") != socket.gethostname():
-        return False
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _proc_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (Linux), or None."""
     try:
-        os.kill(int(holder["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, KeyError, ValueError, OverflowError):
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def identity() -> dict:
+    """What identifies this process, as a lock records it: host name, boot id and PID
+    namespace (one machine, one boot, one process tree), process id and start time."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "boot_id": _read_text(BOOT_ID),
+            "pid_namespace": _pid_namespace(), "pid": pid, "pid_start": _proc_start(pid)}
+
+
+#: Linux's id of the current boot: a lock from before a reboot names no live process.
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def _process_gone(holder: dict) -> bool:
+    """True only when the lock's process is provably not running any more."""
+    me = identity()
+    if (me["boot_id"] is None or me["pid_namespace"] is None
+            or holder.get("host") != me["host"] or holder.get("boot_id") != me["boot_id"]
+            or holder.get("pid_namespace") != me["pid_namespace"]
+            or not isinstance(holder.get("pid"), int) or holder.get("runner") != "DirectRunner"):
         return False
-    return False
+    started = _proc_start(holder["pid"])
+    if started is None:
+        try:
+            os.kill(holder["pid"], 0)
+        except ProcessLookupError:
+            return True
+        except (OSError, OverflowError):
+            return False
+        return False
+    return holder.get("pid_start") is not None and started != holder.get("pid_start")
+
+
+def _stale(holder: dict, path: str) -> bool:
+    """True when the lock at ``path`` provably belongs to no live run."""
+    if holder.get("folder"):
+        return False  # not a lock of ours: never removed
+    if holder.get("damaged"):
+        # No run renews a lock it cannot read as its own; it expires a full TTL after
+        # its last write (the renewals of a live local run rewrite it every minute).
+        written = storage.mtime(path)
+        return written is not None and written + LOCK_TTL < time.time()
+    if _number(holder.get("expires")) < time.time():
+        return True
+    return _process_gone(holder)
+
+
+def _when(value, fmt: str) -> str:
+    number = _number(value)
+    return time.strftime(fmt, time.localtime(number)) if number is not None else "?"
 
 
 def describe(holder: dict, path: str) -> str:
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(holder.get("started", 0))))
+    folder = storage.dirname(path)
+    if holder.get("folder"):
+        return (f"{path} is a folder, not a lock file of tfrecorder's, so {folder} cannot be "
+                f"locked. If no conversion is running there, remove that folder")
+    if holder.get("damaged"):
+        written = storage.mtime(path)
+        until = _when((written or time.time()) + LOCK_TTL, "%H:%M:%S")
+        return (f"{path} is a lock file tfrecorder cannot read (damaged, or written by "
+                f"something else), so another conversion may be writing {folder}. It is "
+                f"taken over at {until}, ten minutes after its last change; if no "
+                f"conversion is running, delete it now")
     who = f"run {holder.get('run_id')} ({holder.get('runner')}"
     who += f", job {holder['job_id']})" if holder.get("job_id") else (
         f", process {holder.get('pid')} on {holder.get('host')})")
-    expires = time.strftime("%H:%M:%S", time.localtime(float(holder.get("expires", 0))))
-    return (f"another conversion is writing {storage.dirname(path)}: {who}, started {started}. "
-            f"Wait for it to end, or write elsewhere. If it is not running any more, its lock "
-            f"expires at {expires}, or delete {path}.")
+    return (f"another conversion is writing {folder}: {who}, started "
+            f"{_when(holder.get('started'), '%Y-%m-%d %H:%M:%S')}. Wait for it to end, or "
+            f"write elsewhere. If it is not running any more, its lock expires at "
+            f"{_when(holder.get('expires'), '%H:%M:%S')}, or delete {path}.")
 
 
 def acquire(output_dir: str, run_id: str, runner: str, ttl: int = LOCK_TTL) -> Lock:
@@ -255,15 +386,15 @@ def acquire(output_dir: str, run_id: str, runner: str, ttl: int = LOCK_TTL) -> L
     conversion holds it."""
     path = storage.join(output_dir, layout.LOCK)
     now = time.time()
-    holder = {"run_id": run_id, "runner": runner, "host": socket.gethostname(),
-              "pid": os.getpid(), "started": now, "expires": now + ttl}
+    holder = {**identity(), "run_id": run_id, "runner": runner, "started": now,
+              "expires": now + ttl}
     for _ in range(3):
         try:
             storage.create_exclusive(path, json.dumps(holder, sort_keys=True).encode())
             return Lock(path, holder)
         except FileExistsError:
             current = _read_holder(path)
-            if current and not _stale(current):
+            if current and not _stale(current, path):
                 raise OutputBusyError(describe(current, path)) from None
             log.info("taking over the stale lock %s (%s)", path, current)
             _break(path, current)
@@ -278,14 +409,14 @@ def _break(path: str, seen: dict) -> None:
             os.rename(path, aside)  # atomic: of two runs breaking it, one succeeds
         except FileNotFoundError:
             return
-        if _read_holder(aside).get("run_id") != seen.get("run_id"):
+        if _read_holder(aside) != seen:
             try:  # a fresh lock was moved aside: put it back
                 os.link(aside, path)
             except FileExistsError:
                 pass
         os.remove(aside)
         return
-    if _read_holder(path).get("run_id") == seen.get("run_id"):
+    if _read_holder(path) == seen:
         storage.remove(path)
 
 
@@ -298,12 +429,14 @@ def release(lock_path: str, run_id: str) -> None:
 # --- the last step --------------------------------------------------------------------
 
 def finish(output_dir: str, spec: metadata.DatasetSpec, stats: Iterable,
-           quarantined: Iterable) -> metadata.Manifest:
+           quarantined: Iterable) -> metadata.Manifest | None:
     """The run's last step: the error budget, then its files published, manifest last.
 
-    Raises ConversionError over the error budget; the previous output then stays as it
-    was, and the errors file is written into the directory only when it held no
-    complete output (else into the run's own folder, named in the error).
+    Raises ConversionError over the error budget (returns None instead when
+    ``spec.fail_in_pipeline`` is False: the caller reads it back with
+    ``metadata.budget_failure``); the previous output then stays as it was, and the
+    errors file is written into the directory only when it held no complete output
+    (else into the run's own folder, named in the error).
     """
     built = metadata.build(spec, stats, quarantined)
     run = spec.run_dir
@@ -312,29 +445,36 @@ def finish(output_dir: str, spec: metadata.DatasetSpec, stats: Iterable,
                                    storage.join(run, layout.ERRORS))
     if failure is not None:
         if not storage.exists(storage.join(output_dir, layout.MANIFEST)):
-            storage.write_bytes(storage.join(output_dir, layout.ERRORS), built.errors)
+            storage.write_bytes(_inside(output_dir, layout.ERRORS), built.errors)
             failure = metadata.over_budget(spec, built.rows_bad, built.first_reasons,
                                            storage.join(output_dir, layout.ERRORS))
-        for name in built.shards:
+        for name in (*built.shards, *built.indexes):
             storage.remove(storage.join(run, name))
-        raise failure
+        if spec.fail_in_pipeline:
+            raise failure
+        return None
 
     before = survey(output_dir)
+    here = functools.partial(_inside, output_dir)
     # From here on the directory reads as incomplete, until the new manifest is in.
-    storage.remove(storage.join(output_dir, layout.MANIFEST))
-    new = set(built.shards) | set(built.files) | {layout.ERRORS, layout.MANIFEST}
+    storage.remove(here(layout.MANIFEST))
+    new = (set(built.shards) | set(built.indexes) | set(built.files)
+           | {layout.ERRORS, layout.MANIFEST})
     for name in sorted(before.complete_files - new):
-        storage.remove(storage.join(output_dir, name))
+        storage.remove(here(name))
     if spec.staged:
-        for name in built.shards:
-            storage.rename(storage.join(run, name), storage.join(output_dir, name))
-    storage.write_bytes(storage.join(output_dir, layout.ERRORS), built.errors)
+        if built.indexes and not storage.is_remote(output_dir):
+            storage.makedirs(here(index.DIR))
+        for name in (*built.shards, *built.indexes):
+            storage.rename(storage.join(run, name), here(name))
+    _remove_empty_index_dir(output_dir)
+    storage.write_bytes(here(layout.ERRORS), built.errors)
     for name, data in built.files.items():
-        storage.write_bytes(storage.join(output_dir, name), data)
-    storage.write_atomic(storage.join(output_dir, layout.MANIFEST), built.manifest_bytes)
+        storage.write_bytes(here(name), data)
+    storage.write_atomic(here(layout.MANIFEST), built.manifest_bytes)
     for folder in (run, *spec.cleanup):
         storage.remove(folder)
-    tmp = storage.join(output_dir, layout.TMP_DIR)
+    tmp = here(layout.TMP_DIR)
     if not storage.listdir(tmp):
         storage.remove(tmp)
     release(storage.join(output_dir, layout.LOCK), spec.run_id)

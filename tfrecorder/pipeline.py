@@ -1,56 +1,78 @@
-"""The Beam pipeline: shard task files -> shards -> metadata. It builds, never runs.
+"""The Beam pipeline: shard tasks -> shards -> metadata. It builds, never runs.
 
-Every step only wires code that lives elsewhere: ``staging`` lists and reads the staged
-shard tasks, ``shard.write`` writes a shard, ``output.finish`` publishes the run. The row table is never inlined in the job graph: the graph holds only the folder
-of the staged tasks.
+Every step only wires code that lives elsewhere: ``staging`` reads the staged shard
+tasks, ``shard.write`` writes a shard, ``output.finish`` publishes the run.
+
+The pipeline uses only what every Beam runner supports, so that any of them runs it the
+same way: one straight chain of steps, each with one input and one output, no tagged
+outputs and no side inputs (Beam's Dask runner, for one, mixes the tagged outputs of a
+step together). Each shard step emits one element, its statistics with its quarantined
+rows, and a group on one key brings them all to the last step.
+
+The row table is never inlined in the job graph: the graph holds the folder of the staged
+tasks and one number per shard, whatever the number of rows.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import apache_beam as beam
 import apache_beam.pipeline as beam_pipeline
 
 from tfrecorder import metadata, output, progress, shard, staging
 
-STATS = "stats"
-QUARANTINED = "quarantined"
-
 
 class _WriteShardFn(beam.DoFn):
-    def __init__(self, settings: shard.WriteSettings, progress_dir: str | None = None):
+    def __init__(self, task_dir: str, settings: shard.WriteSettings,
+                 progress_dir: str | None = None):
+        self._task_dir = task_dir
         self._settings = settings
         self._progress_dir = progress_dir
 
-    def process(self, task_path: str):
-        task = staging.read_task(task_path)
-        stats, bad = shard.write(task, self._settings,
-                                 progress.reporter(self._progress_dir, task.filename))
-        yield beam.pvalue.TaggedOutput(STATS, stats)
-        for q in bad:
-            yield beam.pvalue.TaggedOutput(QUARANTINED, q)
+    def process(self, index: int):
+        task = staging.read_task(_tasks(self._task_dir)[index])
+        # One element per shard: (ShardStats, [Quarantined, ...])
+        yield shard.write(task, self._settings,
+                          progress.reporter(self._progress_dir, task.filename))
+
+
+@functools.lru_cache(maxsize=4)
+def _tasks(task_dir: str) -> tuple[str, ...]:
+    # Listed once per worker process, not once per shard: on an object store a listing
+    # is a request per thousand names.
+    return tuple(staging.list_tasks(task_dir))
 
 
 class WriteShards(beam.PTransform):
-    """Task file paths -> one shard file each; outputs ShardStats and Quarantined rows."""
+    """Shard numbers (positions in the staged tasks' name order) -> one shard file each;
+    emits ``(ShardStats, [Quarantined])`` per shard."""
 
-    def __init__(self, settings: shard.WriteSettings, progress_dir: str | None = None):
+    def __init__(self, task_dir: str, settings: shard.WriteSettings,
+                 progress_dir: str | None = None):
         super().__init__()
-        self._fn = _WriteShardFn(settings, progress_dir)
+        self._fn = _WriteShardFn(task_dir, settings, progress_dir)
 
-    def expand(self, task_paths):
+    def expand(self, numbers):
         return (
-            task_paths
-            # str: a task file path; spread them so every worker gets shards
+            numbers
+            # int: a shard number; spread them so every worker gets shards
             | "Spread" >> beam.Reshuffle()
-            # -> tagged ShardStats (one per shard) and Quarantined (one per bad row)
-            | "Write" >> beam.ParDo(self._fn).with_outputs(STATS, QUARANTINED)
+            # -> (ShardStats, [Quarantined]) of the written shard
+            | "Write" >> beam.ParDo(self._fn)
         )
 
 
-def _finish(_, output_dir, spec, stats, quarantined):
-    output.finish(output_dir, spec, stats, quarantined)
+def _one_key(written):
+    return 0, written
+
+
+def _finish(keyed, output_dir: str, spec: metadata.DatasetSpec) -> str:
+    _, written = keyed
+    written = list(written)
+    output.finish(output_dir, spec, [s for s, _ in written],
+                  [q for _, bad in written for q in bad])
     return output_dir
 
 
@@ -64,25 +86,38 @@ class WriteMetadata(beam.PTransform):
         self._spec = spec
 
     def expand(self, written):
-        # written: (PCollection of ShardStats, PCollection of Quarantined)
-        stats, bad = (beam.pvalue.AsList(pc) for pc in written)
         return (
-            written[0].pipeline
-            | "Once" >> beam.Create([None])
-            # None -> output_dir, once every shard's stats and bad rows are in
-            | "Finish" >> beam.Map(_finish, self._output_dir, self._spec, stats, bad)
+            written
+            # (ShardStats, [Quarantined]) -> (0, the same): one key for all shards
+            | "OneKey" >> beam.Map(_one_key)
+            # -> (0, every shard's (ShardStats, [Quarantined])), once all are written
+            | "Gather" >> beam.GroupByKey()
+            # -> output_dir, published
+            | "Finish" >> beam.Map(_finish, self._output_dir, self._spec)
         )
 
 
-def build(p: beam.Pipeline, task_dir: str, settings: shard.WriteSettings,
+def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSettings,
           spec: metadata.DatasetSpec, progress_dir: str | None = None):
-    """Adds the conversion to pipeline ``p``; returns the PCollection of the final step.
+    """Adds the conversion of the ``shards`` shard tasks staged in ``task_dir`` to
+    pipeline ``p``; returns the PCollection of the final step.
 
-    The job graph holds only ``task_dir``, never the tasks or their rows, so its size
-    is the same for ten rows or ten million.
+    The job graph holds ``task_dir`` and the numbers of the shards, never the tasks or
+    their rows, so its size is the same for ten rows or ten million in as many shards.
+    Each shard is an element of its own from the first step: runners that spread work
+    by the first step's elements (Dask) spread the shards.
     """
+    if shards < 1:
+        raise ValueError("a conversion writes at least one shard")
     with _labels_as_given():
-        return _build(p, task_dir, settings, spec, progress_dir)
+        return (
+            p
+            # int: one shard number per element (no Reshuffle of Create's own: the
+            # next step spreads them, and the graph stays the same for 1 or n shards)
+            | "Shards" >> beam.Create(range(shards), reshuffle=False)
+            | "WriteShards" >> WriteShards(task_dir, settings, progress_dir)
+            | "WriteMetadata" >> WriteMetadata(settings.output_dir, spec)
+        )
 
 
 @contextlib.contextmanager
@@ -101,15 +136,3 @@ def _labels_as_given():
         yield
     finally:
         beam_pipeline.alter_label_if_ipython = hook
-
-
-def _build(p, task_dir, settings, spec, progress_dir):
-    written = (
-        p
-        | "TaskFolder" >> beam.Create([task_dir])
-        # str: the folder -> str: one task file path per shard
-        | "ListShards" >> beam.FlatMap(staging.list_tasks)
-        | "WriteShards" >> WriteShards(settings, progress_dir)
-    )
-    return (written[STATS], written[QUARANTINED]) | "WriteMetadata" >> WriteMetadata(
-        settings.output_dir, spec)

@@ -36,7 +36,7 @@ class Row:
     features: dict[str, bytes]     # encoded non-image features
     values: tuple                  # the row's original values, for the errors file
     labels: tuple[int, ...] = ()   # label ids, counted per split in the manifest
-    merged: tuple = ()             # ids of other input rows merged into this record
+    merged: tuple = ()             # (row, values) of other input rows merged into this record
 
 
 @dataclasses.dataclass

@@ -53,6 +53,17 @@ class ConversionResult(_Keys):
     label_counts: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
 
     @property
+    def labels_without_records(self) -> list[str]:
+        """Labels of the vocabulary that no written record has (every row with them was
+        quarantined, or a ``label_vocabulary`` name the table never uses). Their ids stay
+        reserved; docs/format.md says what to do."""
+        if not self.label_counts:
+            return []
+        seen = {label for counts in self.label_counts.values()
+                for label, n in counts.items() if n}
+        return [label for label in self.labels if label not in seen]
+
+    @property
     def errors_file(self) -> str:
         return storage.join(self.output_dir, metadata.ERRORS)
 
@@ -136,6 +147,11 @@ class ConversionResult(_Keys):
         if self.labels:
             shown = ", ".join(self.labels[:10]) + (" ..." if len(self.labels) > 10 else "")
             lines.append(f"  {'labels':<11} {len(self.labels):>9}: {shown}")
+            empty = self.labels_without_records
+            if empty:
+                names = ", ".join(empty[:10]) + (" ..." if len(empty) > 10 else "")
+                lines.append(f"  NO RECORDS  {len(empty):>9} label(s) have no records "
+                             f"(ids kept; see labels_without_records): {names}")
         if self.rows_quarantined:
             lines.append(f"  QUARANTINED {self.rows_quarantined:>9} rows, listed in {self.errors_file}")
             for e in self.first_errors:
@@ -158,6 +174,12 @@ class ConversionResult(_Keys):
         if self.labels:
             parts.append(f"<div>{len(self.labels)} labels: {esc(', '.join(self.labels[:20]))}"
                          f"{' ...' if len(self.labels) > 20 else ''}</div>")
+            empty = self.labels_without_records
+            if empty:
+                parts.append(
+                    f"<div style='color:#b00'><b>{len(empty)} label(s) have no records</b> "
+                    f"(their ids are kept): {esc(', '.join(empty[:20]))}"
+                    f"{' ...' if len(empty) > 20 else ''}</div>")
             parts.append(self._bars_html())
         if self.rows_quarantined:
             items = "".join(f"<li>row {esc(str(e['row']))}: {esc(e['reason'])}</li>"

@@ -48,8 +48,11 @@ class Schema(Mapping[str, types.ColumnType]):
                 raise ConfigError(
                     f"schema columns {named} all have the {role} role; keep one of them"
                 )
-        for name in cols:
-            if name != layout.IMAGE and name in layout.IMAGE_FEATURES:
+        for name, kind in cols.items():
+            # The ImageUri column may be called ``image``: its values are never stored
+            # as a feature. Any other column of an image feature's name would be.
+            if name in layout.IMAGE_FEATURES and not (name == layout.IMAGE and
+                                                       kind.role == "image"):
                 raise ConfigError(
                     f"schema column {name!r} would collide with the image feature of the same "
                     f"name; rename the column"

@@ -16,11 +16,13 @@ import concurrent.futures
 import dataclasses
 import functools
 import gzip
+import hashlib
 import os
+import re
 import uuid
 from typing import Any, Callable, Iterable, Iterator
 
-from tfrecorder import example, image, layout, records, storage
+from tfrecorder import example, image, index, layout, records, storage
 from tfrecorder.plan import ShardTask
 
 #: Reads kept in flight per shard for remote images, so per-object latency overlaps.
@@ -43,6 +45,9 @@ class ShardStats:
     source_bytes: int = 0
     channels: dict[int, int] = dataclasses.field(default_factory=dict)
     labels: dict[int, int] = dataclasses.field(default_factory=dict)
+    formats: dict[str, int] = dataclasses.field(default_factory=dict)  # image_format -> records
+    digest: str = ""        # of every record's length and checksum (metadata.generation)
+    index_file: str | None = None  # its index file (index.name); None when none is written
 
 
 @dataclasses.dataclass
@@ -55,7 +60,6 @@ class Quarantined:
     values: dict
     stage: str        # "read" (the file) or "image" (its content)
     reason: str
-    merged_rows: list = dataclasses.field(default_factory=list)  # rows merged into this one
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -76,6 +80,7 @@ class WriteSettings:
     max_image_bytes: int = MAX_IMAGE_BYTES
     sizing: image.Sizing | None = None  # pre-sizing, or None to store images as they are
     staged: bool = True              # into run_dir, moved into place by the last step
+    index: bool = True               # an index file per uncompressed shard (index.py)
 
     def reader(self) -> Callable[[str], bytes]:
         return functools.partial(storage.read_file, max_bytes=self.max_image_bytes)
@@ -111,9 +116,9 @@ def read_all(uris: list[str | None], threads: int,
             yield None if f is None else f.result()
 
 
-def _read_reason(err: OSError) -> str:
+def _read_reason(err: OSError, uri: str) -> str:
     if isinstance(err, FileNotFoundError):
-        return "image file not found"
+        return f"image file not found: {uri}"
     if isinstance(err, (IsADirectoryError, storage.NotAFileError)):
         return f"not a regular image file: {err}"
     if isinstance(err, storage.FileTooLargeError):
@@ -121,6 +126,12 @@ def _read_reason(err: OSError) -> str:
     if isinstance(err, PermissionError):
         return "no permission to read the image file"
     return f"cannot read the image file ({type(err).__name__}: {err})"
+
+
+def _named(reason: str, uri: str) -> str:
+    """``reason`` with the file it is about where Pillow names only its buffer
+    (``<_io.BytesIO object at 0x...>``)."""
+    return re.sub(r"<_io\.BytesIO object at 0x[0-9a-fA-F]+>", lambda _: uri, reason)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -149,6 +160,12 @@ def _open_for_write(path: str, gzipped: bool):
     return gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6), raw
 
 
+def part_name(filename: str) -> str:
+    """The temporary name a shard file is written under before its rename: unique, so a
+    retried writer never appends to a file another attempt left."""
+    return f"{filename}.{uuid.uuid4().hex}.part"
+
+
 def write(task: ShardTask, settings: WriteSettings,
           progress: Callable[[int], None] | None = None) -> tuple[ShardStats, list[Quarantined]]:
     """Writes ``task`` as one shard file; returns its stats and bad rows.
@@ -167,13 +184,15 @@ def write(task: ShardTask, settings: WriteSettings,
         tmp = final
     else:
         storage.makedirs(folder)
-        tmp = storage.join(folder, f"{task.filename}.{uuid.uuid4().hex}.part")
+        tmp = storage.join(folder, part_name(task.filename))
     uris = [row.image_uri for row in task.rows]
     first = next((u for u in uris if u is not None), None)
     threads = REMOTE_READ_THREADS if first is not None and storage.is_remote(first) else 1
 
     stats = ShardStats(task.split, task.index, task.count, task.filename, 0, 0)
     bad: list[Quarantined] = []
+    digest = hashlib.blake2b(digest_size=16)
+    framed: list[int] = []  # each record's framed length: the index, without a second pass
     out, raw = _open_for_write(tmp, gzipped)
     try:
         for done, (row, data) in enumerate(zip(task.rows, read_all(uris, threads,
@@ -184,21 +203,25 @@ def write(task: ShardTask, settings: WriteSettings,
             if row.image_uri is not None:
                 reason, stage = None, "read"
                 if isinstance(data, OSError):
-                    reason = _read_reason(data)
+                    reason = _read_reason(data, row.image_uri)
                 else:
                     try:
                         stored, info = image.prepare(data, settings.check, settings.sizing)
                     except image.ImageProblem as e:
-                        reason, stage = str(e), "image"
+                        reason, stage = _named(str(e), row.image_uri), "image"
                 if reason is not None:
-                    bad.append(Quarantined(row.row, row.split, row.image_uri,
-                                           dict(zip(columns, row.values)), stage, reason,
-                                           list(row.merged)))
+                    # One line per input row: rows merged into one record (an image
+                    # listed with several labels) are quarantined each with its values.
+                    for rid, values in ((row.row, row.values), *row.merged):
+                        bad.append(Quarantined(rid, row.split, row.image_uri,
+                                               dict(zip(columns, values)), stage, reason))
                     continue
                 features = {**features, **image_features(stored, info, row.image_uri)}
                 stats.source_bytes += len(data)
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
-            records.write_record_parts(out, example.serialize_parts(features))
+                stats.formats[info.format] = stats.formats.get(info.format, 0) + 1
+            framed.append(records.write_record_parts(out, example.serialize_parts(features),
+                                                     digest))
             stats.num_examples += 1
             stats.rows += 1 + len(row.merged)
             for label in row.labels:
@@ -210,6 +233,16 @@ def write(task: ShardTask, settings: WriteSettings,
     if progress is not None:
         progress(len(task.rows))
     stats.num_bytes = storage.size(tmp)
+    stats.digest = digest.hexdigest()
     if tmp != final:
         storage.rename(tmp, final)
+    if settings.index and not gzipped:
+        # After the shard: an index never names a shard that is not whole. A gzip stream
+        # has no byte offsets to give (index.py).
+        stats.index_file = index.name(task.filename)
+        index_dir = storage.join(folder, index.DIR)
+        if not storage.is_remote(index_dir):
+            storage.makedirs(index_dir)
+        storage.write_atomic(storage.join(folder, stats.index_file),
+                             index.format(index.offsets(framed)))
     return stats, bad

@@ -43,12 +43,14 @@ class ColumnFrame:
     validation reads (``columns``, ``len``, ``frame[c].tolist()``), without building
     one. CSV chunks are read into these; building DataFrames cost more than the rest."""
 
-    __slots__ = ("data", "_n", "plain")
+    __slots__ = ("data", "_n", "plain", "given")
 
-    def __init__(self, data: dict[str, list], n: int, plain: bool = False):
+    def __init__(self, data: dict[str, list], n: int, plain: bool = False,
+                 given: list[str] | None = None):
         # plain: every cell is None or non-blank text, as the CSV reader fills them
         # (not the lists of AutoML's wide multi-label rows).
         self.data, self._n, self.plain = data, n, plain
+        self.given = given  # the header's names, for messages about missing columns
 
     @property
     def columns(self) -> list[str]:
@@ -126,6 +128,8 @@ def from_frame(df, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
     """A DataFrame as a Table; its columns are matched to the schema ignoring case."""
     renames = _match_columns(df.columns, schema)
     frame = df[list(renames)].rename(columns=renames) if renames else df.iloc[:, :0]
+    # The DataFrame's own names, for messages about missing columns.
+    frame.attrs["given_columns"] = [str(c) for c in df.columns]
     return Table(frame, list(df.index), None, "dataframe")
 
 
@@ -203,6 +207,10 @@ def csv_chunks(path: str, schema: Schema, header, names, size: int | None,
     while True:
         batch = list(itertools.islice(records, size)) if size else list(records)
         if not batch:
+            if base is None and header_names is not None:  # no batch yet: only a header
+                raise SchemaError([Problem(None, None, None,
+                                           f"{path} has no rows, only a header line; add "
+                                           f"the table's rows")])
             return
         if header_names is not None:
             frame, ids = _named(batch, [str(n) for n in header_names], schema, problems)
@@ -292,7 +300,7 @@ def _named(records, header: list[str], schema: Schema, problems: Problems):
             good.append(fields)
             ids.append(lineno)
     data = {c: list(map(operator.itemgetter(positions[c]), good)) for c in present}
-    return ColumnFrame(data, len(ids), plain=True), ids
+    return ColumnFrame(data, len(ids), plain=True, given=[str(h) for h in header]), ids
 
 
 
@@ -360,17 +368,13 @@ def from_directory(root: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
     if schema is not IMAGE_CSV_SCHEMA:
         raise ConfigError("an image directory source takes the default image schema only")
     root = storage.resolve(root)
-    top = [d for d in storage.listdir(root) if storage.isdir(storage.join(root, d))]
-    split_layout = bool(top) and all(d.strip().lower() in splits.ALIASES for d in top)
+    top = [d for d in storage.listdir(root)
+           if not is_litter(d) and storage.isdir(storage.join(root, d))]
+    split_layout = _has_split_folders(root, top)
+    files = list(_image_files(root))
+    _refuse_too_deep(files, 3 if split_layout else 2)
     rows, ids = [], []
-    for path in storage.walk_files(root):
-        if storage.is_remote(root):
-            rel = path[len(root.rstrip("/")) + 1:]
-        else:
-            rel = os.path.relpath(path, root)
-        parts = rel.replace("\\", "/").split("/")
-        if not parts[-1].lower().endswith(IMAGE_EXTENSIONS):
-            continue
+    for path, rel, parts in files:
         if split_layout and len(parts) == 3:
             rows.append([parts[0], path, parts[1]])
         elif not split_layout and len(parts) == 2:
@@ -383,6 +387,63 @@ def from_directory(root: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
         raise SchemaError([Problem(None, None, root, f"no image files laid out as {layout}")])
     frame = pd.DataFrame(rows, columns=list(IMAGE_CSV_SCHEMA), dtype=object)
     return Table(frame, ids, root, "directory")
+
+
+#: Names that file managers, editors and archivers leave beside images; never data.
+LITTER_NAMES = frozenset({"thumbs.db", "desktop.ini", "__macosx"})
+
+
+def is_litter(name: str) -> bool:
+    """True for what an OS or editor leaves in an image folder, never data: any dot-file
+    or dot-folder (``.DS_Store``, macOS's ``._x.jpg``, ``.ipynb_checkpoints``, ``.git``),
+    ``Thumbs.db``, ``desktop.ini`` and ``__MACOSX``."""
+    return name.startswith(".") or name.lower() in LITTER_NAMES
+
+
+def _image_files(root: str) -> Iterator[tuple[str, str, list[str]]]:
+    """``(path, relative path, its parts)`` of every image file below ``root``, litter
+    (anywhere on the path) left out."""
+    prefix = len(root.rstrip("/")) + 1
+    for path in storage.walk_files(root):
+        rel = path[prefix:] if storage.is_remote(root) else os.path.relpath(path, root)
+        parts = rel.replace("\\", "/").split("/")
+        if any(is_litter(p) for p in parts) or not parts[-1].lower().endswith(IMAGE_EXTENSIONS):
+            continue
+        yield path, rel, parts
+
+
+def _refuse_too_deep(files, depth: int) -> None:
+    """A SchemaError naming every image file below the layout's ``depth``: it has no
+    split and label the layout gives, and skipping it would lose it silently."""
+    layout = "DIR/<split>/<label>/<file>" if depth == 3 else "DIR/<label>/<file>"
+    problems = Problems()
+    for _, rel, parts in files:
+        if len(parts) > depth:
+            problems.add(rel, None, None,
+                         f"image file deeper than the layout {layout}; move it into its "
+                         f"label's folder, or list the images in a CSV")
+    problems.raise_if_any()
+
+
+def _has_split_folders(root: str, top: list[str]) -> bool:
+    """True when the folders of ``root`` are splits (``DIR/<split>/<label>/<file>``),
+    False when none is (``DIR/<label>/<file>``).
+
+    Some of each is refused: either layout would silently drop the images of the other
+    folders (a stray ``previews`` folder beside ``train`` and ``test`` made every split
+    folder a label folder, and only the stray folder's images were converted).
+    """
+    visible = [d for d in top if not d.startswith(".")]
+    split_names = sorted(d for d in visible if d.strip().lower() in splits.ALIASES)
+    others = sorted(d for d in visible if d not in split_names)
+    if not split_names or not others:
+        return bool(split_names)
+    raise SchemaError([Problem(
+        None, None, root,
+        f"mixed layout: the folders {split_names} are split names but {others} "
+        f"{'is' if len(others) == 1 else 'are'} not, so neither DIR/<split>/<label>/<file> "
+        f"nor DIR/<label>/<file> takes every image; move {', '.join(others)} out of {root} "
+        f"(or, if the split-named folders are labels, rename them)")])
 
 
 def create_image_csv(image_dir: str | os.PathLike, csv_file: str | os.PathLike) -> int:

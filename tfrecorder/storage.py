@@ -161,24 +161,41 @@ def walk_files(path: str) -> Iterator[str]:
             yield os.path.join(root, name)
 
 
-def makedirs(path: str) -> None:
+def makedirs(path: str, private: bool = False) -> None:
+    """Creates folder ``path`` and its parents; ``private``: the last one is its owner's
+    alone (0700) locally."""
     if is_remote(path):
         _fs(path).makedirs(path, exist_ok=True)
     else:
-        os.makedirs(_local(path), exist_ok=True)
+        os.makedirs(_local(path), mode=0o700 if private else 0o777, exist_ok=True)
 
 
 #: Buffer of files opened for writing: shards are written in large sequential chunks.
 WRITE_BUFFER = 1 << 20
 
 
-def open_file(path: str, mode: str = "rb") -> IO:
-    """A file object for ``path``; ``mode`` as for ``open`` (binary or text)."""
+def open_file(path: str, mode: str = "rb", private: bool = False) -> IO:
+    """A file object for ``path``; ``mode`` as for ``open`` (binary or text).
+
+    Writing (``"w"``) locally creates a new file: an existing path, a symbolic link
+    included, is a FileExistsError, so nothing is ever written through a link. Callers
+    write under a fresh name and rename it into place. ``private`` files are readable
+    by their owner only (0600).
+    """
     if is_remote(path):
         return _fs(path).open(path, mode)
-    if "w" in mode or "a" in mode:
-        return open(_local(path), mode, buffering=WRITE_BUFFER if "b" in mode else -1)
+    if "a" in mode or "+" in mode:
+        raise ValueError(f"mode {mode!r}: files are created new, or read")
+    if "w" in mode:
+        fd = _create(_local(path), private)
+        return os.fdopen(fd, mode, buffering=WRITE_BUFFER if "b" in mode else -1)
     return open(_local(path), mode)
+
+
+def _create(path: str, private: bool) -> int:
+    """A new file at ``path``, opened for writing; never follows a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    return os.open(path, flags, 0o600 if private else 0o666)
 
 
 def read_bytes(path: str) -> bytes:
@@ -197,28 +214,41 @@ def read_range(path: str, offset: int, length: int) -> bytes:
         return f.read(length)
 
 
-def write_bytes(path: str, data: bytes) -> None:
-    with open_file(path, "wb") as f:
-        f.write(data)
+def write_bytes(path: str, data: bytes, private: bool = False, durable: bool = False) -> None:
+    """Writes ``path`` so that readers see the old file or the whole new one, never a
+    part, and never through a link: a new file under a temporary name renamed over
+    ``path`` locally (a link at ``path`` is replaced, its target untouched); one upload on
+    an object store, which makes an object visible only once complete. ``private``: see
+    ``open_file``; ``durable``: flushed to the disk before the rename."""
+    if is_remote(path):
+        with _fs(path).open(path, "wb") as f:
+            f.write(data)
+        return
+    tmp = temp_name(_local(path))
+    try:
+        with os.fdopen(_create(tmp, private), "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, _local(path))
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+
+
+#: Bytes a file's name grows by while ``write_bytes`` writes it (``temp_name``).
+TEMP_SUFFIX_BYTES = 17
+
+
+def temp_name(path: str) -> str:
+    """A fresh name beside ``path`` to write it under before the rename."""
+    return f"{path}.{uuid.uuid4().hex[:12]}.tmp"
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Writes ``path`` so that readers see the old file or the whole new one, never a
-    part: a temporary name and a rename locally; one upload on an object store, which
-    makes an object visible only once complete."""
-    if is_remote(path):
-        write_bytes(path, data)
-        return
-    tmp = f"{_local(path)}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, _local(path))
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """``write_bytes``, flushed to the disk before it replaces ``path``."""
+    write_bytes(path, data, durable=True)
 
 
 def create_exclusive(path: str, data: bytes) -> None:
@@ -234,9 +264,23 @@ def create_exclusive(path: str, data: bytes) -> None:
             raise FileExistsError(path)
         fs.pipe_file(path, data, mode="create")
         return
-    fd = os.open(_local(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    # Written whole under a temporary name, then linked to ``path``: the link fails when
+    # ``path`` exists, and a reader never sees a created but not yet written file.
+    local = _local(path)
+    tmp = temp_name(local)
+    try:
+        with os.fdopen(_create(tmp, False), "wb") as f:
+            f.write(data)
+        try:
+            os.link(tmp, local)
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: create, then write
+            with os.fdopen(_create(local, False), "wb") as f:
+                f.write(data)
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
 
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
@@ -289,8 +333,61 @@ def rename(src: str, dst: str) -> None:
         os.replace(_local(src), _local(dst))
 
 
+def inside(root: str, name: str) -> str:
+    """``root/name``, for a ``name`` made of plain components (``a``, ``index/a.idx``).
+
+    Every path tfrecorder takes from a manifest, a ledger or a listing of its output
+    folder goes through here before anything is read, written or removed there: an
+    absolute name, ``..``, ``.``, an empty component or a NUL raises
+    UnsafePathError, and so does a symbolic link (locally) at any folder between
+    ``root`` and the name's last component, so nothing outside ``root`` is reached.
+    (The last component may be a link: writes replace it, removal removes the link.)
+    """
+    parts = str(name).split("/")
+    if any(p in ("", ".", "..") or "\0" in p for p in parts):
+        raise UnsafePathError(f"{name!r} is not a plain file name inside {root}")
+    if not is_remote(root):
+        at = _local(root)
+        for part in parts[:-1]:
+            at = os.path.join(at, part)
+            if os.path.islink(at):
+                raise UnsafePathError(
+                    f"{at} is a symbolic link (to {os.readlink(at)}); tfrecorder never "
+                    f"writes or removes anything through a link in its output folder. "
+                    f"Remove the link, then run again")
+    return join(root, *parts)
+
+
+class UnsafePathError(OSError):
+    """A name that would lead outside the folder it was taken from."""
+
+
+def is_link(path: str) -> bool:
+    """True for a local symbolic link (object stores have none)."""
+    return not is_remote(path) and os.path.islink(_local(path))
+
+
+def mtime(path: str) -> float | None:
+    """When ``path`` was last written (seconds since the epoch), or None if absent."""
+    try:
+        if is_remote(path):
+            fs = _fs(path)
+            fs.invalidate_cache(path)
+            info = fs.info(path)
+            when = info.get("mtime") or info.get("updated")
+            if isinstance(when, str):
+                import datetime
+
+                return datetime.datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
+            return when.timestamp() if hasattr(when, "timestamp") else None
+        return os.lstat(_local(path)).st_mtime
+    except FileNotFoundError:
+        return None
+
+
 def remove(path: str) -> None:
-    """Removes a file or a whole directory tree; absent paths are fine."""
+    """Removes a file or a whole directory tree; absent paths are fine. A link is
+    removed as a link: what it points to is never touched."""
     if is_remote(path):
         fs = _fs(path)
         if fs.exists(path):

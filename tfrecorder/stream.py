@@ -302,7 +302,7 @@ def _stage(spilled: Spilled, plans: list[SplitLayout], folder: str, *, name: str
 
     from tfrecorder import staging
 
-    storage.makedirs(folder)
+    storage.makedirs(folder, private=True)
     shard_names = []
     for lay in plans:
         refs: list[list] = [[] for _ in range(lay.count)]
@@ -327,7 +327,7 @@ def _stage(spilled: Spilled, plans: list[SplitLayout], folder: str, *, name: str
                 refs[shard].append((part, at, len(blob)))
                 data.append(blob)
                 at += len(blob)
-            storage.write_bytes(storage.join(folder, part), b"".join(data))
+            storage.write_bytes(storage.join(folder, part), b"".join(data), private=True)
         for index in range(lay.count):
             filename = str(layout.ShardName(name, lay.split, index, lay.count, gzip))
             staging.stage_refs(folder, lay.split, index, lay.count, filename, refs[index])
@@ -413,7 +413,7 @@ class _ChunkCache:
         with open(self.path, "wb") as f:
             for table in chunks:
                 pickle.dump((table.frame.data, len(table.frame), table.frame.plain,
-                             table.row_ids, table.base_dir, table.kind), f,
+                             table.frame.given, table.row_ids, table.base_dir, table.kind), f,
                             protocol=pickle.HIGHEST_PROTOCOL)
                 yield table
 
@@ -423,10 +423,10 @@ class _ChunkCache:
         with open(self.path, "rb") as f:
             while True:
                 try:
-                    data, n, plain, ids, base, kind = pickle.load(f)
+                    data, n, plain, given, ids, base, kind = pickle.load(f)
                 except EOFError:
                     return
-                yield sources.Table(sources.ColumnFrame(data, n, plain), ids, base, kind)
+                yield sources.Table(sources.ColumnFrame(data, n, plain, given), ids, base, kind)
 
     def remove(self) -> None:
         if os.path.exists(self.path):

@@ -9,6 +9,7 @@ and the non-image features already encoded. Object-detection tables are checked 
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import itertools
 import numbers
 import operator
@@ -139,6 +140,44 @@ def check_columns(frame, row_ids: Sequence, schema: Schema, *, base_dir: str | N
     return cols
 
 
+#: Names tables often give the columns of each role, most likely first.
+_ROLE_NAMES = {
+    "image": ("path", "image", "image_path", "filepath", "file_path", "filename", "file",
+              "uri", "url", "image_url", "gcs_path", "img"),
+    "label": ("class", "category", "class_name", "label_name", "labels", "target", "y"),
+    "split": ("set", "subset", "fold", "partition", "ml_use", "data_split"),
+}
+
+
+def _missing_columns(missing: list[str], have: list, schema: Schema) -> list[Problem]:
+    """One Problem per missing column: the columns the table has, and for each missing
+    one the table's column that most likely means it."""
+    import difflib
+
+    listed = ", ".join(repr(str(c)) for c in have) or "no columns"
+    taken = {c.lower() for c in schema}
+    spare = [str(c) for c in have if str(c).strip().lower() not in taken]
+    renames = {}
+    for col in missing:
+        role = schema[col].role
+        known = [c for n in _ROLE_NAMES.get(role, ()) for c in spare if c.strip().lower() == n]
+        close = known or difflib.get_close_matches(col, spare, n=1, cutoff=0.5)
+        if close and close[0] not in renames:
+            renames[close[0]] = col
+    problems = []
+    for col in missing:
+        guess = next((have_col for have_col, want in renames.items() if want == col), None)
+        hint = (f"; did you mean {guess!r}?" if guess is not None else
+                f"; add a {col!r} column")
+        problems.append(Problem(None, col, None,
+                                f"missing column; the table's columns are {listed}{hint}"))
+    if renames:
+        problems.append(Problem(None, None, None, (
+            f"rename the columns to the schema's names ({', '.join(map(repr, schema))}): "
+            f"df.rename(columns={renames!r}) for a DataFrame, or the CSV's header line")))
+    return problems
+
+
 def _check(frame, row_ids: Sequence, schema: Schema, *, base_dir, label_vocabulary,
            fixed) -> tuple[_Columns, bool]:
     """Every column checked and encoded; ``(columns, multi-label)``. Raises SchemaError."""
@@ -147,10 +186,9 @@ def _check(frame, row_ids: Sequence, schema: Schema, *, base_dir, label_vocabula
         raise SchemaError([Problem(None, None, None, "the table has no rows; give it at least one")])
     missing = [c for c in schema if c not in frame.columns]
     if missing:
-        have = ", ".join(map(repr, frame.columns)) or "none"
-        raise SchemaError([
-            Problem(None, c, None, f"missing column; the table has {have}") for c in missing
-        ])
+        have = getattr(frame, "given", None) or getattr(frame, "attrs", {}).get(
+            "given_columns") or list(frame.columns)
+        raise SchemaError(_missing_columns(missing, have, schema))
     problems = Problems()
     names = tuple(schema)
     cols = _Columns(row_ids, names, {c: frame[c].tolist() for c in names}, [None] * n,
@@ -362,7 +400,7 @@ def _merged(cols: _Columns, image_col: str, label_col: str,
         first = members[0]
         feats = {**cols.row_features(first), label_col: example.int64_feature(ids)}
         rows.append(Row(cols.row_ids[first], split, cols.uris[first], feats, cols.values(first),
-                        ids, tuple(cols.row_ids[i] for i in members[1:])))
+                        ids, tuple((cols.row_ids[i], cols.values(i)) for i in members[1:])))
     problems.raise_if_any()
     return Checked(rows, cols.names, cols.features, cols.vocabularies)
 
@@ -385,7 +423,7 @@ def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Pr
     elif dtype == example.FLOAT:
         convert = _to_float
     else:
-        convert = lambda v: v if isinstance(v, str) else str(v)  # noqa: E731
+        convert = lambda v: v if isinstance(v, (str, bytes)) else str(v)  # noqa: E731
     varlen = kind.optional and kind.default is None  # a missing value is an empty list
     cols.features[col] = FeatureSpec(dtype, None if varlen else [], "feature")
     encoded = cols.encoded[col] = [None] * len(values)
@@ -420,7 +458,7 @@ def _to_int(v) -> int:
         raise ValueError("a boolean in an IntegerInput column; use 0 or 1")
     if isinstance(v, numbers.Integral):
         return int(v)
-    if isinstance(v, numbers.Real):
+    if isinstance(v, (numbers.Real, decimal.Decimal)):
         if float(v).is_integer():
             return int(v)
         raise ValueError("not a whole number (IntegerInput); declare the column FloatInput")

@@ -1,0 +1,82 @@
+"""An HTTP proxy that answers every request after a fixed delay: object-store latency
+in front of a local GCS emulator.
+
+    python bench/latency_proxy.py --upstream 127.0.0.1:9023 --port 9024 --delay-ms 30
+
+Each request is held ``--delay-ms`` before it is forwarded; requests are served by one
+thread each, so concurrent requests wait their delays side by side, as they would
+against Cloud Storage. ``serve()`` runs it in a thread for the benchmarks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import http.server
+import threading
+import time
+
+#: Headers that belong to one connection, not to the message.
+_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
+        "proxy-authorization", "proxy-authenticate", "content-length"}
+
+
+def handler(upstream: str, delay: float):
+    host, port = upstream.rsplit(":", 1)
+
+    class Delayed(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _forward(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            time.sleep(delay)
+            conn = http.client.HTTPConnection(host, int(port), timeout=60)
+            try:
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                reply = conn.getresponse()
+                data = reply.read()
+            finally:
+                conn.close()
+            self.send_response(reply.status, reply.reason)
+            for k, v in reply.getheaders():
+                if k.lower() not in _HOP:
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _forward
+
+        def log_message(self, *args):  # quiet: a benchmark prints its own figures
+            pass
+
+    return Delayed
+
+
+def serve(upstream: str, port: int, delay_ms: float) -> http.server.ThreadingHTTPServer:
+    """Starts the proxy on 127.0.0.1:``port`` in a daemon thread; returns the server."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port),
+                                             handler(upstream, delay_ms / 1000))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--upstream", required=True, help="host:port of the emulator")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--delay-ms", type=float, default=30.0)
+    args = ap.parse_args()
+    server = serve(args.upstream, args.port, args.delay_ms)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
+
+
+if __name__ == "__main__":
+    main()

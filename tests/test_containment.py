@@ -1,0 +1,187 @@
+"""Nothing outside the output folder is ever read, written or removed, whatever a
+manifest, a ledger or a planted link says; staged tasks are private; an epoch reads
+one conversion."""
+
+import json
+import os
+import stat
+
+import pytest
+
+import tfrecorder
+from tfrecorder import layout, output, staging
+from tfrecorder.plan import Row, ShardTask
+from tests.conftest import BUCKET, encode
+
+
+def _table(root, prefix, n=6, labels=("cat", "dog")):
+    folder = root / prefix
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i in range(n):
+        path = folder / f"{i}.jpg"
+        path.write_bytes(encode(size=(32, 24), seed=hash((prefix, i)) % 10_000))
+        lines.append(f"TRAIN,{path},{labels[i % len(labels)]}")
+    csv = root / f"{prefix}.csv"
+    csv.write_text("\n".join(lines) + "\n")
+    return str(csv)
+
+
+@pytest.fixture
+def victims(tmp_path):
+    """Files and a folder beside the output folder that no run may touch."""
+    (tmp_path / "victim.txt").write_text("precious")
+    (tmp_path / "victimdir").mkdir()
+    (tmp_path / "victimdir" / "inside.txt").write_text("precious too")
+
+    def intact():
+        assert (tmp_path / "victim.txt").read_text() == "precious"
+        assert (tmp_path / "victimdir" / "inside.txt").read_text() == "precious too"
+        assert sorted(os.listdir(tmp_path / "victimdir")) == ["inside.txt"]
+
+    return intact
+
+
+def _converted(tmp_path, prefix="a", **kw):
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(tmp_path, prefix), str(out), num_shards=2, overwrite=True, **kw)
+    return out
+
+
+@pytest.mark.parametrize("name", ["../victim.txt", "../victimdir", "VICTIM",
+                                  "data-train.tfrecord-00000-of-00002/../../victim.txt"])
+def test_a_manifest_listing_paths_outside_is_refused_by_every_reader_and_by_overwrite(
+        tmp_path, victims, name):
+    out = _converted(tmp_path)
+    name = str(tmp_path / "victim.txt") if name == "VICTIM" else name
+    manifest = json.loads((out / layout.MANIFEST).read_text())
+    manifest["splits"]["train"]["shards"][0]["file"] = name
+    (out / layout.MANIFEST).write_text(json.dumps(manifest))
+    for read in (tfrecorder.load, tfrecorder.info, tfrecorder.verify, tfrecorder.inspect):
+        with pytest.raises(tfrecorder.IncompleteOutputError, match="not a shard name"):
+            read(str(out))
+    with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted.*not a shard name"):
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+    victims()
+
+
+def test_a_ledger_listing_paths_outside_removes_nothing_there(tmp_path, victims):
+    out = tmp_path / "out"
+    run = out / layout.TMP_DIR / "deadrun"
+    run.mkdir(parents=True)
+    (run / output.LEDGER).write_text(json.dumps({"files": [
+        "../victim.txt", "../victimdir", str(tmp_path / "victim.txt"), "/",
+        "data-train.tfrecord-00000-of-00001"]}))
+    (out / "data-train.tfrecord-00000-of-00001").write_bytes(b"left by the dead run")
+    result = tfrecorder.convert(_table(tmp_path, "a"), str(out), overwrite=True)
+    assert result.rows_written == 6
+    victims()
+    assert layout.TMP_DIR not in os.listdir(out)  # the dead run's folder is gone
+
+
+@pytest.mark.parametrize("planted", [layout.TMP_DIR, f"{layout.TMP_DIR}/deadrun"])
+def test_a_run_folder_planted_as_a_link_is_never_written_or_emptied(tmp_path, victims, planted):
+    out = _converted(tmp_path)
+    before = sorted(os.listdir(out))
+    (out / planted).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(tmp_path / "victimdir", out / planted)
+    if planted == layout.TMP_DIR:
+        with pytest.raises(tfrecorder.ConfigError, match="symbolic link.*Remove it"):
+            tfrecorder.convert(_table(tmp_path, "b"), str(out), overwrite=True)
+        assert sorted(os.listdir(out)) == sorted(before + [layout.TMP_DIR])
+    else:  # a run's folder that is a link is removed as a link
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), overwrite=True)
+        assert not os.path.lexists(out / planted)
+    victims()
+
+
+@pytest.mark.parametrize("name", [layout.ERRORS, "label.labels.txt", layout.DATASET_INFO,
+                                  "data-train.tfrecord-00001-of-00002"])
+def test_our_files_replaced_by_links_are_replaced_never_written_through(tmp_path, victims, name):
+    out = _converted(tmp_path)
+    os.remove(out / name)
+    os.symlink(tmp_path / "victim.txt", out / name)
+    result = tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+    assert result.rows_written == 6
+    victims()
+    assert not os.path.islink(out / name) and (out / name).is_file()
+    tfrecorder.verify(str(out))
+
+
+def test_staged_tasks_are_private_and_a_swapped_one_is_refused(tmp_path):
+    task = ShardTask("train", 0, 1, "data-train.tfrecord-00000-of-00001",
+                     [Row(0, "train", None, {}, (), (), ())])
+    old = os.umask(0o002)  # a group-shared folder
+    try:
+        [path] = staging.stage_tasks([task], str(tmp_path / "tasks"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "tasks").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert staging.read_task(path).filename == task.filename
+    os.chmod(path, 0o664)  # writable by the group: anyone there could have swapped it
+    with pytest.raises(tfrecorder.ConfigError, match="not a private file"):
+        staging.read_task(path)
+    os.chmod(path, 0o600)
+    if os.getuid() == 0:  # owned by another user
+        os.chown(path, 65534, -1)
+        with pytest.raises(tfrecorder.ConfigError, match="not a private file"):
+            staging.read_task(path)
+
+
+def test_the_run_folder_is_its_owners_alone(tmp_path):
+    folder = tmp_path / "out" / layout.TMP_DIR / "run1"
+    old = os.umask(0o002)
+    try:
+        output.write_ledger(str(folder), ["tfrecorder.json"])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(folder / output.LEDGER).st_mode) == 0o600
+
+
+def test_a_manifest_on_cloud_storage_naming_objects_outside_is_refused(gcs, tmp_path):
+    gcs.pipe(f"{BUCKET}/victim.txt", b"precious")
+    out = f"gs://{BUCKET}/crafted"
+    tfrecorder.convert(_table(tmp_path, "a"), out)
+    manifest = json.loads(gcs.cat(f"{BUCKET}/crafted/{layout.MANIFEST}"))
+    manifest["splits"]["train"]["shards"][0]["file"] = "../victim.txt"
+    gcs.pipe(f"{BUCKET}/crafted/{layout.MANIFEST}", json.dumps(manifest).encode())
+    with pytest.raises(tfrecorder.IncompleteOutputError, match="not a shard name"):
+        tfrecorder.verify(out)
+    with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted"):
+        tfrecorder.convert(_table(tmp_path, "b"), out, overwrite=True)
+    assert gcs.cat(f"{BUCKET}/victim.txt") == b"precious"
+
+
+# --- an epoch reads one conversion ---------------------------------------------------
+
+def _labels_read(ds):
+    return [int(ex["label"]) for ex in ds.as_numpy_iterator()]
+
+
+def test_a_dataset_never_mixes_two_conversions(tmp_path, tf):
+    """A training job built its dataset; another conversion of the same shape (same
+    shard count and counts, other images and labels) then replaced the directory."""
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(tmp_path, "a", labels=("cat", "dog")), str(out), num_shards=3)
+    ds = tfrecorder.load(str(out), split="train", decode_images=False)
+    first_epoch = _labels_read(ds)
+    assert len(first_epoch) == 6
+    tfrecorder.convert(_table(tmp_path, "b", labels=("ant", "bee", "cow", "doe", "eel", "fox")),
+                       str(out), num_shards=3, overwrite=True)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="replaced by another conversion.*Call load\\(\\) again"):
+        _labels_read(ds)
+    assert sorted(_labels_read(tfrecorder.load(str(out), split="train",
+                                               decode_images=False))) == list(range(6))
+
+
+def test_the_same_input_gives_the_same_generation(tmp_path):
+    csv = _table(tmp_path, "a")
+    tfrecorder.convert(csv, str(tmp_path / "one"), num_shards=2)
+    tfrecorder.convert(csv, str(tmp_path / "two"), num_shards=2)
+    one, two = tfrecorder.info(str(tmp_path / "one")), tfrecorder.info(str(tmp_path / "two"))
+    assert len(one.generation) == 32 and one.generation == two.generation
+    tfrecorder.convert(_table(tmp_path, "b"), str(tmp_path / "three"), num_shards=2)
+    assert tfrecorder.info(str(tmp_path / "three")).generation != one.generation

@@ -1,0 +1,39 @@
+"""A Grain data source over a conversion, without TensorFlow: ``pip install tfrecorder[grain]``.
+
+``DataSource(output_dir, split)`` has what Grain's ``RandomAccessDataSource`` protocol
+asks (``__len__``, ``__getitem__``, a ``__repr__`` for checkpoints, and pickling for
+worker processes), so both of Grain's APIs take it::
+
+    source = tfrecorder.grain.DataSource("out/", "train")
+    ds = grain.MapDataset.source(source).shuffle(seed=0).map(decode).batch(64)
+    loader = grain.DataLoader(data_source=source, sampler=grain.samplers.IndexSampler(
+        len(source), shuffle=True, seed=0, num_epochs=1), worker_count=2)
+
+The module does not import Grain: the protocol is structural.
+"""
+
+from __future__ import annotations
+
+from tfrecorder import access
+
+__all__ = ["DataSource"]
+
+
+class DataSource:
+    """The records of ``split`` in ``output_dir``; ``source[i]`` is record ``i``'s
+    features as plain values (``access.values``): the image stays its stored bytes
+    (decode it in a ``map``), a scalar label is an ``int``. Thread-safe."""
+
+    def __init__(self, output_dir: str, split: str = "train"):
+        self.reader = access.Reader(output_dir, split)
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.reader.features(index)
+
+    def __repr__(self) -> str:
+        # Grain's checkpoints record this string to recognise the source again.
+        return (f"tfrecorder.grain.DataSource({self.reader.output_dir!r}, "
+                f"{self.reader.split!r}, records={len(self)})")

@@ -1,0 +1,185 @@
+"""Shard index files: where each record of a shard starts, and how long it is.
+
+The format is the text format of NVIDIA DALI's ``tfrecord2idx``, so DALI reads our
+shards with our index files as they are: one line per record, ``OFFSET LENGTH``, where
+``OFFSET`` is the byte at which the record's framing starts and ``LENGTH`` is the whole
+framed record (8 length bytes, 4 CRC bytes, the data, 4 CRC bytes)::
+
+    0 1040
+    1040 998
+    2038 1113
+
+The index of shard ``OUT/S`` is ``OUT/index/S.idx`` (``name``); it sits in a folder of
+its own so that a glob over the shard names (``OUT/data-train.tfrecord-*``) matches
+shards only. This module is the only place that writes or parses the format.
+
+A conversion writes each index with its shard (``shard.write``), from the framed
+lengths it wrote; ``build`` writes them for a directory that has none. gzip shards have
+no index: a gzip stream cannot be entered at a byte offset, so there is nothing a
+reader could do with one.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import BinaryIO, Iterable, Iterator
+
+from tfrecorder import storage
+from tfrecorder.errors import ConfigError, CorruptRecordError
+
+#: The folder of index files, inside the output directory.
+DIR = "index"
+SUFFIX = ".idx"
+#: Bytes of framing around a record's data: length, its CRC, the data's CRC.
+FRAMING = 16
+_LENGTH = struct.Struct("<Q")
+
+
+def name(shard_file: str) -> str:
+    """``data-train.tfrecord-00000-of-00002`` -> ``index/data-train.tfrecord-00000-of-00002.idx``:
+    the index file's name relative to the output directory."""
+    return f"{DIR}/{shard_file}{SUFFIX}"
+
+
+def format(entries: Iterable[tuple[int, int]]) -> bytes:
+    """The text of an index file listing ``(offset, length)`` per record."""
+    return "".join(f"{offset} {length}\n" for offset, length in entries).encode("ascii")
+
+
+def offsets(record_lengths: Iterable[int]) -> list[tuple[int, int]]:
+    """``(offset, length)`` of each record, from the framed length of each in file order."""
+    out, at = [], 0
+    for length in record_lengths:
+        out.append((at, length))
+        at += length
+    return out
+
+
+def parse(data: bytes, where: str = "<index>") -> list[tuple[int, int]]:
+    """The ``(offset, length)`` entries of an index file's text; CorruptRecordError
+    naming ``where`` and the line when a line is not two whole numbers, or when the
+    records do not follow each other."""
+    entries, at = [], 0
+    for number, line in enumerate(data.decode("ascii", "replace").splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            offset, length = (int(p) for p in parts)
+        except ValueError:
+            raise CorruptRecordError(
+                f"{where}, line {number}: {line!r} is not 'OFFSET LENGTH'; rebuild the "
+                f"index with `tfrecorder index`") from None
+        if offset != at or length < FRAMING:
+            raise CorruptRecordError(
+                f"{where}, line {number}: a record at byte {offset} of length {length}, "
+                f"where the previous one ends at byte {at}; rebuild the index with "
+                f"`tfrecorder index`")
+        entries.append((offset, length))
+        at = offset + length
+    return entries
+
+
+def scan(file: BinaryIO, where: str = "<stream>") -> Iterator[tuple[int, int]]:
+    """``(offset, length)`` of every record of an uncompressed TFRecord ``file``, read
+    from the length fields alone (the data is skipped with seeks, not read). Each length
+    field's checksum is checked, and a record that runs past the file's end is an error."""
+    from tfrecorder import records
+
+    end = file.seek(0, 2)
+    at = 0
+    while at < end:
+        file.seek(at)
+        header = file.read(12)
+        if len(header) < 12:
+            raise CorruptRecordError(f"{where}: truncated record header at byte {at}")
+        if records.masked_crc32c(header[:8]) != int.from_bytes(header[8:], "little"):
+            raise CorruptRecordError(f"{where}: bad length checksum at byte {at}")
+        (length,) = _LENGTH.unpack_from(header)
+        if at + length + FRAMING > end:
+            raise CorruptRecordError(f"{where}: truncated record at byte {at}")
+        yield at, length + FRAMING
+        at += length + FRAMING
+
+
+def path(output_dir: str, shard_file: str) -> str:
+    """The index file of ``shard_file`` in ``output_dir``."""
+    return storage.join(output_dir, name(shard_file))
+
+
+def read(output_dir: str, shard_file: str) -> list[tuple[int, int]]:
+    """The entries of the index of ``shard_file``; CorruptRecordError naming the index
+    file when it is missing or damaged."""
+    where = path(output_dir, shard_file)
+    try:
+        data = storage.read_bytes(where)
+    except FileNotFoundError:
+        raise CorruptRecordError(
+            f"{where}: the index file of {shard_file} is missing; rebuild the indexes with "
+            f"`tfrecorder index {output_dir}`") from None
+    return parse(data, where)
+
+
+def check(entries: list[tuple[int, int]], framed: list[int], where: str) -> None:
+    """CorruptRecordError naming index file ``where`` when its ``entries`` do not
+    describe records of the ``framed`` lengths, in order."""
+    if len(entries) != len(framed):
+        raise CorruptRecordError(
+            f"{where}: lists {len(entries)} records, the shard holds {len(framed)}; rebuild "
+            f"the index with `tfrecorder index`")
+    for number, ((offset, length), actual) in enumerate(zip(entries, offsets(framed)), 1):
+        if (offset, length) != actual:
+            raise CorruptRecordError(
+                f"{where}, line {number}: {offset} {length}, but that record is at byte "
+                f"{actual[0]} with length {actual[1]}; rebuild the index with "
+                f"`tfrecorder index`")
+
+
+def build(output_dir: str) -> list[str]:
+    """Writes the index file of every shard of ``output_dir`` from the shard's length
+    fields (its data is skipped, not read) and lists them in the manifest; returns the
+    index files' paths. For conversions written before index files existed, with
+    ``write_index=False``, and for TFRecorder 2.0 directories.
+
+    ConfigError for gzip shards (a gzip stream has no record offsets: convert again
+    without compression); CorruptRecordError when a shard is damaged or holds another
+    number of records than its manifest says. Takes the directory's lock, so it never
+    runs beside a conversion of the same directory.
+    """
+    import dataclasses
+
+    from tfrecorder import layout, legacy, metadata, output
+
+    output_dir = str(output_dir)
+    manifest = metadata.read_manifest(output_dir)
+    if manifest.compression == "gzip":
+        raise ConfigError(
+            f"{output_dir} holds gzip shards: a gzip stream cannot be entered at a record's "
+            f"byte offset, so an index of it would serve no reader. Convert again without "
+            f"compression (the default), which writes the index files with the shards.")
+    lock = output.acquire(output_dir, output.new_run_id(), "DirectRunner")
+    try:
+        if not storage.is_remote(output_dir):
+            storage.makedirs(storage.join(output_dir, DIR))
+        written, splits = [], {}
+        for split, info in manifest.splits.items():
+            shards = []
+            for shard in info.shards:
+                shard_path = storage.join(output_dir, shard.file)
+                with storage.open_file(shard_path, "rb") as f:
+                    entries = list(scan(f, shard_path))
+                if 0 <= shard.num_examples != len(entries):
+                    raise CorruptRecordError(
+                        f"{shard_path}: {len(entries)} records, the manifest says "
+                        f"{shard.num_examples}; the shard was truncated or replaced")
+                storage.write_atomic(path(output_dir, shard.file), format(entries))
+                written.append(path(output_dir, shard.file))
+                shards.append(dataclasses.replace(shard, index=name(shard.file)))
+            splits[split] = dataclasses.replace(info, shards=shards)
+        if manifest.format_version != legacy.FORMAT_VERSION:  # TFRecorder's has no manifest
+            updated = dataclasses.replace(manifest, splits=splits)
+            storage.write_atomic(storage.join(output_dir, layout.MANIFEST),
+                                 metadata.manifest_bytes(updated))
+        return written
+    finally:
+        lock.release()

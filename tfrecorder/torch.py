@@ -1,0 +1,130 @@
+"""PyTorch datasets over a conversion, without TensorFlow: ``pip install tfrecorder[torch]``.
+
+``Dataset(output_dir, split)`` is a map-style ``torch.utils.data.Dataset`` over the
+random-access reader (``tfrecorder.access``); ``Sampler`` orders it for an epoch from
+``(seed, epoch)`` alone and cuts it between distributed processes (docs/loading.md)::
+
+    ds = tfrecorder.torch.Dataset("out/", "train")
+    sampler = tfrecorder.torch.Sampler(ds, seed=0)          # rank, world size from torch.distributed
+    loader = torch.utils.data.DataLoader(ds, batch_size=64, sampler=sampler, num_workers=4)
+    for epoch in range(start_epoch, epochs):
+        sampler.set_epoch(epoch)
+        for images, labels in loader: ...
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from tfrecorder import access
+
+__all__ = ["Dataset", "Sampler"]
+
+
+class Dataset(torch.utils.data.Dataset):
+    """The records of ``split`` in ``output_dir``, by position (file order).
+
+    For an image conversion with one label per record, ``ds[i]`` is ``(image, label)``:
+    the stored image decoded by Pillow and converted to RGB, as a ``uint8`` tensor of
+    shape ``(3, height, width)``, and the label id (an ``int``; ``ds.label_names`` names
+    it). With ``transform``, the image is ``transform(pil_image)`` instead: the RGB
+    ``PIL.Image``, as torchvision's ``ImageFolder`` passes it, so torchvision transforms
+    (``Resize``, ``ToTensor``...) work unchanged.
+
+    Any other conversion (tabular, multi-label, object detection) gives the record's
+    features as a dict of plain values (``access.values``), its image, if any, decoded
+    as above.
+
+    The dataset holds no open file until it is read; each DataLoader worker opens the
+    shards it reads once.
+    """
+
+    def __init__(self, output_dir: str, split: str = "train",
+                 transform: Callable | None = None):
+        self.reader = access.Reader(output_dir, split)
+        self.transform = transform
+        manifest = self.reader.manifest
+        self.image_key = manifest.image_key
+        self.label_key = manifest.label_key
+        self.label_names = manifest.label_names
+        self.supervised = bool(self.image_key and self.label_key
+                               and manifest.features[self.label_key].shape == [])
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def __getitem__(self, i: int):
+        features = self.reader.features(i)
+        if self.image_key in features:
+            features[self.image_key] = self._image(features[self.image_key])
+        if self.supervised:
+            return features[self.image_key], features[self.label_key]
+        return features
+
+    def _image(self, data: bytes):
+        from PIL import Image
+
+        image = Image.open(io.BytesIO(data))
+        image.load()  # decodes; the in-memory file needs no closing
+        if image.mode != "RGB":  # convert() would copy even an RGB image
+            image = image.convert("RGB")
+        if self.transform is not None:
+            return self.transform(image)
+        return torch.from_numpy(np.array(image)).permute(2, 0, 1).contiguous()
+
+
+class Sampler(torch.utils.data.Sampler):
+    """The positions one process reads in an epoch: a permutation of the whole dataset
+    that depends only on ``(seed, epoch)`` (``access.permutation``), or file order with
+    ``shuffle=False``, cut into ``world_size`` consecutive parts (``access.part``) of
+    which this process takes part ``rank``.
+
+    Unlike ``torch.utils.data.DistributedSampler``, which repeats records so that every
+    part has the same size, each record is read exactly once per epoch and the parts
+    differ by at most one record; ``drop_last=True`` drops those few extra records
+    instead (other ones each epoch when shuffled), for distributed training that needs
+    the same number of batches on every process. ``rank`` and ``world_size`` default to
+    ``torch.distributed``'s when it is initialized, else 0 and 1.
+
+    Call ``set_epoch(epoch)`` before each epoch. To resume within an epoch, give
+    ``set_epoch(epoch, start=k)``: the order is that epoch's, from its ``k``-th position
+    (``k`` = batches already done times the batch size).
+    """
+
+    def __init__(self, data_source, *, seed: int = 0, shuffle: bool = True,
+                 rank: int | None = None, world_size: int | None = None,
+                 drop_last: bool = False):
+        self.size = len(data_source)
+        if rank is None or world_size is None:
+            dist = torch.distributed
+            ready = dist.is_available() and dist.is_initialized()
+            world_size = world_size if world_size is not None else (
+                dist.get_world_size() if ready else 1)
+            rank = rank if rank is not None else (dist.get_rank() if ready else 0)
+        access.part(0, rank, world_size)  # checks them
+        self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
+        self.rank, self.world_size = rank, world_size
+        self.epoch = self.start = 0
+
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        self.epoch, self.start = epoch, start
+
+    def _positions(self) -> np.ndarray:
+        order = (access.permutation(self.size, self.seed, self.epoch) if self.shuffle
+                 else np.arange(self.size))
+        if self.drop_last:
+            order = order[:self.size - self.size % self.world_size]
+        return access.part(order, self.rank, self.world_size)[self.start:]
+
+    def __iter__(self):
+        return iter(self._positions().tolist())
+
+    def __len__(self) -> int:
+        n = self.size - self.size % self.world_size if self.drop_last else self.size
+        mine = n * (self.rank + 1) // self.world_size - n * self.rank // self.world_size
+        return max(0, mine - self.start)
