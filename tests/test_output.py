@@ -184,6 +184,40 @@ def test_a_folder_at_the_locks_name_is_busy_and_never_moved(tmp_path):
     assert (out / layout.LOCK / "keep").read_text() == "mine"
 
 
+def _create_and_remove(path, times):
+    for _ in range(times):
+        try:
+            storage.create_exclusive(path, b'{"expires": 1}')
+        except FileExistsError:
+            pass
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+
+def test_a_lock_file_is_never_seen_half_written(tmp_path):
+    """A run that meets a lock reads it whole or not at all: one that read a created
+    but still empty lock took a live run for a damaged lock."""
+    import multiprocessing
+
+    path = str(tmp_path / layout.LOCK)
+    creator = multiprocessing.get_context("spawn").Process(
+        target=_create_and_remove, args=(path, 3000))
+    creator.start()
+    seen = set()
+    while creator.is_alive():
+        try:
+            with open(path, "rb") as f:
+                seen.add(f.read())
+        except FileNotFoundError:
+            pass
+    creator.join()
+    assert creator.exitcode == 0
+    assert seen <= {b'{"expires": 1}'}, seen - {b'{"expires": 1}'}
+    assert os.listdir(tmp_path) == []  # nothing of the temporary names is left
+
+
 def test_the_lock_on_cloud_storage(gcs):
     out = f"gs://{BUCKET}/locked"
     lock = output.acquire(out, "run-1", "DataflowRunner", ttl=3600)
