@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from tfrecorder import example, labels, layout, splits, storage
+from tfrecorder import example, labels, layout, splits
 from tfrecorder.errors import Problems
 from tfrecorder.layout import FeatureSpec
-from tfrecorder.plan import Row
-from tfrecorder.validation import Checked
 
 #: Columns of an object-detection table, one row per box.
 COLUMNS = ["split", "image_uri", "label", "x_min", "y_min", "x_max", "y_max"]
@@ -35,10 +33,10 @@ def is_detection_row(fields: list) -> bool:
     return len(fields) == 11 and all(f is None or _number(f) for f in fields[3:])
 
 
-def rows_of(records: list[tuple[int, list]]) -> tuple[list[list], list[int]]:
-    """CSV records ``(line, fields)`` -> rows of ``COLUMNS`` and their line numbers."""
+def rows_of(records: list[tuple[int, list]], problems: Problems) -> tuple[dict, list]:
+    """CSV records ``(line, fields)`` -> the columns of ``COLUMNS`` and the rows' line
+    numbers; records that are not detection rows go to ``problems``."""
     rows, ids = [], []
-    problems = Problems()
     for lineno, f in records:
         if not is_detection_row(f):
             problems.add(lineno, None, ",".join(x or "" for x in f),
@@ -62,28 +60,22 @@ def rows_of(records: list[tuple[int, list]]) -> tuple[list[list], list[int]]:
             continue
         rows.append([f[0], f[1], f[2], *box])
         ids.append(lineno)
-    problems.raise_if_any()
-    return rows, ids
+    return {c: [r[i] for r in rows] for i, c in enumerate(COLUMNS)}, ids
 
 
-def validate(
-    frame,
-    row_ids: Sequence,
-    *,
-    base_dir: str | None = None,
-    label_vocabulary: Sequence[str] | None = None,
-    split_fractions: Mapping[str, float] = splits.DEFAULT_FRACTIONS,
-):
-    """Checks a detection table (one row per box) and groups it per image.
+def vocabulary(distinct: set, label_vocabulary: Sequence[str] | None) -> list[str]:
+    """The names of the box labels (line i = id i): ``label_vocabulary``, or the sorted
+    distinct labels of the rows that have a box."""
+    return list(label_vocabulary) if label_vocabulary is not None else labels.vocabulary_of(distinct)
 
-    Coordinates outside [0, 1], a minimum above its maximum, boxes without a label and
-    labels without a box are problems, all raised together in one SchemaError.
-    """
-    problems = Problems()
-    columns = tuple(frame.columns)
-    keys: list[str | None] = []
-    row_splits, boxes = [], []
-    values = list(zip(*(frame[c].tolist() for c in columns)))
+
+def check(frame, row_ids: Sequence, index: Mapping[str, int], problems: Problems):
+    """The rows of a detection chunk (one row per box), checked: ``(split or None, image
+    key, (label name, box) or None, values)`` per row, as columns. Coordinates outside
+    [0, 1], a minimum above its maximum, boxes without a label, labels without a box and
+    labels not in ``index`` go to ``problems``."""
+    values = list(zip(*(frame[c].tolist() for c in COLUMNS)))
+    row_splits, keys, boxes = [], [], []
     for rid, row in zip(row_ids, values):
         split, uri, label, *box = row
         try:
@@ -98,33 +90,31 @@ def validate(
             continue
         keys.append(uri.strip())
         boxes.append(_box(rid, label, box, problems))
-
-    names = list(label_vocabulary) if label_vocabulary is not None else labels.vocabulary_of(
-        [b[0] for b in boxes if b and b[0] is not None])
-    index = {n: i for i, n in enumerate(names)}
     for rid, b in zip(row_ids, boxes):
         if b and b[0] is not None and b[0] not in index:
             problems.add(rid, "label", b[0], "label not in label_vocabulary")
-    fractions = splits.check_fractions(split_fractions)
-    rows = []
-    for key, members, split in splits.group_by_image(keys, row_splits, row_ids, "image_uri",
-                                                     fractions, problems):
-        found = [boxes[i] for i in members if boxes[i] is not None and boxes[i][0] in index]
-        ids = [index[b[0]] for b in found]
-        feats = {
-            BBOX: example.float_feature([c for b in found for c in b[1]]),
-            LABEL: example.int64_feature(ids),
-        }
-        first = members[0]
-        rows.append(Row(row_ids[first], split, storage.resolve(key, base_dir), feats,
-                        tuple(labels.jsonable(v) for v in values[first]), tuple(ids),
-                        tuple((row_ids[i], tuple(labels.jsonable(v) for v in values[i]))
-                              for i in members[1:])))
-    problems.raise_if_any()
+    jsonable = [tuple(labels.jsonable(v) for v in row) for row in values]
+    return row_splits, keys, boxes, jsonable
+
+
+def record(members: Sequence[int], boxes: Sequence, index: Mapping[str, int]):
+    """The features and label ids of one image's record from its rows' boxes (in row
+    order; boxes whose label has no id are left out)."""
+    found = [boxes[i] for i in members if boxes[i] is not None and boxes[i][0] in index]
+    ids = tuple(index[b[0]] for b in found)
+    features = {
+        BBOX: example.float_feature([c for b in found for c in b[1]]),
+        LABEL: example.int64_feature(ids),
+    }
+    return features, ids
+
+
+def feature_specs() -> dict[str, FeatureSpec]:
+    """Every feature a detection record holds."""
     features = layout.image_feature_specs()
     features[BBOX] = FeatureSpec(example.FLOAT, [-1, 4], "bbox")
     features[LABEL] = FeatureSpec(example.INT64, None, "label")
-    return Checked(rows, columns, features, {LABEL: names})
+    return features
 
 
 def _box(rid, label, box, problems: Problems):

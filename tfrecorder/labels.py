@@ -2,15 +2,19 @@
 
 A vocabulary is sorted, so the same labels always get the same ids whatever the row
 order. Line ``i`` of a labels file is the name of id ``i`` (TFDS's ClassLabel format).
+A table read in chunks is surveyed first (``survey``: the distinct values of its label
+and categorical columns, and which rows name the same image), so that its vocabularies
+are decided over the whole table (``fix_vocabularies``) before any chunk is checked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import math
 import numbers
 import re
-from typing import Sequence
+from typing import Iterator, Mapping, Sequence
 
 from tfrecorder import types
 from tfrecorder.errors import ConfigError, Problems
@@ -181,3 +185,171 @@ LINE_BREAK = ("a line break (\\n or \\r) inside a label; a labels file holds one
 
 def has_line_break(name: str) -> bool:
     return "\n" in name or "\r" in name
+
+
+# --- surveys of a whole table ---------------------------------------------------------
+
+@dataclasses.dataclass
+class Survey:
+    """What a first pass over a table's chunks learns about the whole table."""
+
+    kind: str                  # the chunks' kind: "csv", "dataframe", "directory", "detection"
+    distinct: dict[str, set]   # label or categorical column -> its distinct non-null values
+    multi: bool                # some image has several labels (list cells, or rows)
+    firsts: object             # numpy int array: per row, the first row naming its image
+
+
+def survey(chunks: Iterator, schema) -> Survey:
+    """The distinct values of the label and categorical columns over every chunk (list
+    cells taken apart), whether the table is multi-label, and per row the position of the
+    first row with the same image key (rows of one image become one record when grouped).
+
+    The labels of an object-detection table (chunks of kind "detection") are those of
+    its rows with a box; such a table is always grouped.
+    """
+    import numpy as np
+
+    vocab_cols = [c for c, t in schema.items()
+                  if t.role == "label" or isinstance(t, types.CategoricalInput)]
+    label_col, image_col = schema.column("label"), schema.column("image")
+    distinct: dict[str, set] = {c: set() for c in vocab_cols}
+    kind, multi = "", False
+    key_hashes, pair_keys, pair_hashes = [], [], []
+    for table in chunks:
+        frame = table.frame
+        kind = kind or table.kind
+        detection = kind == "detection"
+        multi = multi or detection
+        if detection:
+            distinct[label_col].update(_box_labels(frame))
+        else:
+            for col in vocab_cols:
+                if col in frame.columns and _add_distinct(distinct[col], frame[col].tolist()):
+                    multi = True
+        if image_col in frame.columns:
+            label_values = (frame[label_col].tolist() if label_col in frame.columns
+                            else [None] * len(frame))
+            keys, labelled, pairs = _hashed_rows(frame[image_col].tolist(), label_values)
+            key_hashes.append(keys)
+            pair_keys.append(labelled)
+            pair_hashes.append(pairs)
+    if not key_hashes:
+        return Survey(kind, distinct, multi, None)
+    keys = np.concatenate(key_hashes)
+    del key_hashes
+    # One image with different labels: more distinct (image, label) pairs than images
+    # among the rows with a label.
+    if not multi:
+        multi = (len(np.unique(np.concatenate(pair_hashes)))
+                 > len(np.unique(np.concatenate(pair_keys))))
+    del pair_keys, pair_hashes
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    del keys
+    return Survey(kind, distinct, multi, first[inverse.reshape(-1)])
+
+
+def _add_distinct(found: set, values: list) -> bool:
+    """Adds the non-null values of a column to ``found``, the items of list cells one by
+    one; True when the column holds list cells."""
+    try:
+        cells = set(values)
+    except TypeError:  # unhashable cells: lists, arrays
+        cells = None
+    if cells is not None and not any(isinstance(v, tuple) for v in cells):
+        found.update(v for v in cells if not is_null(v))
+        return False
+    lists = False
+    for v in (values if cells is None else cells):
+        items = as_list(v)
+        if items is not None:
+            lists = True
+            found.update(x for x in items if not is_null(x))
+        elif not is_null(v):
+            found.add(v)
+    return lists
+
+
+def as_list(value) -> list | None:
+    """The items of a list cell (a list, tuple or array of labels), or None for a scalar."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if hasattr(value, "tolist") and not isinstance(value, str) and getattr(value, "ndim", 0):
+        return value.tolist()
+    return None
+
+
+def _box_labels(frame) -> set:
+    """The distinct names of the labels of detection rows that have a box."""
+    coordinates = [frame[c].tolist() for c in ("x_min", "y_min", "x_max", "y_max")]
+    return {name_of(label) for label, *box in zip(frame["label"].tolist(), *coordinates)
+            if not is_null(label) and any(b is not None for b in box)}
+
+
+#: An odd 64-bit constant (2**64 / golden ratio) mixing an image's hash with its label's.
+_MIX = 0x9E3779B97F4A7C15
+
+
+def _hashed_rows(keys: list, values: list):
+    """Per row, a hash of its image key (as written, blanks stripped); and of the rows
+    with a key and a label, the key's hash and a hash of the pair (labels hashed as validation compares them: "0",
+    "00" and 0 are one). List cells count as one label each: they make a table
+    multi-label by themselves."""
+    import numpy as np
+
+    label_hash: dict = {}
+    try:
+        for v in set(values):
+            label_hash[v] = None if is_null(v) else hash(identity(v))
+        hashed = list(map(label_hash.__getitem__, values))
+    except TypeError:  # list cells
+        hashed = [None if is_null(v) or as_list(v) is not None else hash(identity(v))
+                  for v in values]
+    if set(map(type, keys)) == {str}:
+        stripped = list(map(str.strip, keys))
+        key_array = np.fromiter(map(hash, stripped), np.int64, len(stripped))
+    else:
+        stripped = [k.strip() if k.__class__ is str else None for k in keys]
+        key_array = np.fromiter((0 if k is None else hash(k) for k in stripped), np.int64,
+                                len(stripped))
+    if "" not in stripped and None not in stripped and None not in hashed:
+        labels_array = np.fromiter(hashed, np.int64, len(hashed))
+        pairs = key_array.astype(np.uint64) * np.uint64(_MIX) + labels_array.astype(np.uint64)
+        return key_array, key_array, pairs
+    keep = [i for i, (k, h) in enumerate(zip(stripped, hashed)) if k and h is not None]
+    labelled = key_array[keep]
+    pairs = (labelled.astype(np.uint64) * np.uint64(_MIX)
+             + np.array([hashed[i] for i in keep], np.int64).astype(np.uint64))
+    return key_array, labelled, pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class Fixed:
+    """A column's vocabulary decided over the whole table: its names (line i = id i) and
+    each distinct value's id, or the reason the value cannot be one."""
+
+    names: list[str]
+    ids: dict   # value -> int id, or str reason
+
+
+def fix_vocabularies(schema, distinct: Mapping[str, set],
+                     label_vocabulary: Sequence[str] | None) -> dict[str, Fixed]:
+    """The vocabularies of the label and categorical columns from their distinct
+    non-null values, decided exactly as they are for a whole table."""
+    out = {}
+    for col, values in distinct.items():
+        kind = schema[col]
+        values = sorted(values, key=lambda v: (type(v).__name__, str(v)))
+        scratch = Problems(limit=len(values) + 1)
+        if kind.role == "label":
+            ids, names = label_ids(col, kind, values, range(len(values)),
+                                   label_vocabulary, scratch)
+            reasons = {p.row: p.reason for p in scratch}
+            for i, v in enumerate(values):
+                if i not in reasons and has_line_break(name_of(v)):
+                    reasons[i] = LINE_BREAK
+            out[col] = Fixed(names, {v: reasons.get(i, ids[i]) for i, v in enumerate(values)})
+        else:
+            names = vocabulary_of(values)
+            index = {n: i for i, n in enumerate(names)}
+            out[col] = Fixed(names, {v: index[name_of(v)] for v in values})
+    return out

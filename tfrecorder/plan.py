@@ -1,17 +1,21 @@
-"""Validated rows -> shard tasks. Pure functions: no I/O, no Beam.
+"""The shard plan: how many shards each split gets and which rows go where, from
+the rows' counts alone. Pure functions: no I/O, no Beam.
 
 A shard task is one output file: its split, index and count, and its rows in a seeded,
 shuffled order. Because the plan is fixed before the pipeline runs, per-shard record
-counts are exact, output is byte-for-byte reproducible, and a retried shard rewrites
-exactly what it wrote before.
+counts are exact, output is byte-for-byte reproducible (on any machine: nothing here
+depends on the one that runs it), and a retried shard rewrites exactly what it wrote
+before.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import operator
 import zlib
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from tfrecorder.layout import ShardName, split_order
 
@@ -21,8 +25,12 @@ MAX_SHARD_BYTES = 1 << 30
 PREFERRED_MAX_SHARDS = 1024
 #: Framing plus the small features each record carries besides the image.
 RECORD_OVERHEAD_BYTES = 120
-#: A split is "big enough" to be spread over every worker when it has this many rows
-#: per worker; below that, start-up costs more than the parallelism gains.
+#: Shards a split gets at least when it has enough rows, so that as many workers can
+#: write it at once (a number, not this machine's core count: the same table gives the
+#: same files on a laptop, CI and Dataflow).
+PARALLEL_SHARDS = 8
+#: A split is "big enough" for ``PARALLEL_SHARDS`` when it has this many rows per shard;
+#: below that, start-up costs more than the parallelism gains.
 MIN_ROWS_PER_SHARD_FOR_PARALLELISM = 64
 
 
@@ -40,6 +48,79 @@ class Row:
 
 
 @dataclasses.dataclass
+class Block:
+    """Rows of one split as columns, as they are spilled and staged: the fields of
+    ``plan.Row`` but the split, one sequence each (``features`` one per feature,
+    ``values`` one per schema column; ``merged`` None when no row merges others)."""
+
+    row_ids: Sequence
+    uris: Sequence
+    feature_names: list[str]
+    features: list[Sequence]
+    values: list[Sequence]
+    labels: Sequence
+    merged: Sequence | None = None
+
+    def __len__(self) -> int:
+        return len(self.row_ids)
+
+    def take(self, picked: list[int]) -> "Block":
+        """The rows at indices ``picked``, in that order."""
+        if len(picked) == len(self.row_ids) and picked == list(range(len(picked))):
+            return self
+        if len(picked) < 2:  # itemgetter of one index gives the item, not a tuple
+            gather = lambda column: [column[i] for i in picked]  # noqa: E731
+        else:
+            gather = operator.itemgetter(*picked)
+        taken: dict[int, Sequence] = {}
+
+        def get(column):  # a column held twice (image_uri as value and uri) is taken once
+            if column is None:
+                return None
+            if id(column) not in taken:
+                taken[id(column)] = gather(column)
+            return taken[id(column)]
+
+        return Block(get(self.row_ids), get(self.uris), self.feature_names,
+                     [get(f) for f in self.features], [get(v) for v in self.values],
+                     get(self.labels), get(self.merged))
+
+    def as_tuple(self) -> tuple:
+        """The columns to pickle; a value column that is the ``uris`` column itself (the
+        image column, which needed no resolving) is written once, as None."""
+        values = [None if v is self.uris else v for v in self.values]
+        return (self.row_ids, self.uris, self.feature_names, self.features, values,
+                self.labels, self.merged)
+
+    @classmethod
+    def from_tuple(cls, columns: tuple) -> "Block":
+        row_ids, uris, feature_names, features, values, labels_, merged = columns
+        return cls(row_ids, uris, feature_names, features,
+                   [uris if v is None else v for v in values], labels_, merged)
+
+    def rows(self, split: str) -> Iterator[Row]:
+        """``plan.Row`` of each row; rows with the same features share one dict."""
+        features = feature_dicts(self.feature_names, self.features, len(self))
+        merged = itertools.repeat(()) if self.merged is None else self.merged
+        return map(Row, self.row_ids, itertools.repeat(split), self.uris, features,
+                   zip(*self.values), self.labels, merged)
+
+
+def feature_dicts(names: list[str], columns: list, n: int) -> Iterator[dict[str, bytes]]:
+    """Each of ``n`` rows' features as a dict, from one column of encoded values per
+    feature name; rows with the same features share one dict (the first 100,000
+    distinct ones), so a label column of a few values makes a few dicts."""
+    shared: dict[tuple, dict] = {}
+    for key in zip(*columns) if names else itertools.repeat((), n):
+        found = shared.get(key)
+        if found is None:
+            found = dict(zip(names, key))
+            if len(shared) < 100_000:
+                shared[key] = found
+        yield found
+
+
+@dataclasses.dataclass
 class ShardTask:
     """One output file and the rows that go into it, in order."""
 
@@ -50,14 +131,14 @@ class ShardTask:
     rows: list[Row]
 
 
-def shard_count(total_bytes: int, num_rows: int, workers: int = 1) -> int:
+def shard_count(total_bytes: int, num_rows: int, parallel: int = PARALLEL_SHARDS) -> int:
     """How many shards a split of ``num_rows`` rows and about ``total_bytes`` gets.
 
     Every shard stays at most 1 GiB and, where possible, at least 64 MiB; within that
     range the count is the largest power of two up to 1024 (above 1024 shards, the
     smallest multiple of 1024 that keeps shards under 1 GiB). There are never fewer
-    shards than ``workers`` when the split has enough rows to keep them all busy, and
-    never more shards than rows.
+    shards than ``parallel`` when the split has enough rows to keep that many writers
+    busy, and never more shards than rows.
     """
     if num_rows <= 0:
         return 0
@@ -74,8 +155,8 @@ def shard_count(total_bytes: int, num_rows: int, workers: int = 1) -> int:
                 n = p
                 break
             p //= 2
-    if num_rows >= workers * MIN_ROWS_PER_SHARD_FOR_PARALLELISM:
-        n = max(n, workers)
+    if num_rows >= parallel * MIN_ROWS_PER_SHARD_FOR_PARALLELISM:
+        n = max(n, parallel)
     return max(1, min(n, num_rows))
 
 
@@ -91,47 +172,48 @@ def permutation(n: int, seed: int, split: str):
     return np.random.RandomState(key).permutation(n)
 
 
-def shuffled(rows: Sequence[Row], seed: int, split: str) -> list[Row]:
-    """``rows`` in a seeded random order; the same rows and seed give the same order."""
-    return [rows[i] for i in permutation(len(rows), seed, split)]
-
-
 def boundaries(num_rows: int, num_shards: int) -> list[int]:
     """End offsets of each shard when ``num_rows`` are cut into ``num_shards``."""
     return [round(num_rows * (i + 1) / num_shards) for i in range(num_shards)]
 
 
-def plan(
-    rows: Sequence[Row],
-    *,
-    name: str,
-    gzip: bool = False,
-    num_shards: int | Mapping[str, int] = 0,
-    bytes_per_split: Mapping[str, int] | None = None,
-    workers: int = 1,
-    seed: int = 0,
-) -> list[ShardTask]:
-    """Shard tasks for ``rows``, split by split in the order train, validation, test.
+@dataclasses.dataclass(frozen=True)
+class SplitLayout:
+    """How one split's rows go to its shards, from its row count alone."""
 
-    ``num_shards`` 0 sizes shards automatically from ``bytes_per_split``; a number
-    (or a number per split) fixes the count, capped at the split's row count.
+    split: str
+    count: int                # shards
+    inverse: object           # numpy int array: row index -> position in the shuffled order
+    ends: object              # numpy int array: end position of each shard
+
+
+def layouts(counts: Mapping[str, int], *, num_shards: int | Mapping[str, int] = 0,
+            bytes_per_split: Mapping[str, int] | None = None,
+            parallel: int = PARALLEL_SHARDS, seed: int = 0) -> list[SplitLayout]:
+    """The shard layout of every split of ``counts`` (rows per split), in the order
+    train, validation, test: row i of a split (in the order its rows were read) goes to
+    position ``inverse[i]`` of the split's seeded order, cut into shards at ``ends``.
+
+    ``num_shards`` 0 sizes shards automatically from ``bytes_per_split``
+    (``shard_count``); a number (or a number per split) fixes the count, capped at the
+    split's row count.
     """
-    by_split: dict[str, list[Row]] = {}
-    for row in rows:
-        by_split.setdefault(row.split, []).append(row)
-    tasks = []
-    for split in sorted(by_split, key=split_order):
-        split_rows = shuffled(by_split[split], seed, split)
-        n = len(split_rows)
-        wanted = num_shards.get(split, 0) if isinstance(num_shards, Mapping) else num_shards
-        if wanted:
-            count = max(1, min(int(wanted), n))
-        else:
-            count = shard_count((bytes_per_split or {}).get(split, 0), n, workers)
-        start = 0
-        for index, end in enumerate(boundaries(n, count)):
-            filename = str(ShardName(name, split, index, count, gzip))
-            tasks.append(ShardTask(split, index, count, filename, split_rows[start:end]))
-            start = end
-    return tasks
+    import numpy as np
 
+    out = []
+    for split in sorted(counts, key=split_order):
+        n = counts[split]
+        wanted = num_shards.get(split, 0) if isinstance(num_shards, Mapping) else num_shards
+        count = (max(1, min(int(wanted), n)) if wanted else
+                 shard_count((bytes_per_split or {}).get(split, 0), n, parallel))
+        order = permutation(n, seed, split)
+        inverse = np.empty(n, np.int64)
+        inverse[order] = np.arange(n)
+        out.append(SplitLayout(split, count, inverse, np.array(boundaries(n, count), np.int64)))
+    return out
+
+
+def shard_names(layouts_: Sequence[SplitLayout], name: str, gzip: bool) -> list[str]:
+    """The file names of every shard of ``layouts_``, in order."""
+    return [str(ShardName(name, lay.split, i, lay.count, gzip))
+            for lay in layouts_ for i in range(lay.count)]

@@ -1,20 +1,37 @@
-"""Beam runners other than the embedded one and Dataflow: what each needs to start, checked
-before anything is written, and the options tfrecorder adds for it.
+"""Running a planned conversion on a Beam runner: the only code of the driver that
+imports Beam.
 
-A runner that cannot start fails here in one line (a ConfigError naming what is missing),
-not minutes later inside Beam: Flink and Spark without a cluster would download a job
-server jar and start a JVM; a job endpoint nobody answers would be retried for minutes.
+- ``run_direct``: the embedded DirectRunner (Beam's FnApiRunner in this process or in
+  one worker process per core) or any other runner a user names, with a progress bar;
+- ``run_dataflow``: a Dataflow job, with a wheel of this very tfrecorder (``build_wheel``);
+- ``check``: what runners other than the embedded one need to start, checked before
+  anything is written. A runner that cannot start fails here in one line (a ConfigError
+  naming what is missing), not minutes later inside Beam: Flink and Spark without a
+  cluster would download a job server jar and start a JVM; a job endpoint nobody answers
+  would be retried for minutes.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
 import os
+import re
 import socket
 import sys
+import uuid
+import zipfile
 from urllib.parse import urlsplit
 
-from tfrecorder.errors import ConfigError
+from tfrecorder import layout, metadata, output, plan, shard, storage
+from tfrecorder.errors import ConfigError, TFRecorderError
+from tfrecorder.options import Options
+
+log = logging.getLogger(__name__)
 
 #: Beam's Dask runner, which Beam does not list among its runner names.
 DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
@@ -183,3 +200,344 @@ def dask_in_notebooks():
         yield
     finally:
         dask_runner.is_in_notebook = check
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """Everything a runner needs to run one planned conversion."""
+
+    opts: Options
+    task_dir: str                   # the staged shard tasks
+    shards: tuple                   # their shard names, in plan order
+    settings: shard.WriteSettings   # where and how shards are written
+    spec: metadata.DatasetSpec      # what the last step writes
+    records: int                    # records the tasks will write
+    workers: int                    # DirectRunner workers (1: in this process)
+    threads: bool = False           # workers are threads of this process, not processes
+
+    @property
+    def output_dir(self) -> str:
+        return self.settings.output_dir
+
+
+def after_failure(run: Run) -> None:
+    """Removes what a failed local run wrote into its folder, but its ledger and errors."""
+    folder = run.settings.run_dir
+    for name in storage.listdir(folder):
+        if name not in (output.LEDGER, layout.ERRORS):
+            storage.remove(storage.join(folder, name))
+
+
+def parallel_shards(opts: Options) -> int:
+    """The least shards a large enough split gets: the workers the options ask for
+    (``num_workers``, Dataflow's ``max_num_workers``), else ``plan.PARALLEL_SHARDS``.
+    Never this machine's core count: the same options give the same files anywhere."""
+    value = opts.flag_value("max_num_workers") or opts.flag_value("num_workers")
+    given = int(value) if value and value.isdigit() else None
+    return opts.num_workers or given or plan.PARALLEL_SHARDS
+
+
+def local_workers(opts: Options) -> int:
+    """Workers the DirectRunner runs (one per core, unless ``num_workers`` says)."""
+    return opts.num_workers or os.cpu_count() or 1
+
+
+# --- Dataflow -------------------------------------------------------------------------
+
+
+def check_dataflow(opts: Options, output_dir: str, rows) -> None:
+    """Everything DataflowRunner needs, checked before anything is written; ``rows``
+    are ``(row id, image_uri)`` of the rows (or the first of them) whose image is not on
+    gs://."""
+    missing = [n for n in ("project", "region") if not getattr(opts, n)]
+    if missing:
+        raise ConfigError(
+            f"runner='DataflowRunner' needs {' and '.join(f'{n}=' for n in missing)} "
+            f"(your Google Cloud project id and a Dataflow region such as 'us-central1')")
+    if not output_dir.startswith("gs://"):
+        raise ConfigError(f"runner='DataflowRunner' writes to gs:// only; output directory "
+                          f"{output_dir} is local. Give a gs://bucket/path.")
+    if opts.temp_location and not opts.temp_location.startswith("gs://"):
+        raise ConfigError(f"temp_location={opts.temp_location!r}: give a gs:// folder")
+    local = [(rid, uri) for rid, uri in rows if uri is not None and not uri.startswith("gs://")]
+    if local:
+        shown = "; ".join(f"row {rid}: {uri}" for rid, uri in local[:5])
+        raise ConfigError(
+            f"runner='DataflowRunner' reads images from gs:// only, and rows point to local "
+            f"files ({shown}). Copy the images to a bucket and use gs:// URIs.")
+
+
+def console_url(project: str, region: str, job_id: str) -> str:
+    """The Cloud Console page of a Dataflow job."""
+    return f"https://console.cloud.google.com/dataflow/jobs/{region}/{job_id}?project={project}"
+
+
+def temp_location(opts: Options, output_dir: str) -> str:
+    if opts.temp_location:
+        return opts.temp_location.rstrip("/")
+    bucket = output_dir[len("gs://"):].split("/", 1)[0]
+    return f"gs://{bucket}/tfrecorder-tmp"
+
+
+def run_dataflow(run: Run, lock: output.Lock):
+    """Submits the job; its last step publishes the directory and releases the lock."""
+    import shutil
+    import tempfile
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
+
+    from tfrecorder import pipeline
+    from tfrecorder.result import DataflowJob
+
+    opts = run.opts
+    p = None
+    # A wheel built here is uploaded when the job is submitted, then no longer needed.
+    wheel_dir = None if opts.tfrecorder_wheel else tempfile.mkdtemp(prefix="tfrecorder-")
+    try:
+        wheel = opts.tfrecorder_wheel or build_wheel(wheel_dir)
+        flags = [f"--project={opts.project}", f"--region={opts.region}",
+                 f"--temp_location={temp_location(opts, run.output_dir)}",
+                 f"--extra_packages={wheel}"]
+        if opts.num_workers and opts.flag_value("num_workers") is None:
+            flags.append(f"--num_workers={opts.num_workers}")
+        if opts.job_label and opts.flag_value("job_name") is None:
+            label = re.sub(r"[^a-z0-9-]", "-", opts.job_label.lower()).strip("-")[:40] or "tfrecorder"
+            flags.append(f"--job_name={label}-{uuid.uuid4().hex[:8]}")
+        beam_options = PipelineOptions([*flags, *opts.beam_flags()], runner="DataflowRunner",
+                                       **opts.beam_keywords())
+        p = beam.Pipeline(options=beam_options)
+        pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec)
+        result = p.run()
+    except BaseException:
+        lock.release()
+        raise
+    finally:
+        if p is not None:
+            _remove_local_tempdir(p)
+        if wheel_dir is not None:
+            shutil.rmtree(wheel_dir, ignore_errors=True)
+    if beam_options.view_as(TestOptions).dry_run:
+        lock.release()  # nothing will run
+        return DataflowJob(run.output_dir, None, None, pipeline_result=result)
+    job_id = result.job_id()
+    lock.holder["job_id"] = job_id
+    lock.write()
+    url = console_url(opts.project, opts.region, job_id)
+    log.info("submitted Dataflow job %s: %s", job_id, url)
+    job = DataflowJob(run.output_dir, job_id, url, pipeline_result=result)
+    return job.wait() if opts.wait else job
+
+
+# --- DirectRunner ---------------------------------------------------------------------
+
+def run_direct(run: Run) -> str:
+    """Runs the conversion from this process (the DirectRunner, or any Beam runner but
+    Dataflow), with a progress bar where one shows."""
+    import shutil
+    import tempfile
+
+    from tfrecorder import progress
+
+    # Shard writers report progress to a folder on this machine: other runners' workers
+    # may run elsewhere.
+    if run.opts.runner != "DirectRunner" or not progress.wanted(run.opts.progress):
+        return _run_beam(run, None)
+    folder = tempfile.mkdtemp(prefix="tfrecorder-progress-")  # local, even for gs:// output
+    try:
+        return progress.watch(lambda: _run_beam(run, folder), run.records, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_beam(run: Run, progress_dir: str | None) -> str:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from tfrecorder import pipeline
+
+    name = run.opts.runner
+    extra = {}
+    if name == "DirectRunner":
+        extra["direct_num_workers"] = run.workers
+        if run.workers > 1:
+            extra["direct_running_mode"] = ("multi_threading" if run.threads
+                                            else "multi_processing")
+    flags, keywords = run.opts.beam_flags(), run.opts.beam_keywords()
+    if name == "DaskRunner":
+        flags, keywords = dask_arguments(run.opts)
+    beam_options = PipelineOptions(flags, runner=name, **{**keywords, **extra})
+    job_id = f"{name.rsplit('.', 1)[-1].lower().replace('runner', '')}-{uuid.uuid4().hex[:12]}"
+    # Any other runner (Dask, Flink, Spark, Portable, Prism...) runs the same pipeline;
+    # the shard tasks are staged under the output folder, which its workers must reach.
+    runner = (_local_runner(beam_options) if name == "DirectRunner"
+              else beam_runner(name))
+    p = beam.Pipeline(runner=runner, options=beam_options)
+    try:
+        try:
+            # The pipeline runs when ``p`` exits, inside the other context.
+            with (dask_in_notebooks() if name == "DaskRunner"
+                  else contextlib.nullcontext()), p:
+                pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec,
+                               progress_dir)
+        finally:
+            # Beam's Dask runner connects a Client of its own and leaves it open.
+            client = getattr(getattr(p, "result", None), "client", None)
+            if client is not None:
+                client.close()
+        failure = metadata.budget_failure(run.spec)  # the last step left its errors file
+        if failure is not None:
+            raise _explained(failure, run.spec)
+    except TFRecorderError:
+        raise
+    except Exception:
+        # The runner wraps a failed step in its own exception (from a worker process, as
+        # text). The error budget's failure is recognised by the files the step left;
+        # Beam's chain of frames around it says nothing a user can act on.
+        failure = metadata.budget_failure(run.spec)
+        if failure is not None:
+            raise _explained(failure, run.spec) from None
+        raise
+    finally:
+        _remove_local_tempdir(p)
+    return job_id
+
+
+@contextlib.contextmanager
+def beam_quiet():
+    """Keeps Beam's own logging off the user's stderr while it runs our pipeline.
+
+    A failing step is logged by Beam with its traceback (more than once), then raised;
+    our exception already says it. Only at the default level (the root logger at WARNING
+    or above, Beam's loggers unset) is Beam's logger raised, and it is restored after: a
+    user who asked for INFO sees Beam's messages. ``PipelineOptions`` calls
+    ``logging.basicConfig()``; a library must not configure logging, so a root handler
+    added while Beam ran is taken back.
+    """
+    beam_log = logging.getLogger("apache_beam")
+    unset = beam_log.level == logging.NOTSET and logging.root.level >= logging.WARNING
+    handlers = list(logging.root.handlers)
+    if unset:
+        beam_log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        if unset:
+            beam_log.setLevel(logging.NOTSET)
+        for h in list(logging.root.handlers):
+            if h not in handlers:
+                logging.root.removeHandler(h)
+
+
+def _explained(failure: Exception, spec: metadata.DatasetSpec) -> Exception:
+    """``failure``, with how relative image paths were resolved when images were not
+    found: the one fact a wrong working directory hides."""
+    hint = _resolution_hint(spec)
+    if hint is None:
+        return failure
+    return type(failure)(f"{failure} {hint}")
+
+
+def _resolution_hint(spec: metadata.DatasetSpec) -> str | None:
+    for folder in (spec.run_dir, storage.dirname(storage.dirname(spec.run_dir))):
+        try:
+            with storage.open_file(storage.join(folder, layout.ERRORS), "rb") as f:
+                lines = [line for line, _ in zip(f, range(1000))]
+            break
+        except FileNotFoundError:
+            continue
+    else:
+        return None
+    for line in lines:
+        q = json.loads(line)
+        uri = q.get("image_uri") or ""
+        if not q.get("reason", "").startswith("image file not found"):
+            continue
+        for value in q.get("values", {}).values():
+            given = value.strip() if isinstance(value, str) else ""
+            tail = re.sub(r"^(\./)+", "", given)
+            if (tail and given != uri and uri.endswith("/" + tail) and ".." not in tail.split("/")
+                    and not os.path.isabs(given) and not storage.is_remote(given)):
+                base = uri[:len(uri) - len(tail)].rstrip("/") or "/"
+                return (f"Relative image paths such as {given!r} were resolved against "
+                        f"{base} (a DataFrame's against the current directory, a CSV's "
+                        f"against its own folder): run from the folder they are relative "
+                        f"to, or make them absolute.")
+    return None
+
+
+def _remove_local_tempdir(p) -> None:
+    """Beam leaves a pipeline's local temporary folder behind inside IPython (it expects
+    its interactive mode to clean up); nothing of ours may stay in TMPDIR."""
+    import shutil
+
+    shutil.rmtree(getattr(p, "local_tempdir", ""), ignore_errors=True)
+
+
+def _local_runner(beam_options):
+    """Beam's FnApiRunner, which the DirectRunner runs our pipeline on.
+
+    Since Beam 2.6x the DirectRunner first tries the Prism runner, a binary it downloads
+    from GitHub on first use and runs beside this process; here that would mean a
+    network download inside a conversion, temporary folders left behind, and a runner our
+    design and measurements do not cover. The FnApiRunner runs in this process, or in
+    one worker process per core with ``direct_running_mode="multi_processing"``.
+    """
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(beam_options.get_all_options())
+    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+
+# --- the wheel ------------------------------------------------------------------------
+# Built from the installed package's own files (whatever way it was installed: a wheel,
+# a source tree, an editable install), so a Dataflow job always runs the same code as
+# the process that submitted it, and users never build one by hand. Its metadata
+# requires only what the workers use (Pillow, google-crc32c, gcsfs, NumPy): a worker
+# writes shards and never imports TensorFlow or pandas, so installing them there would
+# cost minutes per worker for nothing.
+
+#: Requirements of the code that runs on workers (shard, image, example, records, storage).
+WORKER_REQUIREMENTS = ("pillow>=10.0", "google-crc32c>=1.5", "gcsfs>=2024.2", "numpy>=1.24")
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def build_wheel(dest_dir: str) -> str:
+    """Writes ``tfrecorder-<version>-py3-none-any.whl`` into ``dest_dir``; returns its path."""
+    from tfrecorder import __version__ as version
+
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    dist_info = f"tfrecorder-{version}.dist-info"
+    files: list[tuple[str, bytes]] = []
+    for root, dirs, names in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(names):
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                arcname = os.path.relpath(path, os.path.dirname(package_dir)).replace(os.sep, "/")
+                with open(path, "rb") as f:
+                    files.append((arcname, f.read()))
+    metadata = "\n".join([
+        "Metadata-Version: 2.1", "Name: tfrecorder", f"Version: {version}",
+        "Summary: tfrecorder, as staged to remote workers",
+        *(f"Requires-Dist: {r}" for r in WORKER_REQUIREMENTS), "", ""]).encode()
+    wheel = b"Wheel-Version: 1.0\nGenerator: tfrecorder\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files += [(f"{dist_info}/METADATA", metadata), (f"{dist_info}/WHEEL", wheel)]
+    record = "\n".join([_record_line(n, d) for n, d in files] + [f"{dist_info}/RECORD,,", ""])
+    os.makedirs(dest_dir, exist_ok=True)
+    path = os.path.join(dest_dir, f"tfrecorder-{version}-py3-none-any.whl")
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in [*files, (f"{dist_info}/RECORD", record.encode())]:
+            # A fixed date: the same sources give the same wheel. A ZipInfo is stored
+            # uncompressed unless told otherwise, whatever the ZipFile's default.
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, data)
+    return path

@@ -16,7 +16,7 @@ import logging
 import operator
 import os
 import re
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from tfrecorder import detection, splits, storage
 from tfrecorder.errors import ConfigError, Problem, Problems, SchemaError
@@ -74,10 +74,23 @@ class Table:
 
 
 def read(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) -> Table:
-    """Reads ``source``: a DataFrame, a CSV path, or an image directory path.
+    """Reads ``source`` whole: a DataFrame, a CSV path, or an image directory path.
 
     ``header`` and ``names`` mean what they mean to ``pandas.read_csv`` (for a DataFrame,
     ``names`` selects columns, as TFRecorder did).
+    """
+    problems = Problems()
+    (table,) = chunks(source, schema, header, names)(problems)
+    problems.raise_if_any()
+    return table
+
+
+def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None,
+           size: int | None = None) -> Callable[[Problems], Iterator[Table]]:
+    """The one way every source is read: a function that, each time it is called, reads
+    ``source`` afresh as Tables of at most ``size`` rows (one Table when None), putting
+    the problems of single rows (ragged CSV rows, image files too deep in a tree) into
+    the Problems it is given. A source that cannot be read at all raises at once.
     """
     import pandas as pd
 
@@ -88,18 +101,28 @@ def read(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) 
                 raise ConfigError(f"names={list(names)!r}: the DataFrame has no column "
                                   f"{missing[0]!r}; it has {list(source.columns)}")
             source = source[list(names)]
-        return from_frame(source, schema)
+        frame = source
+        step = size or max(len(frame), 1)
+
+        def frames(_problems):
+            for start in range(0, max(len(frame), 1), step):
+                yield from_frame(frame.iloc[start:start + step], schema)
+
+        return frames
     if hasattr(source, "__fspath__"):
         source = str(source.__fspath__())
     if not isinstance(source, str):
         raise ConfigError(
             f"source {source!r}: give a pandas DataFrame, a CSV path, or an image directory"
         )
-    if storage.isdir(source):
-        return from_directory(source, schema)
-    if not storage.exists(source):
-        raise ConfigError(f"source {source!r} does not exist; give a CSV file or an image directory")
-    return from_csv(source, schema, header, names)
+    path = source
+    if storage.isdir(path):
+        if schema is not IMAGE_CSV_SCHEMA:
+            raise ConfigError("an image directory source takes the default image schema only")
+        return lambda problems: directory_chunks(path, size, problems)
+    if not storage.exists(path):
+        raise ConfigError(f"source {path!r} does not exist; give a CSV file or an image directory")
+    return lambda problems: csv_chunks(path, schema, header, names, size, problems)
 
 
 def _match_columns(names, schema: Schema) -> dict[str, str]:
@@ -170,12 +193,10 @@ def csv_chunks(path: str, schema: Schema, header, names, size: int | None,
     as a stream: only one chunk's records are in memory at a time.
 
     Problems of the rows (ragged rows) go to ``problems``, for the caller to raise once
-    every chunk is read; problems of the whole file raise at once. An object-detection
-    CSV is one Table of kind "detection", whatever ``size``.
+    every chunk is read; problems of the whole file raise at once. The chunks of an
+    object-detection CSV (told by its first rows) are of kind "detection".
     """
     import itertools
-
-    import pandas as pd
 
     if header != "infer" and header is not None and (
             isinstance(header, bool) or not isinstance(header, int) or header < 0):
@@ -204,6 +225,7 @@ def csv_chunks(path: str, schema: Schema, header, names, size: int | None,
     records = itertools.chain(first, records)
     choose_base = _base_dir(path)
     base = None
+    kind = "csv"
     while True:
         batch = list(itertools.islice(records, size)) if size else list(records)
         if not batch:
@@ -214,18 +236,22 @@ def csv_chunks(path: str, schema: Schema, header, names, size: int | None,
             return
         if header_names is not None:
             frame, ids = _named(batch, [str(n) for n in header_names], schema, problems)
-        elif schema is IMAGE_CSV_SCHEMA and base is None and any(
-                detection.is_detection_row(f) for _, f in batch):
-            batch.extend(records)  # a detection table is read whole
-            rows, ids = detection.rows_of(batch)
-            frame = pd.DataFrame(rows, columns=detection.COLUMNS, dtype=object)
-            yield Table(frame, ids, choose_base(frame, "image_uri"), "detection")
-            return
+        elif kind == "detection" or (schema is IMAGE_CSV_SCHEMA and base is None and any(
+                detection.is_detection_row(f) for _, f in batch)):
+            kind = "detection"  # decided on the first rows, as the header is
+            data, ids = detection.rows_of(batch, problems)
+            frame = ColumnFrame(data, len(ids), given=list(detection.COLUMNS))
+            if base is None:
+                base = choose_base(frame, "image_uri")
+            yield Table(frame, ids, base, kind)
+            if not size:
+                return
+            continue
         else:
             frame, ids = _positional(batch, schema, problems)
         if base is None:  # decided once per table, on its first rows
             base = choose_base(frame, schema.column("image"))
-        yield Table(frame, ids, base, "csv")
+        yield Table(frame, ids, base, kind)
         if not size:
             return
 
@@ -362,31 +388,48 @@ def _base_dir(csv_path: str):
 
 
 def from_directory(root: str, schema: Schema = IMAGE_CSV_SCHEMA) -> Table:
-    """An image tree as a Table: ``root/<split>/<label>/<file>`` or ``root/<label>/<file>``."""
-    import pandas as pd
+    """An image tree as one Table: ``root/<split>/<label>/<file>`` or ``root/<label>/<file>``."""
+    return read(root, schema)
 
-    if schema is not IMAGE_CSV_SCHEMA:
-        raise ConfigError("an image directory source takes the default image schema only")
+
+def directory_chunks(root: str, size: int | None, problems: Problems) -> Iterator[Table]:
+    """An image tree as Tables of at most ``size`` rows, ``split, image_uri, label`` (the
+    split None in a tree without split folders); its files are listed as a stream."""
+    import itertools
+
     root = storage.resolve(root)
     top = [d for d in storage.listdir(root)
            if not is_litter(d) and storage.isdir(storage.join(root, d))]
     split_layout = _has_split_folders(root, top)
-    files = list(_image_files(root))
-    _refuse_too_deep(files, 3 if split_layout else 2)
-    rows, ids = [], []
-    for path, rel, parts in files:
-        if split_layout and len(parts) == 3:
-            rows.append([parts[0], path, parts[1]])
-        elif not split_layout and len(parts) == 2:
-            rows.append([None, path, parts[0]])
-        else:
-            continue  # not where the layout puts images
-        ids.append(rel)
-    if not rows:
-        layout = "DIR/<split>/<label>/<file>" if split_layout else "DIR/<label>/<file>"
+    depth = 3 if split_layout else 2
+    layout = "DIR/<split>/<label>/<file>" if split_layout else "DIR/<label>/<file>"
+
+    def rows():
+        for path, rel, parts in _image_files(root):
+            if len(parts) > depth:
+                # No split and label the layout gives: skipping it would lose it silently.
+                problems.add(rel, None, None,
+                             f"image file deeper than the layout {layout}; move it into its "
+                             f"label's folder, or list the images in a CSV")
+            elif len(parts) == depth:
+                yield rel, (parts[0] if split_layout else None), path, parts[-2]
+            # else: not where the layout puts images
+
+    found = rows()
+    any_rows = False
+    while True:
+        batch = list(itertools.islice(found, size)) if size else list(found)
+        if not batch:
+            break
+        any_rows = True
+        ids, split_col, uris, label_col = map(list, zip(*batch))
+        data = dict(zip(IMAGE_CSV_SCHEMA, (split_col, uris, label_col)))
+        yield Table(ColumnFrame(data, len(ids), plain=True, given=list(IMAGE_CSV_SCHEMA)),
+                    ids, root, "directory")
+        if not size:
+            break
+    if not any_rows and not problems:
         raise SchemaError([Problem(None, None, root, f"no image files laid out as {layout}")])
-    frame = pd.DataFrame(rows, columns=list(IMAGE_CSV_SCHEMA), dtype=object)
-    return Table(frame, ids, root, "directory")
 
 
 #: Names that file managers, editors and archivers leave beside images; never data.
@@ -410,19 +453,6 @@ def _image_files(root: str) -> Iterator[tuple[str, str, list[str]]]:
         if any(is_litter(p) for p in parts) or not parts[-1].lower().endswith(IMAGE_EXTENSIONS):
             continue
         yield path, rel, parts
-
-
-def _refuse_too_deep(files, depth: int) -> None:
-    """A SchemaError naming every image file below the layout's ``depth``: it has no
-    split and label the layout gives, and skipping it would lose it silently."""
-    layout = "DIR/<split>/<label>/<file>" if depth == 3 else "DIR/<label>/<file>"
-    problems = Problems()
-    for _, rel, parts in files:
-        if len(parts) > depth:
-            problems.add(rel, None, None,
-                         f"image file deeper than the layout {layout}; move it into its "
-                         f"label's folder, or list the images in a CSV")
-    problems.raise_if_any()
 
 
 def _has_split_folders(root: str, top: list[str]) -> bool:
@@ -455,7 +485,8 @@ def create_image_csv(image_dir: str | os.PathLike, csv_file: str | os.PathLike) 
     table = from_directory(str(image_dir))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    for split, uri, label in table.frame.itertuples(index=False):
+    columns = [table.frame[c].tolist() for c in IMAGE_CSV_SCHEMA]
+    for split, uri, label in zip(*columns):
         name = splits.canonical(split) if split else None
         writer.writerow([name.upper() if name else "UNASSIGNED", uri, label])
     storage.write_bytes(str(csv_file), out.getvalue().encode("utf-8"))

@@ -1,38 +1,28 @@
-"""A table checked against a schema, before any pipeline exists.
+"""A chunk of a table checked against a schema, before any pipeline exists.
 
-``validate`` checks every row and reports every problem at once in one SchemaError. What
-it returns is everything the writers need: per row the split, the resolved image path
-and the non-image features already encoded. Object-detection tables are checked by
-``detection.validate`` instead.
+``check_columns`` checks every row of a chunk, with the vocabularies decided over the
+whole table beforehand (``labels.fix_vocabularies``), and reports every problem at once
+in one SchemaError. What it returns, column by column, is everything the writers need:
+per row the split, the resolved image path and the non-image features already encoded.
+``spill`` runs it over every chunk; object-detection chunks are checked by
+``detection.check`` instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import decimal
-import itertools
 import numbers
 import operator
 import re
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from tfrecorder import example, labels, layout, splits, storage, types
 from tfrecorder.errors import Problem, Problems, SchemaError
 from tfrecorder.layout import FeatureSpec
-from tfrecorder.plan import Row
 from tfrecorder.schema import Schema
 
 _INT = re.compile(r"\s*[+-]?\d+\s*")
-
-
-@dataclasses.dataclass
-class Checked:
-    """A validated table."""
-
-    rows: list[Row]
-    columns: tuple[str, ...]                 # names of Row.values
-    features: dict[str, FeatureSpec]         # every feature an Example holds
-    vocabularies: dict[str, list[str]]       # feature -> names (line i = id i)
 
 
 @dataclasses.dataclass
@@ -52,22 +42,11 @@ class _Columns:
     vocabularies: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     plain: bool = False                      # every cell is None or non-blank text
 
-    def row_features(self, i: int) -> dict[str, bytes]:
-        return {c: values[i] for c, values in self.encoded.items()}
-
-    def all_features(self) -> list[dict[str, bytes]]:
-        """``row_features(i)`` of every row."""
-        return list(feature_dicts(list(self.encoded), list(self.encoded.values()),
-                                  len(self.row_ids)))
-
     def assign_splits(self, fractions: Mapping[str, float]) -> None:
         """A split for every unassigned row, from its image key (else its row id)."""
         if None in self.splits:
             self.splits = [s or splits.assign(k or str(rid), fractions)
                            for s, k, rid in zip(self.splits, self.keys, self.row_ids)]
-
-    def values(self, i: int) -> tuple:
-        return tuple(labels.jsonable(self.raw[c][i]) for c in self.names)
 
     def value_columns(self) -> list[list]:
         """Per column, every row's value as ``values(i)`` gives it; a column of plain
@@ -82,61 +61,18 @@ class _Columns:
                 out.append([labels.jsonable(v) for v in raw])
         return out
 
-    def all_values(self) -> list[tuple]:
-        """``values(i)`` of every row."""
-        return list(zip(*self.value_columns()))
-
-
-def feature_dicts(names: list[str], columns: list, n: int) -> Iterator[dict[str, bytes]]:
-    """Each of ``n`` rows' features as a dict, from one column of encoded values per
-    feature name; rows with the same features share one dict (the first 100,000
-    distinct ones), so a label column of a few values makes a few dicts."""
-    shared: dict[tuple, dict] = {}
-    for key in zip(*columns) if names else itertools.repeat((), n):
-        found = shared.get(key)
-        if found is None:
-            found = dict(zip(names, key))
-            if len(shared) < 100_000:
-                shared[key] = found
-        yield found
-
-
-def validate(
-    frame,
-    row_ids: Sequence,
-    schema: Schema,
-    *,
-    base_dir: str | None = None,
-    label_vocabulary: Sequence[str] | None = None,
-    split_fractions: Mapping[str, float] = splits.DEFAULT_FRACTIONS,
-    fixed: Mapping[str, "Fixed"] | None = None,
-) -> Checked:
-    """Checks ``frame`` (columns named as in ``schema``) row by row.
-
-    ``fixed`` gives, per label or categorical column, a vocabulary decided beforehand
-    over the whole table (see ``fix_vocabularies``), for a table checked in chunks.
-    Raises SchemaError listing every problem found, with row, column, value and reason.
-    """
-    cols, multi = _check(frame, row_ids, schema, base_dir=base_dir,
-                         label_vocabulary=label_vocabulary, fixed=fixed)
-    fractions = splits.check_fractions(split_fractions)
-    image_col = schema.column("image")
-    if multi and image_col is not None:
-        return _merged(cols, image_col, schema.column("label"), fractions)
-    cols.assign_splits(fractions)
-    rows = list(map(Row, row_ids, cols.splits, cols.uris, cols.all_features(),
-                    cols.all_values(), cols.labels))
-    return Checked(rows, cols.names, cols.features, cols.vocabularies)
-
-
 def check_columns(frame, row_ids: Sequence, schema: Schema, *, base_dir: str | None,
-                  split_fractions: Mapping[str, float], fixed: Mapping[str, "Fixed"]) -> _Columns:
-    """What ``validate`` checks, for a chunk of a table whose label columns all have a
-    vocabulary in ``fixed``, left as columns: the streaming driver spills them as they
-    are, without a Row per row."""
-    cols, _ = _check(frame, row_ids, schema, base_dir=base_dir, label_vocabulary=None,
-                     fixed=fixed)
-    cols.assign_splits(splits.check_fractions(split_fractions))
+                  split_fractions: Mapping[str, float], fixed: Mapping[str, labels.Fixed],
+                  multi: bool = False) -> _Columns:
+    """Checks a chunk of a table whose label and categorical columns all have a
+    vocabulary in ``fixed``, left as columns. ``multi``: the label column may hold lists
+    and one image several rows; such rows keep no split of their own (the image's rows,
+    grouped, decide it). Raises SchemaError listing every problem found, with row,
+    column, value and reason."""
+    cols = _check(frame, row_ids, schema, base_dir=base_dir, fixed=fixed, multi=multi)
+    fractions = splits.check_fractions(split_fractions)
+    if not multi:
+        cols.assign_splits(fractions)
     return cols
 
 
@@ -178,9 +114,8 @@ def _missing_columns(missing: list[str], have: list, schema: Schema) -> list[Pro
     return problems
 
 
-def _check(frame, row_ids: Sequence, schema: Schema, *, base_dir, label_vocabulary,
-           fixed) -> tuple[_Columns, bool]:
-    """Every column checked and encoded; ``(columns, multi-label)``. Raises SchemaError."""
+def _check(frame, row_ids: Sequence, schema: Schema, *, base_dir, fixed, multi) -> _Columns:
+    """Every column checked and encoded. Raises SchemaError."""
     n = len(frame)
     if n == 0:
         raise SchemaError([Problem(None, None, None, "the table has no rows; give it at least one")])
@@ -198,17 +133,15 @@ def _check(frame, row_ids: Sequence, schema: Schema, *, base_dir, label_vocabula
     if image_col is not None:
         _check_uris(cols, image_col, base_dir, problems)
         cols.features.update(layout.image_feature_specs())
-    multi = False
-    fixed = fixed or {}
     for col, kind in schema.items():
-        if kind.role == "label" and col in fixed:
-            _encode_fixed_labels(cols, col, fixed[col], problems)
+        if kind.role == "label" and multi:
+            _encode_fixed_lists(cols, col, fixed[col], problems)
         elif kind.role == "label":
-            multi = _encode_labels(cols, col, kind, label_vocabulary, problems)
+            _encode_fixed_labels(cols, col, fixed[col], problems)
         elif kind.role not in ("split", "image"):
             encode_column(cols, col, kind, problems, fixed.get(col))
     problems.raise_if_any()
-    return cols, multi
+    return cols
 
 
 def _check_splits(cols: _Columns, split_col: str | None, problems: Problems) -> None:
@@ -268,73 +201,8 @@ def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
         cols.uris[i] = storage.resolve(v.strip(), base_dir)
 
 
-def _encode_labels(cols: _Columns, col: str, kind: types.ColumnType,
-                   vocabulary: Sequence[str] | None, problems: Problems) -> bool:
-    """Label ids of every row into ``cols``; True when the column is multi-label."""
-    values = cols.raw[col]
-    multi = _is_multi_label(values, cols.keys)
-    if multi:
-        lists = [_as_list(v) for v in values]
-        flat_ids, names = labels.label_ids(
-            col, kind, [x for lst in lists for x in lst] or [None],
-            [rid for rid, lst in zip(cols.row_ids, lists) for _ in lst] or [cols.row_ids[0]],
-            vocabulary, problems)
-        pos = 0
-        for i, (rid, lst) in enumerate(zip(cols.row_ids, lists)):
-            if not lst:
-                problems.add(rid, col, None, "no label; give every row a label")
-            cols.labels[i] = tuple(sorted({x for x in flat_ids[pos:pos + len(lst)]
-                                           if x is not None}))
-            pos += len(lst)
-    else:
-        ids, names = labels.label_ids(col, kind, values, cols.row_ids, vocabulary, problems)
-        cols.labels = [() if i is None else (i,) for i in ids]
-    cols.vocabularies[col] = names
-    cols.features[col] = FeatureSpec(example.INT64, None if multi else [], "label")
-    cache: dict[tuple, bytes] = {}
-    encoded = cols.encoded[col] = [None] * len(cols.labels)
-    for i, ids_ in enumerate(cols.labels):
-        if ids_ or multi:
-            if ids_ not in cache:
-                cache[ids_] = example.int64_feature(ids_)
-            encoded[i] = cache[ids_]
-    return multi
-
-
-@dataclasses.dataclass(frozen=True)
-class Fixed:
-    """A column's vocabulary decided over the whole table: its names (line i = id i) and
-    each distinct value's id, or the reason the value cannot be one."""
-
-    names: list[str]
-    ids: dict   # value -> int id, or str reason
-
-
-def fix_vocabularies(schema: Schema, distinct: Mapping[str, set],
-                     label_vocabulary: Sequence[str] | None) -> dict[str, Fixed]:
-    """The vocabularies of the label and categorical columns from their distinct
-    non-null values, decided exactly as ``validate`` decides them for a whole table."""
-    out = {}
-    for col, values in distinct.items():
-        kind = schema[col]
-        values = sorted(values, key=lambda v: (type(v).__name__, str(v)))
-        scratch = Problems(limit=len(values) + 1)
-        if kind.role == "label":
-            ids, names = labels.label_ids(col, kind, values, range(len(values)),
-                                          label_vocabulary, scratch)
-            reasons = {p.row: p.reason for p in scratch}
-            for i, v in enumerate(values):
-                if i not in reasons and labels.has_line_break(labels.name_of(v)):
-                    reasons[i] = labels.LINE_BREAK
-            out[col] = Fixed(names, {v: reasons.get(i, ids[i]) for i, v in enumerate(values)})
-        else:
-            names = labels.vocabulary_of(values)
-            index = {n: i for i, n in enumerate(names)}
-            out[col] = Fixed(names, {v: index[labels.name_of(v)] for v in values})
-    return out
-
-
-def _encode_fixed_labels(cols: _Columns, col: str, fixed: Fixed, problems: Problems) -> None:
+def _encode_fixed_labels(cols: _Columns, col: str, fixed: labels.Fixed,
+                         problems: Problems) -> None:
     """Label ids from a vocabulary fixed over the whole table (single-label only)."""
     ids, encoded = fixed.ids, {}
     for value, found in ids.items():
@@ -366,47 +234,42 @@ def _encode_fixed_labels(cols: _Columns, col: str, fixed: Fixed, problems: Probl
 
 
 
-def _as_list(value) -> list:
-    """The label names of one cell: a list or tuple as it is, a scalar as [scalar]."""
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if not labels.is_null(v)]
-    if hasattr(value, "tolist") and not isinstance(value, str) and getattr(value, "ndim", 0):
-        return [v for v in value.tolist() if not labels.is_null(v)]
-    return [] if labels.is_null(value) else [value]
-
-
-def _is_multi_label(values, keys) -> bool:
-    """Lists in the label column, or one image with different labels on different rows."""
-    seen: dict[str, object] = {}
-    for value, key in zip(values, keys):
-        if isinstance(value, (list, tuple)) or (hasattr(value, "ndim") and getattr(value, "ndim", 0)):
-            return True
-        if not key or labels.is_null(value):
-            continue
-        name = labels.identity(value)
-        if seen.setdefault(key, name) != name:
-            return True
-    return False
-
-
-def _merged(cols: _Columns, image_col: str, label_col: str,
-            fractions: Mapping[str, float]) -> Checked:
-    """Multi-label rows of the same image merged into one record (as AutoML does)."""
-    problems = Problems()
-    rows = []
-    for _key, members, split in splits.group_by_image(
-            cols.keys, cols.splits, cols.row_ids, image_col, fractions, problems):
-        ids = tuple(sorted({x for i in members for x in cols.labels[i]}))
-        first = members[0]
-        feats = {**cols.row_features(first), label_col: example.int64_feature(ids)}
-        rows.append(Row(cols.row_ids[first], split, cols.uris[first], feats, cols.values(first),
-                        ids, tuple((cols.row_ids[i], cols.values(i)) for i in members[1:])))
-    problems.raise_if_any()
-    return Checked(rows, cols.names, cols.features, cols.vocabularies)
+def _encode_fixed_lists(cols: _Columns, col: str, fixed: labels.Fixed,
+                        problems: Problems) -> None:
+    """Label ids of a multi-label column: each cell a label or a list of them (nulls in
+    a list left out), its ids sorted and distinct."""
+    ids, cache = fixed.ids, {}
+    column = cols.encoded[col] = [None] * len(cols.row_ids)
+    empty = []
+    for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[col])):
+        items = labels.as_list(v)
+        if items is None:
+            items = [] if labels.is_null(v) else [v]
+        found = set()
+        for x in items:
+            if labels.is_null(x):
+                continue
+            hit = ids.get(x)
+            if isinstance(hit, int):
+                found.add(hit)
+            else:
+                problems.add(rid, col, labels.jsonable(x), hit if isinstance(hit, str) else
+                             "label not in label_vocabulary; add it there or fix the row")
+        if not any(not labels.is_null(x) for x in items):
+            empty.append(rid)
+        key = tuple(sorted(found))
+        if key not in cache:
+            cache[key] = example.int64_feature(key)
+        cols.labels[i] = key
+        column[i] = cache[key]
+    for rid in empty:
+        problems.add(rid, col, None, "no label; give every row a label")
+    cols.vocabularies[col] = fixed.names
+    cols.features[col] = FeatureSpec(example.INT64, None, "label")
 
 
 def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Problems,
-                  fixed: Fixed | None = None) -> None:
+                  fixed: labels.Fixed | None = None) -> None:
     """Encodes a plain feature column into ``cols.encoded``; problems are collected."""
     dtype = kind.dtype
     values = cols.raw[col]

@@ -1,0 +1,417 @@
+"""The driver's one row path: any table, read in chunks, checked and spilled.
+
+Every source (a CSV on disk or gs://, a DataFrame, an image directory, an AutoML
+object-detection CSV) is read by ``sources.chunks`` in chunks of ``CHUNK_ROWS`` rows,
+twice:
+
+1. ``labels.survey``: the distinct values of the label and categorical columns (so that
+   vocabularies are decided over the whole table, ``labels.fix_vocabularies``), whether
+   one image has several labels, and per row the first row naming the same image.
+2. the check: every chunk validated with those vocabularies, problems collected (and
+   capped) over all chunks, the valid rows spilled, as columns (``Block``), to one
+   local file per split.
+
+Where several rows become one record (a multi-label table, one box per row of a
+detection table), the check spills each row into the bucket of its image's first row
+(``BUCKET_ROWS`` first rows a bucket), and each bucket in turn is grouped in memory:
+records come out in the order of their image's first row, whatever the chunk sizes. A
+CSV is parsed once: its chunks are kept in a local file for the second pass. The driver
+holds one chunk or one bucket, the vocabularies and a few int arrays, whatever the
+table's size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import itertools
+import os
+import pickle
+import shutil
+import tempfile
+from typing import Callable, Iterator
+
+from tfrecorder import (detection, example, labels, layout, sources, splits, storage,
+                        validation)
+from tfrecorder.errors import Problems, SchemaError
+from tfrecorder.plan import Block, Row
+
+#: Rows read, checked and spilled at a time.
+CHUNK_ROWS = 50_000
+#: Rows of each split whose image sizes estimate the split's bytes (its first ones).
+SAMPLE_ROWS = 64
+#: Images (by their first row) grouped at a time in a multi-label or detection table.
+BUCKET_ROWS = 50_000
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cycle collector off for a while. Reading a table makes millions of
+    short-lived tuples and lists, none of them in a cycle (reference counting frees
+    them); each few hundred allocations would otherwise start a collection, which took
+    about a third of the driver's time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@dataclasses.dataclass
+class Spilled:
+    """A checked table on local disk: one file of pickled ``Block`` columns per split."""
+
+    folder: str
+    counts: dict[str, int]
+    samples: dict[str, list]           # (image_uri, features) of the first rows per split
+    columns: tuple
+    features: dict
+    vocabularies: dict
+    rows_in: int
+
+    def blocks(self, split: str) -> Iterator[Block]:
+        with open(os.path.join(self.folder, split), "rb") as f:
+            while True:
+                try:
+                    yield Block.from_tuple(pickle.load(f))
+                except EOFError:
+                    return
+
+    def rows(self, split: str) -> Iterator[Row]:
+        """The split's rows, in the order they were spilled."""
+        for block in self.blocks(split):
+            yield from block.rows(split)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclasses.dataclass
+class Checked:
+    """A table checked and grouped, its records in memory: what ``validate`` gives."""
+
+    rows: list[Row]                          # split by split, in spill order
+    columns: tuple[str, ...]                 # names of Row.values
+    features: dict                           # every feature an Example holds
+    vocabularies: dict[str, list[str]]       # feature -> names (line i = id i)
+
+
+def validate(source, schema, header="infer", names=None, *, label_vocabulary=None,
+             split_fractions=splits.DEFAULT_FRACTIONS) -> Checked:
+    """``source`` checked exactly as a conversion checks it (``read``), with its records
+    in memory: for small tables and for looking at what a conversion would write."""
+    spilled = read(source, schema, header, names, label_vocabulary=label_vocabulary,
+                   split_fractions=split_fractions)
+    try:
+        rows = [row for split in sorted(spilled.counts, key=layout.split_order)
+                for row in spilled.rows(split)]
+    finally:
+        spilled.remove()
+    return Checked(rows, spilled.columns, spilled.features, spilled.vocabularies)
+
+
+class _Writer:
+    """Appends Blocks to the split files of a new spill folder, counting rows and
+    keeping the first rows of each split as its sample."""
+
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix="tfrecorder-spill-")
+        self.files: dict[str, object] = {}
+        self.counts: dict[str, int] = {}
+        self.samples: dict[str, list] = {}
+
+    def write(self, split: str, block: Block) -> None:
+        if split not in self.files:
+            self.files[split] = open(os.path.join(self.folder, split), "wb")
+        pickle.dump(block.as_tuple(), self.files[split], protocol=pickle.HIGHEST_PROTOCOL)
+        self.counts[split] = self.counts.get(split, 0) + len(block)
+        sample = self.samples.setdefault(split, [])
+        for row in itertools.islice(block.rows(split), SAMPLE_ROWS - len(sample)):
+            sample.append((row.image_uri, row.features))
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+    def spilled(self, names, features, vocabularies, rows_in: int) -> Spilled:
+        self.close()
+        return Spilled(self.folder, self.counts, self.samples, names, features,
+                       vocabularies, rows_in)
+
+    def discard(self) -> None:
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def read(source, schema, header="infer", names=None, *, label_vocabulary=None,
+         split_fractions=splits.DEFAULT_FRACTIONS, per_chunk=None) -> Spilled:
+    """``source`` checked and spilled, split by split; one SchemaError with every problem.
+
+    ``per_chunk(row_ids, uris)`` sees the image URIs of each checked chunk.
+    """
+    with gc_paused():
+        return _read(source, schema, header, names, label_vocabulary=label_vocabulary,
+                     split_fractions=split_fractions, per_chunk=per_chunk)
+
+
+def _read(source, schema, header, names, *, label_vocabulary, split_fractions, per_chunk):
+    chunks = sources.chunks(source, schema, header, names, CHUNK_ROWS)
+    fractions = splits.check_fractions(split_fractions)
+    reading = Problems()
+    cache = _ChunkCache(chunks)
+    try:
+        found = labels.survey(cache.record(reading), schema)
+        reading.raise_if_any()  # ragged rows and the like, all at once
+        if found.kind == "detection":
+            names_ = detection.vocabulary(found.distinct[schema.column("label")],
+                                          label_vocabulary)
+            check = _detection_check(names_)
+        else:
+            fixed = labels.fix_vocabularies(schema, found.distinct, label_vocabulary)
+            check = _table_check(schema, fixed, fractions, found.multi)
+        if found.kind != "detection" and not found.multi:
+            return _spill(cache.replay(), check, per_chunk)
+        return _spill_grouped(cache.replay(), check, found.firsts, fractions, per_chunk,
+                              schema.column("image") or "image_uri")
+    finally:
+        cache.remove()
+
+
+@dataclasses.dataclass
+class _Chunk:
+    """One chunk checked: its rows as columns, and what every chunk of a table has alike."""
+
+    block: Block
+    splits: list                  # per row its split; None where the group decides
+    keys: list                    # per row its image key as written (groups)
+    names: tuple                  # schema columns: the order of Row.values
+    features: dict                # feature specs
+    vocabularies: dict
+    base_dir: str | None
+    # Where rows of one image become one record: (members, the rows' Block) -> (features,
+    # label ids); and whether a detection table, whose groups are checked even when
+    # rows have problems (a multi-label table with problems is not grouped).
+    group: Callable | None = None
+    detection: bool = False
+
+
+def _table_check(schema, fixed, fractions, multi: bool):
+    """The check of a chunk of a CSV, DataFrame or image directory."""
+    label_col = schema.column("label")
+
+    def check(table, problems: Problems) -> _Chunk | None:
+        try:
+            cols = validation.check_columns(
+                table.frame, table.row_ids, schema, base_dir=table.base_dir,
+                split_fractions=fractions, fixed=fixed, multi=multi)
+        except SchemaError as e:
+            problems.extend(e)
+            return None
+        names = list(cols.encoded)
+        block = Block(cols.row_ids, cols.uris, names, [cols.encoded[c] for c in names],
+                      cols.value_columns(), cols.labels)
+        group = _multi_label(label_col) if multi else None
+        return _Chunk(block, cols.splits, cols.keys, cols.names, cols.features,
+                      cols.vocabularies, table.base_dir, group)
+
+    return check
+
+
+def _multi_label(label_col: str):
+    """The record of an image's rows in a multi-label table: the first row's features,
+    with the labels of every row (as AutoML merges them)."""
+    cache: dict[tuple, bytes] = {}
+
+    def group(members, block: Block):
+        ids = tuple(sorted({x for i in members for x in block.labels[i]}))
+        if ids not in cache:
+            cache[ids] = example.int64_feature(ids)
+        first = members[0]
+        features = {name: column[first]
+                    for name, column in zip(block.feature_names, block.features)}
+        features[label_col] = cache[ids]
+        return features, ids
+
+    return group
+
+
+def _detection_check(names: list[str]):
+    """The check of a chunk of an object-detection CSV, one row per box."""
+    index = {n: i for i, n in enumerate(names)}
+    specs = detection.feature_specs()
+
+    def check(table, problems: Problems) -> _Chunk:
+        row_splits, keys, boxes, values = detection.check(table.frame, table.row_ids,
+                                                          index, problems)
+        # Boxes travel in the labels column until the image's rows are grouped.
+        block = Block(table.row_ids, keys, [], [], [list(c) for c in zip(*values)] or
+                      [[] for _ in detection.COLUMNS], boxes)
+        return _Chunk(block, row_splits, keys, tuple(detection.COLUMNS), specs,
+                      {detection.LABEL: names}, table.base_dir,
+                      lambda members, b: detection.record(members, b.labels, index), True)
+
+    return check
+
+
+def _spill(chunks: Iterator, check, per_chunk) -> Spilled:
+    """Checks every chunk and spills its rows to their split's file."""
+    writer = _Writer()
+    problems = Problems()
+    first = None
+    rows_in = 0
+    try:
+        for table in chunks:
+            rows_in += len(table.row_ids)
+            chunk = check(table, problems)
+            if chunk is None or problems:
+                continue  # nothing will be written: only look for more problems
+            first = first or chunk
+            if per_chunk is not None:
+                per_chunk(chunk.block.row_ids, chunk.block.uris)
+            for split in sorted(set(chunk.splits), key=layout.split_order):
+                picked = list(itertools.compress(itertools.count(),
+                                                 map(split.__eq__, chunk.splits)))
+                writer.write(split, chunk.block.take(picked))
+        problems.raise_if_any()
+    except BaseException:
+        writer.discard()
+        raise
+    return writer.spilled(first.names, first.features, first.vocabularies, rows_in)
+
+
+def _spill_grouped(chunks: Iterator, check, firsts, fractions, per_chunk,
+                   image_col: str) -> Spilled:
+    """Checks every chunk, spills each row into the bucket of its image's first row,
+    then groups the buckets in order: one record per image."""
+    import numpy as np
+
+    writer = _Writer()
+    buckets: dict[int, object] = {}
+    problems = Problems()
+    first = None
+    rows_in = 0
+    try:
+        for table in chunks:
+            start, rows_in = rows_in, rows_in + len(table.row_ids)
+            chunk = check(table, problems)
+            if chunk is None or (problems and not chunk.detection):
+                continue  # a multi-label table with problems is not grouped
+            first = first or chunk
+            if per_chunk is not None:
+                per_chunk(chunk.block.row_ids, chunk.block.uris)
+            owner = firsts[start:rows_in] // BUCKET_ROWS
+            for bucket in np.unique(owner).tolist():
+                picked = np.flatnonzero(owner == bucket).tolist()
+                if bucket not in buckets:
+                    buckets[bucket] = open(os.path.join(writer.folder, f"bucket-{bucket}"), "wb")
+                piece = (chunk.block.take(picked).as_tuple(),
+                         [chunk.splits[i] for i in picked], [chunk.keys[i] for i in picked])
+                pickle.dump(piece, buckets[bucket], protocol=pickle.HIGHEST_PROTOCOL)
+        for f in buckets.values():
+            f.close()
+        if first is not None and not (problems and not first.detection):
+            for bucket in sorted(buckets):
+                _group_bucket(os.path.join(writer.folder, f"bucket-{bucket}"), first,
+                              fractions, image_col, writer, problems)
+        problems.raise_if_any()
+    except BaseException:
+        for f in buckets.values():
+            f.close()
+        writer.discard()
+        raise
+    return writer.spilled(first.names, first.features, first.vocabularies, rows_in)
+
+
+def _group_bucket(path: str, chunk: _Chunk, fractions, image_col: str, writer: _Writer,
+                  problems: Problems) -> None:
+    """The records of the images whose first row falls in one bucket, in the order of
+    those first rows, spilled split by split."""
+    pieces, row_splits, keys = [], [], []
+    with open(path, "rb") as f:
+        while True:
+            try:
+                columns, piece_splits, piece_keys = pickle.load(f)
+            except EOFError:
+                break
+            pieces.append(Block.from_tuple(columns))
+            row_splits += piece_splits
+            keys += piece_keys
+    os.remove(path)
+    rows = _concatenated(pieces)
+    del pieces
+    by_split: dict[str, list] = {}
+    for key, members, split in splits.group_by_image(keys, row_splits, rows.row_ids,
+                                                     image_col, fractions, problems):
+        by_split.setdefault(split, []).append((key, members))
+    if problems:
+        return
+    for split in sorted(by_split, key=layout.split_order):
+        groups = by_split[split]
+        records = [chunk.group(members, rows) for _, members in groups]
+        heads = [members[0] for _, members in groups]
+        merged = [tuple((rows.row_ids[i], tuple(v[i] for v in rows.values))
+                        for i in members[1:]) for _, members in groups]
+        if chunk.detection:  # the key as written, resolved
+            uris = [storage.resolve(key, chunk.base_dir) for key, _ in groups]
+        else:  # the first row's image
+            uris = [rows.uris[h] for h in heads]
+        names = list(records[0][0])
+        block = Block([rows.row_ids[h] for h in heads], uris, names,
+                      [[features[n] for features, _ in records] for n in names],
+                      [[v[h] for h in heads] for v in rows.values],
+                      [ids for _, ids in records], merged)
+        writer.write(split, block)
+
+
+def _concatenated(blocks: list[Block]) -> Block:
+    """One Block of the rows of ``blocks``, in order."""
+    def joined(columns):
+        return [x for c in columns for x in c]
+
+    first = blocks[0]
+    return Block(joined(b.row_ids for b in blocks), joined(b.uris for b in blocks),
+                 first.feature_names,
+                 [joined(b.features[k] for b in blocks) for k in range(len(first.features))],
+                 [joined(b.values[k] for b in blocks) for k in range(len(first.values))],
+                 joined(b.labels for b in blocks))
+
+
+class _ChunkCache:
+    """The chunks of one pass kept in a local file for the next, so that a source is
+    parsed once (DataFrame chunks, which cost nothing to take again, are not kept)."""
+
+    def __init__(self, chunks):
+        self._chunks = chunks
+        fd, self.path = tempfile.mkstemp(prefix="tfrecorder-chunks-")
+        os.close(fd)
+        self._kept = False
+
+    def record(self, problems: Problems) -> Iterator:
+        with open(self.path, "wb") as f:
+            for table in self._chunks(problems):
+                if table.kind != "dataframe":
+                    self._kept = True
+                    frame = table.frame
+                    pickle.dump((frame.data, len(frame), frame.plain, frame.given,
+                                 table.row_ids, table.base_dir, table.kind), f,
+                                protocol=pickle.HIGHEST_PROTOCOL)
+                yield table
+
+    def replay(self) -> Iterator:
+        if not self._kept:
+            yield from self._chunks(Problems())
+            return
+        with open(self.path, "rb") as f:
+            while True:
+                try:
+                    data, n, plain, given, ids, base, kind = pickle.load(f)
+                except EOFError:
+                    return
+                yield sources.Table(sources.ColumnFrame(data, n, plain, given), ids, base, kind)
+
+    def remove(self) -> None:
+        if os.path.exists(self.path):
+            os.remove(self.path)
