@@ -185,3 +185,36 @@ def docs_snippets(doc: str, heading: str) -> list[str]:
                     level = hashes
     assert level is not None, f"no heading {heading!r} in docs/{doc}"
     return blocks
+
+
+def validate(frame, row_ids, schema, *, base_dir=None, **kw):
+    """A table in memory checked as a conversion checks it (``spill.validate``)."""
+    from tfrecorder import sources, spill
+
+    return spill.validate(sources.Table(frame, list(row_ids), base_dir, "dataframe"), schema,
+                          **kw)
+
+
+def stage_rows(rows, folder, *, name="d", num_shards=1, seed=0):
+    """Stages hand-made ``plan.Row`` as a conversion stages a table's rows; returns the
+    staged shard tasks, read back, in plan order."""
+    from tfrecorder import plan, spill, staging
+
+    writer = spill._Writer()
+    by_split = {}
+    for r in rows:
+        by_split.setdefault(r.split, []).append(r)
+    for split, group in by_split.items():
+        names = list(group[0].features)
+        writer.write(split, plan.Block(
+            [r.row for r in group], [r.image_uri for r in group], names,
+            [[r.features[n] for r in group] for n in names],
+            [list(c) for c in zip(*(r.values for r in group))],
+            [r.labels for r in group], [r.merged for r in group]))
+    spilled = writer.spilled((), {}, {}, len(rows))
+    try:
+        layouts = plan.layouts(spilled.counts, num_shards=num_shards, seed=seed)
+        shards = staging.stage(spilled, layouts, str(folder), name=name, gzip=False)
+    finally:
+        spilled.remove()
+    return [staging.read_task(staging.task_path(str(folder), s)) for s in shards]

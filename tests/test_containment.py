@@ -10,8 +10,8 @@ import pytest
 
 import tfrecorder
 from tfrecorder import layout, output, staging
-from tfrecorder.plan import Row, ShardTask
-from tests.conftest import BUCKET, encode
+from tfrecorder.plan import Row
+from tests.conftest import BUCKET, encode, stage_rows
 
 
 def _table(root, prefix, n=6, labels=("cat", "dog")):
@@ -109,20 +109,22 @@ def test_our_files_replaced_by_links_are_replaced_never_written_through(tmp_path
 
 
 def test_staged_tasks_are_private_and_a_swapped_one_is_refused(tmp_path):
-    task = ShardTask("train", 0, 1, "data-train.tfrecord-00000-of-00001",
-                     [Row(0, "train", None, {}, (), (), ())])
     old = os.umask(0o002)  # a group-shared folder
     try:
-        [path] = staging.stage_tasks([task], str(tmp_path / "tasks"))
+        [task] = stage_rows([Row(0, "train", None, {}, ("a",))], tmp_path / "tasks")
     finally:
         os.umask(old)
+    path = staging.task_path(str(tmp_path / "tasks"), task.filename)
+    [part] = [tmp_path / "tasks" / n for n in os.listdir(tmp_path / "tasks") if ".part-" in n]
     assert stat.S_IMODE(os.stat(tmp_path / "tasks").st_mode) == 0o700
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert staging.read_task(path).filename == task.filename
-    os.chmod(path, 0o664)  # writable by the group: anyone there could have swapped it
-    with pytest.raises(tfrecorder.ConfigError, match="not a private file"):
-        staging.read_task(path)
-    os.chmod(path, 0o600)
+    assert stat.S_IMODE(os.stat(part).st_mode) == 0o600
+    assert [r.row for r in staging.read_task(path).rows] == [0]
+    for swapped in (path, part):
+        os.chmod(swapped, 0o664)  # writable by the group: anyone there could have swapped it
+        with pytest.raises(tfrecorder.ConfigError, match="not a private file"):
+            staging.read_task(path)
+        os.chmod(swapped, 0o600)
     if os.getuid() == 0:  # owned by another user
         os.chown(path, 65534, -1)
         with pytest.raises(tfrecorder.ConfigError, match="not a private file"):

@@ -4,11 +4,10 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecorder import example, metadata, pipeline, shard, staging
-from tfrecorder.plan import plan
+from tfrecorder import example, metadata, pipeline, plan, shard, staging
 from tfrecorder.layout import FeatureSpec
 from tfrecorder.plan import Row
-from tests.conftest import encode, read_split
+from tests.conftest import encode, read_split, stage_rows
 
 COLUMNS = ("split", "image_uri", "label")
 
@@ -27,9 +26,8 @@ def _rows(tmp_path, image_table, n_good, missing):
 def test_write_shards_emits_one_element_per_shard_with_its_quarantined_rows(tmp_path,
                                                                            image_table):
     rows = _rows(tmp_path, image_table, 6, [100, 101])
-    tasks = plan(rows, name="d", num_shards=2)
+    tasks = stage_rows(rows, tmp_path / "tasks", num_shards=2)
     out = str(tmp_path / "out")
-    staging.stage_tasks(tasks, str(tmp_path / "tasks"))
     settings = shard.WriteSettings(out, str(tmp_path / "run"), COLUMNS)
     with BeamTestPipeline() as p:
         written = (p | beam.Create(range(len(tasks)))
@@ -68,7 +66,7 @@ def test_the_job_graph_is_one_chain_without_side_inputs_or_tagged_outputs(tmp_pa
 
 def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image_table):
     rows = _rows(tmp_path, image_table, 5, [9])
-    tasks = plan(rows, name="d", num_shards=1)
+    tasks = stage_rows(rows, tmp_path / "tasks", num_shards=1)
     out = str(tmp_path / "out")
     os.makedirs(out)
     run = os.path.join(out, ".tfrecorder-tmp", "r1")
@@ -76,7 +74,6 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
         "d", None, {"label": FeatureSpec("int64", [], "label")}, {"label": ["even", "odd"]},
         len(rows), max_error_fraction=0.5, run_id="r1", run_dir=run)
     with beam.Pipeline() as p:
-        staging.stage_tasks(tasks, str(tmp_path / "tasks"))
         pipeline.build(p, str(tmp_path / "tasks"), len(tasks),
                        shard.WriteSettings(out, run, COLUMNS), spec)
     m = metadata.read_manifest(out)
@@ -89,7 +86,13 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
 def test_staged_tasks_read_back_equal(tmp_path):
     rows = [Row(i, "train", f"/x/{i}.jpg", {"label": example.int64_feature([i])}, ("a", i),
                 (i,), (100 + i,)) for i in range(5)]
-    tasks = plan(rows, name="d", num_shards=2)
-    paths = staging.stage_tasks(tasks, str(tmp_path))
-    assert staging.list_tasks(str(tmp_path)) == sorted(paths)
-    assert [staging.read_task(p) for p in paths] == tasks
+    tasks = stage_rows(rows, tmp_path, num_shards=2)
+    assert [t.filename for t in tasks] == ["d-train.tfrecord-00000-of-00002",
+                                           "d-train.tfrecord-00001-of-00002"]
+    assert staging.list_tasks(str(tmp_path)) == sorted(
+        staging.task_path(str(tmp_path), t.filename) for t in tasks)
+    # every row once, as it was made, in the seeded order of its shard
+    staged = [r for t in tasks for r in t.rows]
+    assert sorted(staged, key=lambda r: r.row) == rows
+    order = [rows[i] for i in plan.permutation(5, 0, "train")]
+    assert staged == order

@@ -5,6 +5,7 @@ import pytest
 
 from tfrecorder import sources
 from tfrecorder.errors import ConfigError, SchemaError
+from tests.conftest import validate
 
 
 def _rows(frame):
@@ -105,7 +106,7 @@ def test_a_relative_image_directory_gives_absolute_paths(tmp_path, monkeypatch):
     t = sources.read("tree")
     assert t.frame["image_uri"].tolist() == [str(p)]
     from tfrecorder import schema as schemas, validation
-    checked = validation.validate(t.frame, t.row_ids, schemas.IMAGE_CSV_SCHEMA, base_dir=t.base_dir)
+    checked = validate(t.frame, t.row_ids, schemas.IMAGE_CSV_SCHEMA, base_dir=t.base_dir)
     assert checked.rows[0].image_uri == str(p)
 
 

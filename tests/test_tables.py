@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import tfrecorder
 from tfrecorder import schema as schemas
-from tfrecorder import validation
+from tests.conftest import validate
 from tfrecorder import sources
 from tests.conftest import encode
 
@@ -99,7 +99,7 @@ cell = st.one_of(st.none(), st.just(float("nan")), st.text(max_size=8), st.integ
 def test_validation_only_ever_raises_schema_error(rows):
     df = pd.DataFrame(rows, columns=["split", "image_uri", "label"])
     try:
-        checked = validation.validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA, base_dir="/data")
+        checked = validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA, base_dir="/data")
     except tfrecorder.SchemaError as e:
         assert e.problems and all(p.reason for p in e.problems)
         return
@@ -115,7 +115,7 @@ def test_any_csv_text_reads_or_raises_schema_error(tmp_path_factory, text):
     path.write_text(text, encoding="utf-8")
     try:
         table = sources.read(str(path))
-        validation.validate(table.frame, table.row_ids, schemas.IMAGE_CSV_SCHEMA,
+        validate(table.frame, table.row_ids, schemas.IMAGE_CSV_SCHEMA,
                          base_dir=table.base_dir)
     except tfrecorder.SchemaError as e:
         assert e.problems

@@ -102,8 +102,9 @@ class Block:
         """``plan.Row`` of each row; rows with the same features share one dict."""
         features = feature_dicts(self.feature_names, self.features, len(self))
         merged = itertools.repeat(()) if self.merged is None else self.merged
-        return map(Row, self.row_ids, itertools.repeat(split), self.uris, features,
-                   zip(*self.values), self.labels, merged)
+        values = zip(*self.values) if self.values else itertools.repeat((), len(self))
+        return map(Row, self.row_ids, itertools.repeat(split), self.uris, features, values,
+                   self.labels, merged)
 
 
 def feature_dicts(names: list[str], columns: list, n: int) -> Iterator[dict[str, bytes]]:

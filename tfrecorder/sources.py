@@ -87,13 +87,15 @@ def read(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) 
 
 def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None,
            size: int | None = None) -> Callable[[Problems], Iterator[Table]]:
-    """The one way every source is read: a function that, each time it is called, reads
-    ``source`` afresh as Tables of at most ``size`` rows (one Table when None), putting
+    """The one way every source (or a Table read already) is read: a function that, each
+    time it is called, reads ``source`` afresh as Tables of at most ``size`` rows (one Table when None), putting
     the problems of single rows (ragged CSV rows, image files too deep in a tree) into
     the Problems it is given. A source that cannot be read at all raises at once.
     """
     import pandas as pd
 
+    if isinstance(source, Table):  # read already
+        return lambda _problems: iter([source])
     if isinstance(source, pd.DataFrame):
         if names is not None:
             missing = [n for n in names if n not in source.columns]
