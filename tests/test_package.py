@@ -53,8 +53,9 @@ def test_errors_subclass_the_matching_builtins():
 #: The public names; a change here is a change of the public API.
 PUBLIC = [
     "ConfigError", "ConversionError", "ConversionResult", "CorruptRecordError", "DataflowJob",
-    "Datasets", "IncompleteOutputError", "Inspection", "Manifest", "Options",
-    "OutputBusyError", "OutputChangedError", "OutputExistsError", "Problem", "SchemaError", "TFRecorderError", "Verification",
+    "Datasets", "FeatureSpec", "IncompleteOutputError", "Inspection", "Manifest", "Options",
+    "OutputBusyError", "OutputChangedError", "OutputExistsError", "Problem", "SchemaError",
+    "ShardInfo", "SplitInfo", "TFRecorderError", "Verification",
     "build_index", "check_tfrecords", "convert", "convert_and_load", "create_image_csv",
     "create_tfrecords",
     "info", "input_schema", "inspect",
