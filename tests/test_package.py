@@ -1,3 +1,5 @@
+import ast
+import pathlib
 import subprocess
 import sys
 
@@ -51,8 +53,9 @@ def test_errors_subclass_the_matching_builtins():
 #: The public names; a change here is a change of the public API.
 PUBLIC = [
     "ConfigError", "ConversionError", "ConversionResult", "CorruptRecordError", "DataflowJob",
-    "Datasets", "IncompleteOutputError", "Inspection", "Manifest", "Options",
-    "OutputBusyError", "OutputChangedError", "OutputExistsError", "Problem", "SchemaError", "TFRecorderError", "Verification",
+    "Datasets", "FeatureSpec", "IncompleteOutputError", "Inspection", "Manifest", "Options",
+    "OutputBusyError", "OutputChangedError", "OutputExistsError", "Problem", "SchemaError",
+    "ShardInfo", "SplitInfo", "TFRecorderError", "Verification",
     "build_index", "check_tfrecords", "convert", "convert_and_load", "create_image_csv",
     "create_tfrecords",
     "info", "input_schema", "inspect",
@@ -93,3 +96,98 @@ def test_options_document_every_field_once_and_the_cli_offers_each():
         if f.metadata["cli"] is not None and f.name not in ("progress", "write_index"):
             assert {f"--{f.name.replace('_', '-')}", f"--{f.name}"} <= flags, f.name
     assert {"--no-progress", "--no-index"} <= flags
+
+
+#: Import cycles not removed yet, each as "a -> b -> a" from its least module. To be
+#: emptied, never added to: staging <-> stream is being removed on its own branch.
+KNOWN_CYCLES = {"staging -> stream -> staging"}
+
+
+def _import_graph(package: pathlib.Path) -> dict[str, set[str]]:
+    """Each module of the (flat) tfrecorder package in ``package`` -> the tfrecorder
+    modules it imports anywhere in its source, function-level imports included."""
+    modules = {p.stem for p in package.glob("*.py")}
+    graph = {}
+    for path in package.glob("*.py"):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = (f"tfrecorder.{node.module}" if node.module else "tfrecorder"
+                        ) if node.level else node.module or ""
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "tfrecorder" and len(parts) > 1 and parts[1] in modules:
+                    imported.add(parts[1])
+        graph[path.stem] = imported - {path.stem}
+    return graph
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Each module's strongly connected component, as a number (Tarjan's algorithm)."""
+    order, low, component, stack = {}, {}, {}, []
+
+    def visit(node):
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in order:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other not in component:
+                low[node] = min(low[node], order[other])
+        if low[node] == order[node]:
+            while True:
+                member = stack.pop()
+                component[member] = order[node]
+                if member == node:
+                    break
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return component
+
+
+def _import_cycles(graph: dict[str, set[str]]) -> set[str]:
+    """Every simple cycle of the graph once, as "a -> b -> a" from its least module."""
+    component = _strongly_connected(graph)
+    cycles = set()
+
+    def walk(path):
+        for other in sorted(graph[path[-1]]):
+            if other == path[0]:
+                cycles.add(" -> ".join(path + [other]))
+            elif (other > path[0] and other not in path
+                  and component[other] == component[path[0]]):
+                walk(path + [other])
+
+    for node in sorted(graph):
+        walk([node])
+    return cycles
+
+
+def test_the_import_graph_sees_every_kind_of_import(tmp_path):
+    (tmp_path / "a.py").write_text(
+        "import os\nimport tfrecorder.b\nfrom tfrecorder import c, VERSION\n"
+        "def f():\n    from tfrecorder.d import x\n    from . import e\n    from .a import y\n")
+    for name in "bcde":
+        (tmp_path / f"{name}.py").write_text("")
+    assert _import_graph(tmp_path)["a"] == {"b", "c", "d", "e"}
+
+
+def test_the_cycle_finder_finds_every_cycle_once():
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"a"}, "d": {"a"}}
+    assert _import_cycles(graph) == {"a -> b -> a", "a -> b -> c -> a"}
+
+
+def test_no_module_imports_itself_back():
+    cycles = _import_cycles(_import_graph(pathlib.Path(tfrecorder.__file__).parent))
+    new = sorted(cycles - KNOWN_CYCLES)
+    assert not new, "import cycles between tfrecorder modules:\n  " + "\n  ".join(new)
+    gone = sorted(KNOWN_CYCLES - cycles)
+    assert not gone, f"remove from KNOWN_CYCLES, these cycles are gone: {gone}"

@@ -33,11 +33,12 @@ from tfrecorder.errors import (
     SchemaError,
     TFRecorderError,
 )
-from tfrecorder.index import build as build_index
 from tfrecorder.inspection import Inspection, Verification, check_tfrecords, inspect, verify
+from tfrecorder.layout import FeatureSpec
 from tfrecorder.loading import Datasets, info, load
-from tfrecorder.metadata import Manifest
+from tfrecorder.manifest import Manifest, ShardInfo, SplitInfo
 from tfrecorder.options import Options
+from tfrecorder.output import build_index
 from tfrecorder.result import ConversionResult, DataflowJob
 from tfrecorder.sources import create_image_csv
 
@@ -50,6 +51,7 @@ __all__ = [
     "CorruptRecordError",
     "DataflowJob",
     "Datasets",
+    "FeatureSpec",
     "IncompleteOutputError",
     "Inspection",
     "Manifest",
@@ -59,6 +61,8 @@ __all__ = [
     "OutputExistsError",
     "Problem",
     "SchemaError",
+    "ShardInfo",
+    "SplitInfo",
     "TFRecorderError",
     "Verification",
     "build_index",

@@ -32,6 +32,7 @@ import numpy as np
 
 from tfrecorder import example, index, layout, metadata, records, splits, storage
 from tfrecorder.errors import ConfigError, CorruptRecordError, OutputChangedError
+from tfrecorder.manifest import Manifest
 
 _HEADER = 12  # length (8) and its checksum (4) before a record's data
 
@@ -205,7 +206,7 @@ def _generation(output_dir: str):
         return None  # read_manifest says what is wrong with it
 
 
-def _split_name(split: str, manifest: metadata.Manifest, output_dir: str) -> str:
+def _split_name(split: str, manifest: Manifest, output_dir: str) -> str:
     try:
         name = splits.canonical(split)
     except splits.UnknownSplit:

@@ -234,9 +234,9 @@ def _index_parser(sub) -> None:
 
 
 def _run_index(args, _beam_flags) -> int:
-    from tfrecorder.index import build
+    from tfrecorder.output import build_index
 
-    written = build(args.output_dir)
+    written = build_index(args.output_dir)
     print(f"wrote {len(written)} index files in {args.output_dir}")
     return 0
 

@@ -14,9 +14,9 @@ its own so that a glob over the shard names (``OUT/data-train.tfrecord-*``) matc
 shards only. This module is the only place that writes or parses the format.
 
 A conversion writes each index with its shard (``shard.write``), from the framed
-lengths it wrote; ``build`` writes them for a directory that has none. gzip shards have
-no index: a gzip stream cannot be entered at a byte offset, so there is nothing a
-reader could do with one.
+lengths it wrote; ``output.build_index`` writes them for a directory that has none.
+gzip shards have no index: a gzip stream cannot be entered at a byte offset, so there
+is nothing a reader could do with one.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import struct
 from typing import BinaryIO, Iterable, Iterator
 
 from tfrecorder import storage
-from tfrecorder.errors import ConfigError, CorruptRecordError
+from tfrecorder.errors import CorruptRecordError
 
 #: The folder of index files, inside the output directory.
 DIR = "index"
@@ -133,53 +133,3 @@ def check(entries: list[tuple[int, int]], framed: list[int], where: str) -> None
                 f"{where}, line {number}: {offset} {length}, but that record is at byte "
                 f"{actual[0]} with length {actual[1]}; rebuild the index with "
                 f"`tfrecorder index`")
-
-
-def build(output_dir: str) -> list[str]:
-    """Writes the index file of every shard of ``output_dir`` from the shard's length
-    fields (its data is skipped, not read) and lists them in the manifest; returns the
-    index files' paths. For conversions written before index files existed, with
-    ``write_index=False``, and for TFRecorder 2.0 directories.
-
-    ConfigError for gzip shards (a gzip stream has no record offsets: convert again
-    without compression); CorruptRecordError when a shard is damaged or holds another
-    number of records than its manifest says. Takes the directory's lock, so it never
-    runs beside a conversion of the same directory.
-    """
-    import dataclasses
-
-    from tfrecorder import layout, legacy, metadata, output
-
-    output_dir = str(output_dir)
-    manifest = metadata.read_manifest(output_dir)
-    if manifest.compression == "gzip":
-        raise ConfigError(
-            f"{output_dir} holds gzip shards: a gzip stream cannot be entered at a record's "
-            f"byte offset, so an index of it would serve no reader. Convert again without "
-            f"compression (the default), which writes the index files with the shards.")
-    lock = output.acquire(output_dir, output.new_run_id(), "DirectRunner")
-    try:
-        if not storage.is_remote(output_dir):
-            storage.makedirs(storage.join(output_dir, DIR))
-        written, splits = [], {}
-        for split, info in manifest.splits.items():
-            shards = []
-            for shard in info.shards:
-                shard_path = storage.join(output_dir, shard.file)
-                with storage.open_file(shard_path, "rb") as f:
-                    entries = list(scan(f, shard_path))
-                if 0 <= shard.num_examples != len(entries):
-                    raise CorruptRecordError(
-                        f"{shard_path}: {len(entries)} records, the manifest says "
-                        f"{shard.num_examples}; the shard was truncated or replaced")
-                storage.write_atomic(path(output_dir, shard.file), format(entries))
-                written.append(path(output_dir, shard.file))
-                shards.append(dataclasses.replace(shard, index=name(shard.file)))
-            splits[split] = dataclasses.replace(info, shards=shards)
-        if manifest.format_version != legacy.FORMAT_VERSION:  # TFRecorder's has no manifest
-            updated = dataclasses.replace(manifest, splits=splits)
-            storage.write_atomic(storage.join(output_dir, layout.MANIFEST),
-                                 metadata.manifest_bytes(updated))
-        return written
-    finally:
-        lock.release()

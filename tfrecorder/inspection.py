@@ -20,6 +20,7 @@ from typing import Iterator
 
 from tfrecorder import example, index, layout, legacy, metadata, records, splits, storage
 from tfrecorder.errors import ConfigError, CorruptRecordError, IncompleteOutputError
+from tfrecorder.manifest import Manifest
 
 _MIME = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "bmp": "image/bmp"}
 _EXT = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp"}
@@ -109,7 +110,7 @@ def shard_records(path: str, compression: str | None) -> Iterator[bytes]:
             raise records.CorruptRecordError(f"{path}: {e}") from None
 
 
-def iter_records(tfrecord_dir: str, manifest: metadata.Manifest, split: str) -> Iterator[bytes]:
+def iter_records(tfrecord_dir: str, manifest: Manifest, split: str) -> Iterator[bytes]:
     """Every record of ``split``, in file order, checksums verified."""
     for name in manifest.files(split):
         yield from shard_records(storage.join(tfrecord_dir, name), manifest.compression)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import base64
 import re
 
-from tfrecorder import layout, storage
+from tfrecorder import index, layout, storage
 from tfrecorder.layout import FeatureSpec
+from tfrecorder.manifest import Manifest, ShardInfo, SplitInfo
 
 #: Manifest.format_version of a TFRecorder 2.0 directory.
 FORMAT_VERSION = 0
@@ -40,14 +41,12 @@ def is_legacy(folder: str) -> bool:
     return storage.exists(storage.join(folder, SCHEMA))
 
 
-def manifest(folder: str):
+def manifest(folder: str) -> Manifest:
     """A Manifest describing TFRecorder 2.0's output in ``folder``.
 
     Per-shard record counts are unknown (-1): TFRecorder did not record them; an index
     file (``tfrecorder index``) gives them.
     """
-    from tfrecorder import metadata
-
     text = storage.read_bytes(storage.join(folder, SCHEMA)).decode("utf-8")
     features: dict[str, FeatureSpec] = {}
     for m in _FEATURE.finditer(text):
@@ -72,23 +71,21 @@ def manifest(folder: str):
     for split, files in sorted(shards.items(), key=lambda kv: layout.split_order(kv[0])):
         infos = [_shard(folder, f) for f in sorted(files)]
         counts = [s.num_examples for s in infos]
-        splits[split] = metadata.SplitInfo(split, sum(counts) if min(counts) >= 0 else -1,
-                                           sum(s.num_bytes for s in infos), infos)
-    return metadata.Manifest(
+        splits[split] = SplitInfo(split, sum(counts) if min(counts) >= 0 else -1,
+                                  sum(s.num_bytes for s in infos), infos)
+    return Manifest(
         name="tfrecorder2", compression=compression, features=features,
         vocabularies=vocabularies, splits=splits, rows_in=-1, rows_written=-1,
         rows_quarantined=-1, format_version=FORMAT_VERSION)
 
 
-def _shard(folder: str, file: str):
+def _shard(folder: str, file: str) -> ShardInfo:
     """A shard's ShardInfo: its record count is known only from an index file
     (``tfrecorder index`` writes them), else -1."""
-    from tfrecorder import index, metadata
-
     size = storage.size(storage.join(folder, file))
     if not storage.exists(index.path(folder, file)):
-        return metadata.ShardInfo(file, -1, size)
-    return metadata.ShardInfo(file, len(index.read(folder, file)), size, index.name(file))
+        return ShardInfo(file, -1, size)
+    return ShardInfo(file, len(index.read(folder, file)), size, index.name(file))
 
 
 def pixels(data: bytes, height: int, width: int):

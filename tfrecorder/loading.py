@@ -25,6 +25,7 @@ import numpy as np
 
 from tfrecorder import index, layout, legacy, metadata, partition, splits, storage
 from tfrecorder.errors import ConfigError
+from tfrecorder.manifest import Manifest
 
 #: Shards read at the same time at most; more only adds memory.
 MAX_PARALLEL_READS = 16
@@ -41,7 +42,7 @@ class Datasets(dict):
     output directory's manifest.
     """
 
-    def __init__(self, datasets: Mapping, info: metadata.Manifest):
+    def __init__(self, datasets: Mapping, info: Manifest):
         super().__init__(datasets)
         self.info = info
         self.label_names = info.label_names
@@ -69,7 +70,7 @@ def _split_key(key, available) -> str:
     return name
 
 
-def info(tfrecord_dir: str) -> metadata.Manifest:
+def info(tfrecord_dir: str) -> Manifest:
     """The manifest of ``tfrecord_dir``: splits, counts, features, label names."""
     return metadata.read_manifest(str(tfrecord_dir))
 
@@ -206,7 +207,7 @@ def _reader(shard, input_context) -> tuple[int, int]:
     return (0, 1) if shard is None else partition.check_reader(shard)
 
 
-def feature_spec(tf, manifest: metadata.Manifest) -> dict:
+def feature_spec(tf, manifest: Manifest) -> dict:
     """The parsing spec of every feature, from the manifest."""
     dtypes = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
     spec = {}

@@ -1,5 +1,6 @@
 """The metadata half of the on-disk contract: what an output directory holds besides
-its shards, written by the pipeline's last step and read by ``load`` and ``inspect``::
+its shards, built for the pipeline's last step to write, and the manifest read back for
+``load`` and ``inspect``::
 
     OUT/
       tfrecorder.json                    the manifest, written last: without it the
@@ -11,7 +12,9 @@ its shards, written by the pipeline's last step and read by ``load`` and ``inspe
       errors.jsonl                       one line per quarantined row
 
 Every file is written with sorted keys and no timestamps, so the same input gives the
-same bytes.
+same bytes. The manifest's types and their JSON are ``manifest.py``'s; this module builds
+their content (and TFDS's, and the errors file), checks the error budget, and reads a
+directory's manifest, ours or, through ``legacy``, TFRecorder 2.0's.
 """
 
 from __future__ import annotations
@@ -24,11 +27,11 @@ import math
 from typing import Any, Iterable, Mapping
 
 from tfrecorder import labels as label_files
-from tfrecorder import layout, storage
+from tfrecorder import layout, legacy, storage
 from tfrecorder.errors import ConversionError, IncompleteOutputError
 from tfrecorder.layout import DATASET_INFO, ERRORS, FEATURES, MANIFEST, FeatureSpec
+from tfrecorder.manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 
-FORMAT_VERSION = 1
 TFDS_VERSION = "1.0.0"
 
 
@@ -51,104 +54,6 @@ class DatasetSpec:
     # has it return instead, and the waiting caller raises: Beam's worker processes print
     # a failing step's traceback to the user's stderr.
     fail_in_pipeline: bool = True
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardInfo:
-    file: str
-    num_examples: int
-    num_bytes: int
-    #: The shard's index file (``index.name(file)``), or None: gzip shards, and outputs
-    #: written before index files existed (``tfrecorder index`` adds them).
-    index: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class SplitInfo:
-    name: str
-    num_examples: int
-    num_bytes: int
-    shards: list[ShardInfo]
-    label_counts: dict[str, int] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
-class Manifest:
-    """The content of ``tfrecorder.json``."""
-
-    name: str
-    compression: str | None
-    features: dict[str, FeatureSpec]
-    vocabularies: dict[str, list[str]]
-    splits: dict[str, SplitInfo]
-    rows_in: int
-    rows_written: int
-    rows_quarantined: int
-    format_version: int = FORMAT_VERSION
-    #: How images were changed at conversion: {"shorter_side": N, "jpeg_quality": Q};
-    #: empty when every image is stored as it was.
-    image_options: dict = dataclasses.field(default_factory=dict)
-    #: A fingerprint of this conversion's content (every record's length and checksum,
-    #: and the metadata): readers check that the files they read are still of the
-    #: conversion whose manifest they opened. The same input gives the same generation,
-    #: as it gives the same bytes; "" in directories written before it existed.
-    generation: str = ""
-
-    @property
-    def label_key(self) -> str | None:
-        return next((k for k, f in self.features.items() if f.role == "label"), None)
-
-    @property
-    def label_names(self) -> list[str]:
-        """Names of the label ids (id i is ``label_names[i]``); [] without a label."""
-        return list(self.vocabularies.get(self.label_key, [])) if self.label_key else []
-
-    @property
-    def image_key(self) -> str | None:
-        return next((k for k, f in self.features.items() if f.role == "image"), None)
-
-    def files(self, split: str) -> list[str]:
-        return [s.file for s in self.splits[split].shards]
-
-    def index_files(self) -> list[str]:
-        """The index files the manifest lists (``index/<shard>.idx``), every split."""
-        return [s.index for info in self.splits.values() for s in info.shards if s.index]
-
-    def to_json(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["format"] = "tfrecorder"
-        return d
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Manifest":
-        for s in d["splits"].values():
-            for x in s["shards"]:
-                if layout.ShardName.parse(x.get("file")) is None:
-                    raise ValueError(f"it lists {x.get('file')!r} as a shard file, which is "
-                                     f"not a shard name tfrecorder writes")
-        splits = {
-            name: SplitInfo(s["name"], s["num_examples"], s["num_bytes"],
-                            [ShardInfo(**x) for x in s["shards"]], dict(s.get("label_counts", {})))
-            for name, s in sorted(d["splits"].items(), key=lambda kv: layout.split_order(kv[0]))
-        }
-        return cls(
-            name=d["name"], compression=d["compression"],
-            features={k: FeatureSpec(**v) for k, v in d["features"].items()},
-            vocabularies={k: list(v) for k, v in d["vocabularies"].items()},
-            splits=splits, rows_in=d["rows_in"], rows_written=d["rows_written"],
-            rows_quarantined=d["rows_quarantined"], format_version=d["format_version"],
-            image_options=dict(d.get("image_options", {})),
-            generation=str(d.get("generation", "")),
-        )
-
-
-def _dumps(obj) -> bytes:
-    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-
-
-def manifest_bytes(m: Manifest) -> bytes:
-    """The text of ``tfrecorder.json`` for ``m``."""
-    return _dumps(m.to_json())
 
 
 def _row_key(row) -> tuple:
@@ -235,16 +140,16 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Built:
         rows_written=sum(s.rows for s in stats), rows_quarantined=rows_bad,
         image_options=dict(spec.image_options),
     )
-    fingerprint = hashlib.blake2b(_dumps(manifest.to_json()), digest_size=16)
+    fingerprint = hashlib.blake2b(manifest.to_bytes(), digest_size=16)
     for s in stats:
         fingerprint.update(f"{s.filename} {s.digest}\n".encode())
     manifest = dataclasses.replace(manifest, generation=fingerprint.hexdigest())
     files = {layout.labels_file(key): label_files.format_labels_file(vocab).encode("utf-8")
              for key, vocab in spec.vocabularies.items()}
-    files[DATASET_INFO] = _dumps(tfds_dataset_info(manifest))
-    files[FEATURES] = _dumps(tfds_features(manifest, image_channels(channels),
-                                           decodable=TFDS_UNDECODABLE.isdisjoint(formats)))
-    return Built(manifest, manifest_bytes(manifest), errors, files,
+    files[DATASET_INFO] = json_bytes(tfds_dataset_info(manifest))
+    files[FEATURES] = json_bytes(tfds_features(manifest, image_channels(channels),
+                                                decodable=TFDS_UNDECODABLE.isdisjoint(formats)))
+    return Built(manifest, manifest.to_bytes(), errors, files,
                  [s.filename for s in stats],
                  [s.index_file for s in stats if s.index_file], rows_bad,
                  [f"row {q.row}: {q.reason}" for q in bad[:5]])
@@ -300,8 +205,6 @@ def read_manifest(output_dir: str) -> Manifest:
     try:
         data = storage.read_bytes(path)
     except (FileNotFoundError, NotADirectoryError):
-        from tfrecorder import legacy
-
         if legacy.is_legacy(output_dir):  # written by TFRecorder 2.0
             return legacy.manifest(output_dir)
         if not storage.isdir(output_dir):
@@ -316,7 +219,7 @@ def read_manifest(output_dir: str) -> Manifest:
             f"interrupted, or still be running). Convert again with overwrite=True."
         ) from None
     try:
-        return Manifest.from_json(json.loads(data))
+        return Manifest.from_bytes(data)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise IncompleteOutputError(
             f"{path} is not a complete tfrecorder manifest ({type(e).__name__}: {e}); the "

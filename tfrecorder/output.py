@@ -13,6 +13,7 @@ A run never destroys what it cannot replace:
   run's last step: only then is the previous output removed (its manifest first), and
   the new manifest is written last. A run that fails before leaves the previous output
   as it was.
+- ``build_index`` adds index files to a finished output that has none, under the lock.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ import time
 import uuid
 from typing import Iterable
 
-from tfrecorder import index, layout, metadata, storage
-from tfrecorder.errors import ConfigError, OutputBusyError, OutputExistsError, TFRecorderError
+from tfrecorder import index, layout, legacy, metadata, storage
+from tfrecorder.errors import (ConfigError, CorruptRecordError, OutputBusyError,
+                               OutputExistsError, TFRecorderError)
+from tfrecorder.manifest import Manifest
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ class Survey:
 
     output_dir: str
     entries: tuple[str, ...]
-    manifest: metadata.Manifest | None      # a complete previous output
+    manifest: Manifest | None               # a complete previous output
     leftovers: frozenset[str]                # files listed by ledgers of unfinished runs
     damaged: str | None = None               # why its manifest cannot be trusted, if so
 
@@ -429,7 +432,7 @@ def release(lock_path: str, run_id: str) -> None:
 # --- the last step --------------------------------------------------------------------
 
 def finish(output_dir: str, spec: metadata.DatasetSpec, stats: Iterable,
-           quarantined: Iterable) -> metadata.Manifest | None:
+           quarantined: Iterable) -> Manifest | None:
     """The run's last step: the error budget, then its files published, manifest last.
 
     Raises ConversionError over the error budget (returns None instead when
@@ -479,3 +482,50 @@ def finish(output_dir: str, spec: metadata.DatasetSpec, stats: Iterable,
         storage.remove(tmp)
     release(storage.join(output_dir, layout.LOCK), spec.run_id)
     return built.manifest
+
+
+# --- index files for a finished output ------------------------------------------------
+
+def build_index(output_dir: str) -> list[str]:
+    """Writes the index file of every shard of ``output_dir`` from the shard's length
+    fields (its data is skipped, not read) and lists them in the manifest; returns the
+    index files' paths. For conversions written before index files existed, with
+    ``write_index=False``, and for TFRecorder 2.0 directories.
+
+    ConfigError for gzip shards (a gzip stream has no record offsets: convert again
+    without compression); CorruptRecordError when a shard is damaged or holds another
+    number of records than its manifest says. Takes the directory's lock, so it never
+    runs beside a conversion of the same directory.
+    """
+    output_dir = str(output_dir)
+    manifest = metadata.read_manifest(output_dir)
+    if manifest.compression == "gzip":
+        raise ConfigError(
+            f"{output_dir} holds gzip shards: a gzip stream cannot be entered at a record's "
+            f"byte offset, so an index of it would serve no reader. Convert again without "
+            f"compression (the default), which writes the index files with the shards.")
+    lock = acquire(output_dir, new_run_id(), "DirectRunner")
+    try:
+        if not storage.is_remote(output_dir):
+            storage.makedirs(storage.join(output_dir, index.DIR))
+        written, splits = [], {}
+        for split, info in manifest.splits.items():
+            shards = []
+            for shard in info.shards:
+                shard_path = storage.join(output_dir, shard.file)
+                with storage.open_file(shard_path, "rb") as f:
+                    entries = list(index.scan(f, shard_path))
+                if 0 <= shard.num_examples != len(entries):
+                    raise CorruptRecordError(
+                        f"{shard_path}: {len(entries)} records, the manifest says "
+                        f"{shard.num_examples}; the shard was truncated or replaced")
+                storage.write_atomic(index.path(output_dir, shard.file), index.format(entries))
+                written.append(index.path(output_dir, shard.file))
+                shards.append(dataclasses.replace(shard, index=index.name(shard.file)))
+            splits[split] = dataclasses.replace(info, shards=shards)
+        if manifest.format_version != legacy.FORMAT_VERSION:  # TFRecorder's has no manifest
+            updated = dataclasses.replace(manifest, splits=splits)
+            storage.write_atomic(storage.join(output_dir, layout.MANIFEST), updated.to_bytes())
+        return written
+    finally:
+        lock.release()

@@ -8,7 +8,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tfrecorder import metadata, storage
+from tfrecorder import layout, metadata, storage
+from tfrecorder.manifest import Manifest
 
 
 class _Keys(Mapping):
@@ -65,7 +66,7 @@ class ConversionResult(_Keys):
 
     @property
     def errors_file(self) -> str:
-        return storage.join(self.output_dir, metadata.ERRORS)
+        return storage.join(self.output_dir, layout.ERRORS)
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -86,11 +87,11 @@ class ConversionResult(_Keys):
 
     @classmethod
     def from_output(cls, output_dir: str, runner: str, job_id: str | None,
-                    manifest: metadata.Manifest | None = None) -> "ConversionResult":
+                    manifest: Manifest | None = None) -> "ConversionResult":
         m = manifest or metadata.read_manifest(output_dir)
         first = []
         if m.rows_quarantined:
-            with storage.open_file(storage.join(output_dir, metadata.ERRORS), "rb") as f:
+            with storage.open_file(storage.join(output_dir, layout.ERRORS), "rb") as f:
                 for line, _ in zip(f, range(5)):
                     q = json.loads(line)
                     first.append({"row": q["row"], "image_uri": q["image_uri"],

@@ -46,7 +46,7 @@ class ShardStats:
     channels: dict[int, int] = dataclasses.field(default_factory=dict)
     labels: dict[int, int] = dataclasses.field(default_factory=dict)
     formats: dict[str, int] = dataclasses.field(default_factory=dict)  # image_format -> records
-    digest: str = ""        # of every record's length and checksum (metadata.generation)
+    digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
 
 

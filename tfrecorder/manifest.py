@@ -1,0 +1,129 @@
+"""The manifest, ``tfrecorder.json``: what a finished conversion wrote, and its JSON.
+
+``metadata.build`` makes one from the shards' statistics and ``metadata.read_manifest``
+reads one back (or describes a TFRecorder 2.0 folder as one, through ``legacy``); the
+writer (``output``) and every reader (``loading``, ``inspection``, ``access``) share
+these types. This module defines them and their text only, so it imports no tfrecorder
+module but ``layout``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Mapping
+
+from tfrecorder import layout
+from tfrecorder.layout import FeatureSpec
+
+#: Manifest.format_version of the directories tfrecorder writes (``legacy`` has 0).
+FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One shard file of a split: its name in the output folder, records and bytes."""
+
+    file: str
+    num_examples: int
+    num_bytes: int
+    #: The shard's index file (``index.name(file)``), or None: gzip shards, and outputs
+    #: written before index files existed (``tfrecorder index`` adds them).
+    index: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitInfo:
+    """One split: its totals, its shards in index order, and its rows per label name."""
+
+    name: str
+    num_examples: int
+    num_bytes: int
+    shards: list[ShardInfo]
+    label_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """The content of ``tfrecorder.json``."""
+
+    name: str
+    compression: str | None
+    features: dict[str, FeatureSpec]
+    vocabularies: dict[str, list[str]]
+    splits: dict[str, SplitInfo]
+    rows_in: int
+    rows_written: int
+    rows_quarantined: int
+    format_version: int = FORMAT_VERSION
+    #: How images were changed at conversion: {"shorter_side": N, "jpeg_quality": Q};
+    #: empty when every image is stored as it was.
+    image_options: dict = dataclasses.field(default_factory=dict)
+    #: A fingerprint of this conversion's content (every record's length and checksum,
+    #: and the metadata): readers check that the files they read are still of the
+    #: conversion whose manifest they opened. The same input gives the same generation,
+    #: as it gives the same bytes; "" in directories written before it existed.
+    generation: str = ""
+
+    @property
+    def label_key(self) -> str | None:
+        return next((k for k, f in self.features.items() if f.role == "label"), None)
+
+    @property
+    def label_names(self) -> list[str]:
+        """Names of the label ids (id i is ``label_names[i]``); [] without a label."""
+        return list(self.vocabularies.get(self.label_key, [])) if self.label_key else []
+
+    @property
+    def image_key(self) -> str | None:
+        return next((k for k, f in self.features.items() if f.role == "image"), None)
+
+    def files(self, split: str) -> list[str]:
+        return [s.file for s in self.splits[split].shards]
+
+    def index_files(self) -> list[str]:
+        """The index files the manifest lists (``index/<shard>.idx``), every split."""
+        return [s.index for info in self.splits.values() for s in info.shards if s.index]
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["format"] = "tfrecorder"
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Manifest":
+        for s in d["splits"].values():
+            for x in s["shards"]:
+                if layout.ShardName.parse(x.get("file")) is None:
+                    raise ValueError(f"it lists {x.get('file')!r} as a shard file, which is "
+                                     f"not a shard name tfrecorder writes")
+        splits = {
+            name: SplitInfo(s["name"], s["num_examples"], s["num_bytes"],
+                            [ShardInfo(**x) for x in s["shards"]], dict(s.get("label_counts", {})))
+            for name, s in sorted(d["splits"].items(), key=lambda kv: layout.split_order(kv[0]))
+        }
+        return cls(
+            name=d["name"], compression=d["compression"],
+            features={k: FeatureSpec(**v) for k, v in d["features"].items()},
+            vocabularies={k: list(v) for k, v in d["vocabularies"].items()},
+            splits=splits, rows_in=d["rows_in"], rows_written=d["rows_written"],
+            rows_quarantined=d["rows_quarantined"], format_version=d["format_version"],
+            image_options=dict(d.get("image_options", {})),
+            generation=str(d.get("generation", "")),
+        )
+
+    def to_bytes(self) -> bytes:
+        """The text of ``tfrecorder.json``."""
+        return json_bytes(self.to_json())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Manifest":
+        """The Manifest in the text of a ``tfrecorder.json``; ValueError, KeyError,
+        TypeError or AttributeError when the text is not one."""
+        return cls.from_json(json.loads(data))
+
+
+def json_bytes(value) -> bytes:
+    """``value`` as tfrecorder writes its JSON metadata files (this one and TFDS's):
+    sorted keys, indented, UTF-8 unescaped, a final newline; same value, same bytes."""
+    return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
