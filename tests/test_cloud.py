@@ -161,9 +161,9 @@ def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp
 
 
 def test_a_given_wheel_is_staged_instead(gcs, tmp_path):
-    from tfrecorder import staging
+    from tfrecorder import runners
 
-    wheel = staging.build_wheel(str(tmp_path / "mine"))
+    wheel = runners.build_wheel(str(tmp_path / "mine"))
     renamed = str(tmp_path / "tfrecorder-9.9.9-py3-none-any.whl")
     os.rename(wheel, renamed)
     job = _dataflow(gcs, 10, tfrecorder_wheel=renamed)
@@ -172,9 +172,9 @@ def test_a_given_wheel_is_staged_instead(gcs, tmp_path):
 
 @pytest.mark.slow
 def test_the_staged_wheel_installs_and_imports(tmp_path):
-    from tfrecorder import staging
+    from tfrecorder import runners
 
-    wheel = staging.build_wheel(str(tmp_path))
+    wheel = runners.build_wheel(str(tmp_path))
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                     "--target", str(target), wheel], check=True)
@@ -218,7 +218,7 @@ class _FinishedJob:
 
 
 def test_waiting_for_a_job_gives_the_directrunner_result(tmp_path):
-    from tfrecorder.convert import console_url
+    from tfrecorder.runners import console_url
     from tfrecorder.result import DataflowJob
 
     out = str(tmp_path / "out")

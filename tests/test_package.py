@@ -98,11 +98,6 @@ def test_options_document_every_field_once_and_the_cli_offers_each():
     assert {"--no-progress", "--no-index"} <= flags
 
 
-#: Import cycles not removed yet, each as "a -> b -> a" from its least module. To be
-#: emptied, never added to: staging <-> stream is being removed on its own branch.
-KNOWN_CYCLES = {"staging -> stream -> staging"}
-
-
 def _import_graph(package: pathlib.Path) -> dict[str, set[str]]:
     """Each module of the (flat) tfrecorder package in ``package`` -> the tfrecorder
     modules it imports anywhere in its source, function-level imports included."""
@@ -187,7 +182,5 @@ def test_the_cycle_finder_finds_every_cycle_once():
 
 def test_no_module_imports_itself_back():
     cycles = _import_cycles(_import_graph(pathlib.Path(tfrecorder.__file__).parent))
-    new = sorted(cycles - KNOWN_CYCLES)
-    assert not new, "import cycles between tfrecorder modules:\n  " + "\n  ".join(new)
-    gone = sorted(KNOWN_CYCLES - cycles)
-    assert not gone, f"remove from KNOWN_CYCLES, these cycles are gone: {gone}"
+    assert not cycles, "import cycles between tfrecorder modules:\n  " + "\n  ".join(
+        sorted(cycles))

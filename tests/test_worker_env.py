@@ -12,7 +12,7 @@ import zipfile
 import pytest
 
 import tfrecorder
-from tfrecorder import layout, staging
+from tfrecorder import layout, runners
 from tests.conftest import BUCKET, SAMPLES
 
 pytestmark = pytest.mark.slow  # creating the environment takes minutes (docs/runners.md)
@@ -24,7 +24,7 @@ def worker_env(tmp_path_factory):
     import apache_beam
 
     root = tmp_path_factory.mktemp("worker")
-    wheel = staging.build_wheel(str(root / "staged"))  # as _run_dataflow does
+    wheel = runners.build_wheel(str(root / "staged"))  # as run_dataflow does
     venv = root / "venv"
     # The interpreter's own venv module: no site-packages of this environment leak in.
     base = getattr(sys, "_base_executable", sys.executable)
