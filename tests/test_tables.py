@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import tfrecorder
 from tfrecorder import schema as schemas
 from tfrecorder import validation
-from tfrecorder import sources
+from tfrecorder import sources, splits, stream
 from tests.conftest import encode
 
 
@@ -93,13 +93,63 @@ cell = st.one_of(st.none(), st.just(float("nan")), st.text(max_size=8), st.integ
                  st.sampled_from(["TRAIN", "test", "Validate", "UNASSIGNED", "", "cat", "1.0"]))
 
 
+def _whole(source) -> validation.Checked:
+    """The in-memory path: the whole table read, then ``validation.validate``."""
+    table = sources.read(source)
+    return validation.validate(table.frame, table.row_ids, schemas.IMAGE_CSV_SCHEMA,
+                               base_dir=table.base_dir)
+
+
+def _streamed(source) -> validation.Checked | None:
+    """The path a CSV or DataFrame takes in ``convert``: ``stream.read``, which checks
+    each chunk with ``validation.check_columns`` and spills its rows; those rows, or None
+    when the table goes the in-memory path instead (multi-label)."""
+    spilled = stream.read(source, schemas.IMAGE_CSV_SCHEMA, "infer", None,
+                          label_vocabulary=None, split_fractions=splits.DEFAULT_FRACTIONS)
+    if spilled is None:
+        return None
+    try:
+        rows = [r for split in spilled.counts for b in spilled.blocks(split)
+                for r in b.rows(split)]
+    finally:
+        spilled.remove()
+    return validation.Checked(rows, spilled.columns, spilled.features, spilled.vocabularies)
+
+
+def _checked_both_ways(source) -> validation.Checked:
+    """``source`` checked whole and streamed: the same rows, or a SchemaError each with
+    the same problems. Returns the whole table's Checked; raises its SchemaError."""
+    outcomes = []
+    for path in (_whole, _streamed):
+        try:
+            outcomes.append(path(source))
+        except tfrecorder.SchemaError as e:
+            outcomes.append(e)
+    whole, streamed = outcomes
+    if streamed is not None:
+        if isinstance(whole, tfrecorder.SchemaError):
+            assert isinstance(streamed, tfrecorder.SchemaError), "streamed: no SchemaError"
+            assert ([str(p) for p in streamed.problems], streamed.unlisted) == (
+                [str(p) for p in whole.problems], whole.unlisted)
+        else:
+            assert not isinstance(streamed, tfrecorder.SchemaError), str(streamed)
+            by_row = lambda r: r.row  # noqa: E731
+            assert sorted(streamed.rows, key=by_row) == sorted(whole.rows, key=by_row)
+            assert (streamed.columns, streamed.features, streamed.vocabularies) == (
+                whole.columns, whole.features, whole.vocabularies)
+    if isinstance(whole, tfrecorder.SchemaError):
+        raise whole
+    return whole
+
+
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.lists(st.tuples(cell, cell, cell), min_size=0, max_size=12))
 @example(rows=[(None, "0", "0"), (None, "UNASSIGNED", "00"), (None, "UNASSIGNED", 0)])
+@example(rows=[("TRAIN", "a.jpg", "cat"), ("", "b.png", "dog"), ("test", "/c.png", 1.0)])
 def test_validation_only_ever_raises_schema_error(rows):
     df = pd.DataFrame(rows, columns=["split", "image_uri", "label"])
     try:
-        checked = validation.validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA, base_dir="/data")
+        checked = _checked_both_ways(df)
     except tfrecorder.SchemaError as e:
         assert e.problems and all(p.reason for p in e.problems)
         return
@@ -114,9 +164,7 @@ def test_any_csv_text_reads_or_raises_schema_error(tmp_path_factory, text):
     path = tmp_path_factory.mktemp("csv") / "t.csv"
     path.write_text(text, encoding="utf-8")
     try:
-        table = sources.read(str(path))
-        validation.validate(table.frame, table.row_ids, schemas.IMAGE_CSV_SCHEMA,
-                         base_dir=table.base_dir)
+        _checked_both_ways(str(path))
     except tfrecorder.SchemaError as e:
         assert e.problems
 
