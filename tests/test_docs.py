@@ -64,6 +64,38 @@ def test_readme_main_command_converts_the_bundled_samples(tmp_path):
     assert all(checked.records_per_split[s] >= n for s, n in assigned.items())
 
 
+def _options_doc():
+    """scripts/options_doc.py, which writes docs/options.md from ``tfrecorder.Options``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "options_doc", os.path.join(ROOT, "scripts", "options_doc.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_options_doc_is_rendered_from_the_options_dataclass():
+    import dataclasses
+    import difflib
+
+    import tfrecorder
+
+    script = _options_doc()
+    rendered = script.render()
+    for f in dataclasses.fields(tfrecorder.Options):  # one row per field, its text in it
+        rows = [line for line in rendered.splitlines() if line.startswith(f"| `{f.name}` |")]
+        assert len(rows) == 1, f"option {f.name!r} has {len(rows)} rows in the rendered table"
+        assert (f.metadata["doc"] or f.metadata["help"]) in rows[0], f.name
+    with open(script.PATH, encoding="utf-8") as fh:
+        written = fh.read()
+    diff = "".join(difflib.unified_diff(written.splitlines(True), rendered.splitlines(True),
+                                        "docs/options.md", "rendered", n=0))
+    assert written == rendered, (
+        f"docs/options.md differs from tfrecorder.Options; regenerate it with "
+        f"`{script.COMMAND}`\n{diff[:3000]}")
+
+
 def _anchors(path):
     """GitHub's anchors of a Markdown file's headings."""
     heads = re.findall(r"^#+ (.+)$", open(path).read(), re.M)
