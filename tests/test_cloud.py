@@ -17,6 +17,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder import example, layout, metadata, records, shard, storage
+from tfrecorder.plan import Row, ShardTask
 from tests.conftest import encode
 
 from tests.conftest import BUCKET
@@ -74,33 +75,58 @@ def test_gs_csv_of_gs_images_to_gs_output_every_row_accounted_for(gcs, tmp_path)
     assert list(datasets) == ["train", "test"] and datasets.label_names == ["c0", "c1"]
 
 
-def test_reads_inside_a_shard_overlap():
-    # Three reads must be in flight together to pass the barrier; one at a time, they
-    # would never all arrive.
-    barrier = threading.Barrier(3, timeout=30)
+class _ReadThrough(shard.WriteSettings):
+    """Write settings whose shards read every image through ``read``: the seam
+    ``shard.write`` takes its reader from, so the shard decides the reads in flight."""
+
+    def __init__(self, tmp_path, read):
+        super().__init__(str(tmp_path / "out"), str(tmp_path / "run"), ("image_uri",))
+        object.__setattr__(self, "read", read)
+
+    def reader(self):
+        return self.read
+
+
+def _shard_of(uris):
+    rows = [Row(i, "train", uri, {}, (uri,)) for i, uri in enumerate(uris)]
+    return ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001", rows)
+
+
+def test_reads_inside_a_shard_overlap(tmp_path):
+    # Three reads of gs:// images must be in flight together to pass the barrier; one
+    # at a time, the first would wait alone until the barrier breaks and fails the shard.
+    barrier, data = threading.Barrier(3, timeout=10), encode()
 
     def read(uri):
         barrier.wait()
-        return uri.encode()
+        return data
 
-    uris = [f"gs://b/{i}" for i in range(6)]
-    got = list(shard.read_all(uris, threads=shard.REMOTE_READ_THREADS, read=read))
-    assert got == [u.encode() for u in uris]
+    uris = [f"gs://b/{i}.jpg" for i in range(6)]
+    stats, bad = shard.write(_shard_of(uris), _ReadThrough(tmp_path, read))
+    assert (stats.num_examples, bad) == (6, [])
 
 
-def test_local_reads_go_one_at_a_time():
+def test_local_reads_go_one_at_a_time(tmp_path):
+    # Each read holds its slot until a second read arrives (or a short wait ends): were
+    # local reads in flight together, a second would arrive while the first waits.
     lock, in_flight, most = threading.Lock(), [0], [0]
+    another = threading.Event()
+    data = encode()
 
     def read(uri):
         with lock:
             in_flight[0] += 1
             most[0] = max(most[0], in_flight[0])
+            if in_flight[0] > 1:
+                another.set()
+        another.wait(timeout=0.25)
         with lock:
             in_flight[0] -= 1
-        return uri.encode()
+        return data
 
-    uris = [f"/data/{i}.jpg" for i in range(20)]
-    assert list(shard.read_all(uris, threads=1, read=read)) == [u.encode() for u in uris]
+    uris = [str(tmp_path / f"{i}.jpg") for i in range(4)]
+    stats, bad = shard.write(_shard_of(uris), _ReadThrough(tmp_path, read))
+    assert (stats.num_examples, bad) == (4, [])
     assert most[0] == 1
 
 

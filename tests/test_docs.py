@@ -32,10 +32,68 @@ def test_ci_runs_the_readme_test_command():
     assert tests[0] in ci
 
 
-def test_readme_main_command_converts_the_bundled_samples():
+@pytest.mark.slow
+def test_readme_main_command_converts_the_bundled_samples(tmp_path):
+    """The README's "Try it" conversion, run as written after its install steps (done:
+    ``.venv/bin`` holds this checkout's ``tfrecorder``), in a folder holding ``samples/``;
+    its output holds one record per row of ``samples/data.csv``."""
+    import pandas as pd
+
+    import tfrecorder
+
     (main,) = [c for c in _readme_commands() if "pytest" not in c]
-    assert "tfrecorder convert samples/data.csv" in main
-    assert os.path.exists(os.path.join(ROOT, "samples", "data.csv"))
+    steps = [s for s in main.split(" && ") if not _INSTALLS.search(s)]
+    assert steps and all("tfrecorder" in s for s in steps), main
+    shutil.copytree(os.path.join(ROOT, "samples"), tmp_path / "samples",
+                    ignore=shutil.ignore_patterns("*.ipynb", "out", ".ipynb_checkpoints"))
+    _shims(str(tmp_path / ".venv" / "bin"))
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    p = subprocess.run(["bash", "-euo", "pipefail", "-c", " && ".join(steps)], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, f"{' && '.join(steps)}: exit code {p.returncode}\n{p.stderr[-3000:]}"
+
+    manifests = [m for m in tmp_path.rglob("tfrecorder.json")
+                 if m.relative_to(tmp_path).parts[0] != "samples"]
+    assert len(manifests) == 1, (manifests, p.stdout)
+    table = pd.read_csv(os.path.join(ROOT, "samples", "data.csv"))
+    checked = tfrecorder.verify(str(manifests[0].parent))  # reads every record
+    assert checked.records == len(table)
+    # Rows with a split are in it; the unassigned ones (empty split) go where their hash says.
+    assigned = table["split"].dropna().str.lower().value_counts().to_dict()
+    assert set(checked.records_per_split) == set(assigned)
+    assert all(checked.records_per_split[s] >= n for s, n in assigned.items())
+
+
+def _options_doc():
+    """scripts/options_doc.py, which writes docs/options.md from ``tfrecorder.Options``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "options_doc", os.path.join(ROOT, "scripts", "options_doc.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_options_doc_is_rendered_from_the_options_dataclass():
+    import dataclasses
+    import difflib
+
+    import tfrecorder
+
+    script = _options_doc()
+    rendered = script.render()
+    for f in dataclasses.fields(tfrecorder.Options):  # one row per field, its text in it
+        rows = [line for line in rendered.splitlines() if line.startswith(f"| `{f.name}` |")]
+        assert len(rows) == 1, f"option {f.name!r} has {len(rows)} rows in the rendered table"
+        assert (f.metadata["doc"] or f.metadata["help"]) in rows[0], f.name
+    with open(script.PATH, encoding="utf-8") as fh:
+        written = fh.read()
+    diff = "".join(difflib.unified_diff(written.splitlines(True), rendered.splitlines(True),
+                                        "docs/options.md", "rendered", n=0))
+    assert written == rendered, (
+        f"docs/options.md differs from tfrecorder.Options; regenerate it with "
+        f"`{script.COMMAND}`\n{diff[:3000]}")
 
 
 def _anchors(path):

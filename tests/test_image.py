@@ -56,11 +56,29 @@ def test_recorded_shape_is_what_decode_image_returns(tf, case):
         assert info.format == Image.open(io.BytesIO(data)).format.lower()
 
 
-@pytest.mark.parametrize("check", image.CHECKS)
-def test_header_check_reads_dimensions_without_decoding(check):
-    data = encode("RGB", size=(40, 30), fmt="JPEG")
-    _, info = image.prepare(data, check)
-    assert (info.format, info.width, info.height, info.channels) == ("jpeg", 40, 30, 3)
+def _undecodable(fmt: str) -> bytes:
+    """A 40x30 RGB image of ``fmt`` with an intact header and end, that no decoder can
+    decode: a JPEG whose first Huffman table declares more codes than exist, a PNG whose
+    compressed pixels are zeroed."""
+    data = bytearray(encode("RGB", size=(40, 30), fmt=fmt))
+    if fmt == "JPEG":
+        dht = data.index(b"\xff\xc4")  # marker, length (2), class and id (1), counts (16)
+        data[dht + 5:dht + 21] = b"\xff" * 16
+    else:
+        start = data.index(b"IDAT") + 4
+        data[start + 10:start + 200] = b"\x00" * 190
+    return bytes(data)
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
+def test_header_check_reads_dimensions_without_decoding(fmt):
+    # Decoding these bytes fails, so only a check that decodes nothing accepts them.
+    data = _undecodable(fmt)
+    stored, info = image.prepare(data, "header")
+    assert stored == data
+    assert (info.format, info.width, info.height, info.channels) == (fmt.lower(), 40, 30, 3)
+    with pytest.raises(image.ImageProblem, match=f"{fmt} image fails to decode"):
+        image.prepare(data, "decode")
 
 
 @pytest.mark.parametrize("data,reason", [

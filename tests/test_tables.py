@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 import tfrecorder
 from tfrecorder import schema as schemas
-from tests.conftest import validate
-from tfrecorder import sources
+from tfrecorder import spill
 from tests.conftest import encode
 
 
@@ -93,13 +92,57 @@ cell = st.one_of(st.none(), st.just(float("nan")), st.text(max_size=8), st.integ
                  st.sampled_from(["TRAIN", "test", "Validate", "UNASSIGNED", "", "cat", "1.0"]))
 
 
+def _checked(source) -> spill.Checked:
+    """``source`` checked as ``convert`` checks it: ``spill.read`` (``sources.chunks``,
+    then ``validation.check_columns`` on each chunk), its records in memory."""
+    return spill.validate(source, schemas.IMAGE_CSV_SCHEMA)
+
+
+def _in_tiny_chunks(source) -> spill.Checked:
+    """The same, two rows a chunk and two images a bucket."""
+    sizes = spill.CHUNK_ROWS, spill.BUCKET_ROWS
+    spill.CHUNK_ROWS = spill.BUCKET_ROWS = 2
+    try:
+        return _checked(source)
+    finally:
+        spill.CHUNK_ROWS, spill.BUCKET_ROWS = sizes
+
+
+def _checked_both_ways(source) -> spill.Checked:
+    """``source`` checked in one chunk and in chunks of two rows: the same rows, or a
+    SchemaError each with the same problems. Returns the first Checked; raises its
+    SchemaError."""
+    outcomes = []
+    for path in (_checked, _in_tiny_chunks):
+        try:
+            outcomes.append(path(source))
+        except tfrecorder.SchemaError as e:
+            outcomes.append(e)
+    whole, streamed = outcomes
+    if isinstance(whole, tfrecorder.SchemaError):
+        assert isinstance(streamed, tfrecorder.SchemaError), "streamed: no SchemaError"
+        # the same problems; chunk by chunk, they come in another order
+        assert (sorted(map(str, streamed.problems)), streamed.unlisted) == (
+            sorted(map(str, whole.problems)), whole.unlisted)
+    else:
+        assert not isinstance(streamed, tfrecorder.SchemaError), str(streamed)
+        by_row = lambda r: r.row  # noqa: E731
+        assert sorted(streamed.rows, key=by_row) == sorted(whole.rows, key=by_row)
+        assert (streamed.columns, streamed.features, streamed.vocabularies) == (
+            whole.columns, whole.features, whole.vocabularies)
+    if isinstance(whole, tfrecorder.SchemaError):
+        raise whole
+    return whole
+
+
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.lists(st.tuples(cell, cell, cell), min_size=0, max_size=12))
 @example(rows=[(None, "0", "0"), (None, "UNASSIGNED", "00"), (None, "UNASSIGNED", 0)])
+@example(rows=[("TRAIN", "a.jpg", "cat"), ("", "b.png", "dog"), ("test", "/c.png", 1.0)])
 def test_validation_only_ever_raises_schema_error(rows):
     df = pd.DataFrame(rows, columns=["split", "image_uri", "label"])
     try:
-        checked = validate(df, list(df.index), schemas.IMAGE_CSV_SCHEMA, base_dir="/data")
+        checked = _checked_both_ways(df)
     except tfrecorder.SchemaError as e:
         assert e.problems and all(p.reason for p in e.problems)
         return
@@ -114,9 +157,7 @@ def test_any_csv_text_reads_or_raises_schema_error(tmp_path_factory, text):
     path = tmp_path_factory.mktemp("csv") / "t.csv"
     path.write_text(text, encoding="utf-8")
     try:
-        table = sources.read(str(path))
-        validate(table.frame, table.row_ids, schemas.IMAGE_CSV_SCHEMA,
-                         base_dir=table.base_dir)
+        _checked_both_ways(str(path))
     except tfrecorder.SchemaError as e:
         assert e.problems
 

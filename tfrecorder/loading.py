@@ -1,8 +1,9 @@
 """Output directory -> ``tf.data`` pipelines, from the metadata the writer left.
 
-The pipeline is the one TensorFlow's data-performance guide describes: shard files read
-in parallel (interleave), records batched before they are parsed (one vectorised parse
-per batch), images decoded and resized in parallel, and prefetching, all AUTOTUNEd.
+The pipeline follows TensorFlow's data-performance guide: shard files read in parallel
+(interleave), then each record parsed and its image decoded and resized by itself, in
+one parallel map, and only then batched (measured faster than a batch-wide parse; see
+docs/performance.md), and prefetching, all AUTOTUNEd.
 
 One more step is specific to us: the writer stored every image's height and width, so
 when a resize is asked for, each JPEG is decoded by libjpeg at the smallest scale (1/2,

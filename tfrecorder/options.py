@@ -1,7 +1,9 @@
 """The options of a conversion, in one frozen dataclass documented once.
 
-Each field carries its help text; the ``Options`` docstring table, ``help(Options)`` and
-the command line's flags (``--num-shards`` / ``--num_shards``) are all built from it.
+Each field carries its help text, and most a longer Markdown ``doc``; the ``Options``
+docstring table, ``help(Options)``, the command line's flags (``--num-shards`` /
+``--num_shards``) and the table of docs/options.md (``markdown_table``, written by
+``python scripts/options_doc.py``) are all built from them.
 TFRecorder's ``dataflow_options=`` is accepted as another name for ``pipeline_options``.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 from typing import Any, Mapping, Sequence
 
 from tfrecorder import image, splits
@@ -23,10 +26,11 @@ _ALIASES = {"dataflow_options": "pipeline_options"}
 
 
 def _option(default=dataclasses.MISSING, help: str = "", *, cli: dict | None = None,
-            factory=dataclasses.MISSING):
-    """A field with its help text; ``cli`` holds argparse settings, None for no flag."""
+            factory=dataclasses.MISSING, doc: str | None = None):
+    """A field with its help text; ``cli`` holds argparse settings, None for no flag;
+    ``doc`` is its longer Markdown for docs/options.md (``markdown_table``), else ``help``."""
     return dataclasses.field(default=default, default_factory=factory,
-                             metadata={"help": help, "cli": cli})
+                             metadata={"help": help, "cli": cli, "doc": doc})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,63 +38,136 @@ class Options:
     runner: str = _option(
         "DirectRunner", "Beam runner: DirectRunner (this machine), DataflowRunner, DaskRunner, "
         "or any other Beam runner (FlinkRunner, SparkRunner, PortableRunner, PrismRunner...)",
-        cli={})
+        cli={}, doc=(
+            '`"DirectRunner"` runs on this machine: in the calling process for inputs under '
+            "20,000 rows or of one shard, else `num_workers` worker processes (with `shorter_side`, threads "
+            'of the calling process). `"DataflowRunner"` runs on Google Cloud '
+            '([dataflow.md](dataflow.md)); `"DaskRunner"` on a Dask cluster; any other Beam '
+            "runner name works too ([runners.md](runners.md))"))
     num_shards: int | Mapping[str, int] = _option(
         0, "shards per split, or a dict per split; 0 sizes them from the data (64 MiB - 1 GiB)",
-        cli={"type": int})
+        cli={"type": int}, doc=(
+            'shards per split, or a dict `{"train": 8, "test": 1}` (split names in any '
+            'spelling: `"TRAIN"`, `"VALIDATE"`; an unknown one is a `ConfigError`). `0` sizes '
+            "them automatically: each shard at most 1 GiB and, where possible, at least "
+            "64 MiB, the count a power of two up to 1024 (TFDS's rule); never fewer shards "
+            "than workers when a split has at least 64 rows per worker; never more shards "
+            "than rows"))
     compression: str | None = _option(
         None, "None or 'gzip' (TFDS cannot read gzip shards; images do not shrink)",
-        cli={"choices": ["gzip"]})
+        cli={"choices": ["gzip"]}, doc=(
+            '`"gzip"` writes `.gz` shards. TFDS cannot read them, and image bytes do not '
+            "shrink"))
     overwrite: bool = _option(
         False, "replace tfrecorder's files in a non-empty output directory",
-        cli={"action": "store_true"})
+        cli={"action": "store_true"}, doc=(
+            "without it a non-empty output directory is refused (`OutputExistsError`). With "
+            "it, the files a previous conversion wrote (as its manifest lists them, or the "
+            "ledger of a run that did not finish) are replaced by the run's last step, after "
+            "every shard is written, the old manifest first; a failed run leaves them as they "
+            "were. Other files are left alone, and one the run would have to replace is "
+            "refused before anything is written"))
     label_vocabulary: Sequence[str] | str | None = _option(
         None, "label names in id order, or a path to a file with one per line",
-        cli={"metavar": "FILE"})
+        cli={"metavar": "FILE"}, doc=(
+            "the label names in id order, as a list or a path to a UTF-8 file with one name "
+            "per line (a byte-order mark and CRLF line ends are fine; only `\\n` ends a line, "
+            "as in the `label.labels.txt` a run writes, which is always accepted back). A "
+            "label outside it is a schema problem"))
     split_fractions: Mapping[str, float] = _option(
         help="how UNASSIGNED rows are split: {'train': .8, 'validation': .1, 'test': .1}",
-        factory=lambda: dict(splits.DEFAULT_FRACTIONS))
-    seed: int = _option(0, "seed of the write-time shuffle", cli={"type": int})
-    name: str = _option("data", "dataset name in file names (NAME-train.tfrecord-...)", cli={})
-    check: str = _option("header", "'header': parse headers and file ends; 'decode': decode "
-                         "every image", cli={"choices": list(image.CHECKS)})
+        factory=lambda: dict(splits.DEFAULT_FRACTIONS), doc=(
+            "how UNASSIGNED rows are split (by a hash of their `image_uri`); must add up to 1"))
+    seed: int = _option(0, "seed of the write-time shuffle", cli={"type": int},
+                        doc="seed of the write-time shuffle within each split")
+    name: str = _option(
+        "data", "dataset name in file names (NAME-train.tfrecord-...)", cli={}, doc=(
+            "the dataset name in file names, `[a-zA-Z]\\w*`; at most 182 characters (ASCII), "
+            "so that every file a run writes, with the suffix a shard has while it is "
+            "written, fits the 255 bytes a file name may have (179 with "
+            '`compression="gzip"`)'))
+    check: str = _option(
+        "header", "'header': parse headers and file ends; 'decode': decode every image",
+        cli={"choices": list(image.CHECKS)}, doc=(
+            '`"header"`: the header gives format, size and channels (read directly for '
+            "JPEG, PNG, GIF and BMP, by Pillow for other formats), and the file's end is "
+            "checked (JPEG end-of-image marker, PNG IEND chunk, GIF trailer, BMP size); no "
+            "pixel of a JPEG, PNG, GIF or BMP is decoded (other formats are decoded to be "
+            're-encoded as PNG). `"decode"`: every image is also fully decoded'))
     max_error_fraction: float = _option(
         0.1, "fail the run when more than this share of rows is quarantined (a run that "
-        "writes nothing always fails)", cli={"type": float})
+        "writes nothing always fails)", cli={"type": float}, doc=(
+            "when more than this share of the rows is quarantined the run fails with "
+            "`ConversionError` naming the counts, the first reasons and the errors file, and "
+            "writes no manifest. A run in which every row is quarantined always fails. Why "
+            "0.1: [reliability.md](reliability.md#runs-that-fail-or-are-killed)"))
     max_image_bytes: int = _option(
-        256 << 20, "image files larger than this are quarantined unread", cli={"type": int})
+        256 << 20, "image files larger than this are quarantined unread", cli={"type": int},
+        doc="image files larger than this are quarantined unread (`image file too large`)")
     shorter_side: int | None = _option(
         None, "downscale images whose shorter side is longer than this to it (aspect kept, "
         "EXIF orientation applied) and re-encode them; None stores every image as it is",
-        cli={"type": int, "metavar": "N"})
+        cli={"type": int, "metavar": "N"}, doc=(
+            "pre-size images: one whose shorter side is longer than this many pixels is "
+            "turned upright by its EXIF orientation, downscaled so that its shorter side is "
+            "this (aspect kept; a JPEG is decoded at the smallest DCT scale still at least "
+            "that size, then resized with a Lanczos filter) and re-encoded, as JPEG or, when "
+            "it has transparency, PNG (8 bits per sample: a 16-bit image keeps its "
+            "appearance, 65535 becoming 255 as TensorFlow decodes it; grey stays grey, grey "
+            "with alpha stays so). Images at or below it are stored byte for byte. The "
+            "manifest and `dataset_info.json` record it. See "
+            "[loading.md](loading.md#faster-training)"))
     jpeg_quality: int = _option(
         90, "JPEG quality of images re-encoded by shorter_side (1-100)",
-        cli={"type": int, "metavar": "Q"})
+        cli={"type": int, "metavar": "Q"},
+        doc="JPEG quality (1-100) of the images `shorter_side` re-encodes")
     write_index: bool = _option(
         True, "write index/<shard>.idx beside every uncompressed shard (each record's "
         "offset and length: record-level sharding, global shuffle, DALI); False skips them",
-        cli={"flags": ["--no-index"], "action": "store_false"})
+        cli={"flags": ["--no-index"], "action": "store_false"}, doc=(
+            "write `index/<shard>.idx` beside every shard, in the same step that writes the "
+            "shard (one line per record: its byte offset and framed length; "
+            "[format.md](format.md#index-files)). `load(shard=...)` and "
+            '`load(shuffle="global")` use them, and NVIDIA DALI reads them as they are. gzip '
+            "shards get none: a gzip stream has no record offsets. `False` (`--no-index`) "
+            "skips them; `tfrecorder index OUT` adds them later"))
     num_workers: int = _option(
         0, "DirectRunner worker processes (0: one per core); on Dataflow, the initial workers",
-        cli={"type": int})
+        cli={"type": int}, doc=(
+            "DirectRunner worker processes; 0 means one per core. On Dataflow, passed as "
+            "`--num_workers` (the initial workers)"))
     pipeline_options: Mapping[str, Any] | Sequence[str] | None = _option(
-        None, "extra Beam flags: a dict or a list of '--flag=value' strings")
+        None, "extra Beam flags: a dict or a list of '--flag=value' strings", doc=(
+            'other Beam flags, passed through unchanged: a dict (`{"direct_running_mode": '
+            '"multi_threading"}`) or a list of `--flag=value` strings. TFRecorder\'s '
+            "`dataflow_options=` is another name for it"))
     job_label: str | None = _option(None, "DataflowRunner: a readable prefix of the job name",
                                     cli={})
-    project: str | None = _option(None, "Google Cloud project (DataflowRunner)", cli={})
-    region: str | None = _option(None, "Dataflow region, e.g. us-central1 (DataflowRunner)",
-                                 cli={})
+    project: str | None = _option(
+        None, "Google Cloud project (DataflowRunner)", cli={},
+        doc="DataflowRunner: the Google Cloud project id (required there)")
+    region: str | None = _option(
+        None, "Dataflow region, e.g. us-central1 (DataflowRunner)", cli={},
+        doc="DataflowRunner: the Dataflow region, e.g. `us-central1` (required there)")
     temp_location: str | None = _option(
         None, "gs:// folder for staging (DataflowRunner); default gs://<output bucket>/"
-        "tfrecorder-tmp", cli={})
+        "tfrecorder-tmp", cli={}, doc=(
+            "DataflowRunner: a `gs://` folder for staging; default "
+            "`gs://<output bucket>/tfrecorder-tmp`"))
     tfrecorder_wheel: str | None = _option(
         None, "a wheel to stage instead of the one built from this install (DataflowRunner)",
-        cli={})
+        cli={}, doc=("DataflowRunner: a wheel to stage instead of the one built from this "
+                     "install"))
     wait: bool = _option(False, "DataflowRunner: block until the job ends, return the result",
-                         cli={"action": "store_true"})
+                         cli={"action": "store_true"}, doc=(
+                             "DataflowRunner: block until the job ends and return its "
+                             "`ConversionResult` (else a `DataflowJob` with `job_id`, "
+                             "`console_url`, `wait()`)"))
     progress: bool | None = _option(
         None, "progress bar of a local run; None: on a terminal or in a notebook only",
-        cli={"flags": ["--no-progress"], "action": "store_false", "default": None})
+        cli={"flags": ["--no-progress"], "action": "store_false", "default": None}, doc=(
+            "a progress bar of a local run (rows done of total, rate, time left); `None` "
+            "shows it on a terminal or in a notebook only, `False` never"))
 
     def __post_init__(self):
         object.__setattr__(self, "runner", _runner_name(self.runner))
@@ -229,12 +306,37 @@ def _per_split(values: Mapping, option: str) -> dict:
     return out
 
 
+def _default(f: dataclasses.Field):
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+def _markdown_value(value) -> str:
+    """A default as the docs write it: Python, with the double quotes of their examples."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_markdown_value(v)}"
+                               for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def markdown_table() -> str:
+    """The Markdown table of every option (name, default, its ``doc`` or else its
+    ``help``), in field order: the table of docs/options.md (scripts/options_doc.py)."""
+    rows = ["| option | default | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(Options):
+        value = _default(f)
+        default = f"`{_markdown_value(value)}`"
+        if type(value) is int and value >= 1 << 20 and value % (1 << 20) == 0:
+            default += f" ({value >> 20} MiB)"
+        rows.append(f"| `{f.name}` | {default} | {f.metadata['doc'] or f.metadata['help']} |")
+    return "\n".join(rows) + "\n"
+
+
 def _table() -> str:
     rows = ["| option | default | meaning |", "|---|---|---|"]
     for f in dataclasses.fields(Options):
-        default = (f.default_factory() if f.default is dataclasses.MISSING
-                   else f.default)
-        rows.append(f"| ``{f.name}`` | ``{default!r}`` | {f.metadata['help']} |")
+        rows.append(f"| ``{f.name}`` | ``{_default(f)!r}`` | {f.metadata['help']} |")
     return "\n".join(rows)
 
 
