@@ -5,6 +5,9 @@
     python bench/driver_bench.py --dataframe          # the same tables as DataFrames
     python bench/driver_bench.py --quoted             # every CSV field in quotes
     python bench/driver_bench.py --gcs-csv            # the CSV read from gs://
+    python bench/driver_bench.py --table multi-label  # each image on two rows, two labels
+    python bench/driver_bench.py --table detection    # AutoML detection rows, two boxes an image
+    python bench/driver_bench.py --table directory --rows 20000 200000   # an image tree
 
 For each size, a CSV of that many rows of gs:// image URIs (10 splits' worth of files per
 split, 1,000 labels) is converted with runner="DataflowRunner" and Beam's --dry_run (the
@@ -12,6 +15,14 @@ job is built, nothing is submitted) against a local GCS emulator, in a fresh pro
 that its peak resident memory is the driver's own. Prints rows, driver wall seconds, peak
 RSS (MiB), the job graph's size in bytes, and the ratio of each peak to the first size's.
 The baseline is the first size: the driver's memory should not grow with the table.
+
+``--table`` picks the kind of table: ``plain`` (one row per image, the default),
+``multi-label`` (every image on two rows far apart, with two labels: the second half of
+the table lists the first half's images again), ``detection`` (AutoML object-detection
+rows, two boxes per image, far apart likewise) and ``directory`` (an image tree
+``DIR/train/<label>/<file>`` of that many files, all hard links of one small JPEG,
+converted for real on the DirectRunner; the peak is the submitting process's, whose
+workers are processes of their own).
 
 With ``--dataframe`` each table is read into a pandas DataFrame first, and the figure is
 what the conversion adds on top of it: the peak resident memory during the conversion
@@ -50,6 +61,17 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"wall": wall, "peak_mib": peak, "graph_bytes": graph}))
 """
 
+_CHILD_DIRECTORY = """
+import json, resource, sys, time
+start = time.perf_counter()
+import tfrecorder
+result = tfrecorder.convert(sys.argv[1], sys.argv[2], overwrite=True, progress=False)
+wall = time.perf_counter() - start
+assert result.rows_written == int(sys.argv[3]), result
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"wall": wall, "peak_mib": peak, "graph_bytes": 0}))
+"""
+
 _CHILD_FRAME = """
 import gc, json, sys, time
 import pandas as pd
@@ -83,16 +105,49 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_csv(path: str, rows: int, quoted: bool = False) -> None:
+def write_csv(path: str, rows: int, quoted: bool = False, table: str = "plain") -> None:
     """The benchmark's CSV; ``quoted``: every field in quotes (as R's write.csv and
-    csv.QUOTE_ALL write them), which the csv module reads instead of the fast reader."""
+    csv.QUOTE_ALL write them). ``table``: see the module's help."""
     splits = ["TRAIN"] * 8 + ["VALIDATION", "TEST"]
     q = '"' if quoted else ""
+    half = rows // 2
+
+    def image(i):
+        return f"gs://{BUCKET}/photos/{i // 1000:05d}/{i:09d}.jpg"
+
     with open(path, "w") as f:
-        f.write(f"{q}split{q},{q}image_uri{q},{q}label{q}\n")
+        if table == "plain":
+            f.write(f"{q}split{q},{q}image_uri{q},{q}label{q}\n")
         for i in range(rows):
-            f.write(f"{q}{splits[i % 10]}{q},{q}gs://{BUCKET}/photos/{i // 1000:05d}/"
-                    f"{i:09d}.jpg{q},{q}label_{i % 1000:04d}{q}\n")
+            if table == "plain":
+                f.write(f"{q}{splits[i % 10]}{q},{q}{image(i)}{q},{q}label_{i % 1000:04d}{q}\n")
+                continue
+            k = i % half  # the second half of the rows lists the first half's images again
+            if table == "multi-label":
+                f.write(f"{splits[k % 10]},{image(k)},label_{(k + (i >= half)) % 1000:04d}\n")
+            else:  # detection: one box per row
+                x = 0.1 + 0.4 * (i >= half)
+                f.write(f"{splits[k % 10]},{image(k)},label_{(k + (i >= half)) % 100:03d},"
+                        f"{x:.1f},0.2,,,{x + 0.3:.1f},0.7,,\n")
+
+
+def write_tree(root: str, files: int) -> None:
+    """An image tree ``root/train/<label>/<file>`` of ``files`` hard links of one JPEG."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 12), (90, 140, 200)).save(buf, "JPEG")
+    one = os.path.join(root, "one.jpg")
+    os.makedirs(root, exist_ok=True)
+    with open(one, "wb") as f:
+        f.write(buf.getvalue())
+    for i in range(files):
+        folder = os.path.join(root, "tree", "train", f"label_{i % 100:03d}")
+        if i < 100:
+            os.makedirs(folder, exist_ok=True)
+        os.link(one, os.path.join(folder, f"{i:09d}.jpg"))
 
 
 def main() -> None:
@@ -104,6 +159,8 @@ def main() -> None:
                     help="every CSV field in quotes (read by Python's csv module)")
     ap.add_argument("--gcs-csv", action="store_true",
                     help="the CSV itself on gs:// (the emulator), streamed from there")
+    ap.add_argument("--table", choices=["plain", "multi-label", "detection", "directory"],
+                    default="plain", help="the kind of table (see above)")
     args = ap.parse_args()
 
     port = _free_port()
@@ -130,15 +187,21 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for rows in args.rows:
                 csv_path = os.path.join(tmp, f"rows-{rows}.csv")
-                write_csv(csv_path, rows, args.quoted)
-                source = csv_path
-                if args.gcs_csv:
-                    source = f"gs://{BUCKET}/tables/rows-{rows}.csv"
-                    gcsfs.GCSFileSystem(token="anon").put_file(csv_path, source)
-                proc = subprocess.run(
-                    [sys.executable, "-c", _CHILD_FRAME if args.dataframe else _CHILD,
-                     source, f"gs://{BUCKET}/out-{rows}"],
-                    env=env, capture_output=True, text=True)
+                if args.table == "directory":
+                    folder = os.path.join(tmp, f"tree-{rows}")
+                    write_tree(folder, rows)
+                    child = [_CHILD_DIRECTORY, os.path.join(folder, "tree"),
+                             os.path.join(folder, "out"), str(rows)]
+                else:
+                    write_csv(csv_path, rows, args.quoted, args.table)
+                    source = csv_path
+                    if args.gcs_csv:
+                        source = f"gs://{BUCKET}/tables/rows-{rows}.csv"
+                        gcsfs.GCSFileSystem(token="anon").put_file(csv_path, source)
+                    child = [_CHILD_FRAME if args.dataframe else _CHILD, source,
+                             f"gs://{BUCKET}/out-{rows}"]
+                proc = subprocess.run([sys.executable, "-c", *child], env=env,
+                                      capture_output=True, text=True)
                 if proc.returncode:
                     sys.exit(proc.stderr[-3000:])
                 r = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -151,7 +214,12 @@ def main() -> None:
                     print(f"{rows:>11,} rows: driver {r['wall']:6.1f} s, peak RSS "
                           f"{r['peak_mib']:7.0f} MiB, job graph {r['graph_bytes']:,} bytes",
                           flush=True)
-                os.remove(csv_path)
+                if args.table == "directory":
+                    import shutil
+
+                    shutil.rmtree(folder)
+                else:
+                    os.remove(csv_path)
     finally:
         emulator.terminate()
         emulator.wait(timeout=30)
