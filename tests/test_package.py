@@ -184,3 +184,17 @@ def test_no_module_imports_itself_back():
     cycles = _import_cycles(_import_graph(pathlib.Path(tfrecorder.__file__).parent))
     assert not cycles, "import cycles between tfrecorder modules:\n  " + "\n  ".join(
         sorted(cycles))
+
+
+def test_only_the_runner_code_imports_beam():
+    # Reading, checking, planning, staging and writing need no Beam: only the job's
+    # steps (pipeline) and running them (runners) import it, anywhere in their source.
+    package = pathlib.Path(tfrecorder.__file__).parent
+    importers = set()
+    for path in package.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "apache_beam" or n.startswith("apache_beam.") for n in names):
+                importers.add(path.stem)
+    assert importers == {"pipeline", "runners"}

@@ -150,22 +150,16 @@ def _check_beam_flags(flags: list[str]) -> None:
     """Refuses flags that neither tfrecorder nor Beam's registered options know."""
     if not flags:
         return
-    import argparse
     import difflib
 
-    from apache_beam.options.pipeline_options import PipelineOptions
+    from tfrecorder import runners
 
-    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
-    for cls in PipelineOptions.__subclasses__():
-        cls._add_argparse_args(parser)
-    _, unknown = parser.parse_known_args(flags)
-    unknown = [u for u in unknown if u.startswith("-")]
+    unknown, beam = runners.unknown_flags(flags)
     if not unknown:
         return
     flag = unknown[0].split("=", 1)[0]
     ours = [o for a in build_parser()._subparsers._group_actions[0].choices["convert"]._actions
             for o in a.option_strings]
-    beam = [o for a in parser._actions for o in a.option_strings]
     close = difflib.get_close_matches(flag, ours + beam, n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
     raise UsageError(f"unknown flag {flag}: neither tfrecorder nor Apache Beam knows it{hint}")

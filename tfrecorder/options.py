@@ -20,8 +20,6 @@ from tfrecorder.layout import NAME_PATTERN
 
 #: The runners tfrecorder treats specially; any other Beam runner works too.
 RUNNERS = ("DirectRunner", "DataflowRunner")
-#: Beam runners that Beam's list of runner names leaves out, by name and class path.
-_UNLISTED = {"DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}
 _ALIASES = {"dataflow_options": "pipeline_options"}
 
 
@@ -268,19 +266,17 @@ class Options:
 def _runner_name(name) -> str:
     """The Beam runner called ``name``, in any case ("DataFlowRunner", as TFRecorder's
     README spells it, or "flink"), or a runner class by its dotted path."""
+    from tfrecorder import runners
+
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"runner={name!r}; give a Beam runner name such as 'DirectRunner'")
     wanted = name.strip().lower()
-    for known in (*RUNNERS, *_UNLISTED):
+    if name.strip() == runners.DASK:
+        return "DaskRunner"
+    for known in (*RUNNERS, "DaskRunner"):
         if wanted in (known.lower(), known.lower()[:-len("runner")]):
             return known
-    for known, path in _UNLISTED.items():
-        if name.strip() == path:
-            return known
-    from apache_beam.options.pipeline_options import StandardOptions
-
-    beam_runners = sorted({*(p.rsplit(".", 1)[-1] for p in StandardOptions.ALL_KNOWN_RUNNERS),
-                           *_UNLISTED})
+    beam_runners = runners.known_runners()
     for known in beam_runners:
         if wanted in (known.lower(), known.lower()[:-len("runner")]):
             return known

@@ -29,7 +29,6 @@ from urllib.parse import urlsplit
 
 from tfrecorder import layout, metadata, output, plan, shard, storage
 from tfrecorder.errors import ConfigError, TFRecorderError
-from tfrecorder.options import Options
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +43,28 @@ _LOCAL_FLINK = ("[auto]", "[local]")
 def beam_runner(name: str) -> str:
     """The runner argument for ``beam.Pipeline`` of tfrecorder's runner ``name``."""
     return DASK if name == "DaskRunner" else name
+
+
+def known_runners() -> list[str]:
+    """The names of every runner Beam knows, Dask's included."""
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    return sorted({*(p.rsplit(".", 1)[-1] for p in StandardOptions.ALL_KNOWN_RUNNERS),
+                   "DaskRunner"})
+
+
+def unknown_flags(flags: list[str]) -> tuple[list[str], list[str]]:
+    """``(flags no registered Beam option takes, every option Beam knows)``."""
+    import argparse
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
+    for cls in PipelineOptions.__subclasses__():
+        cls._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(flags)
+    return ([u for u in unknown if u.startswith("-")],
+            [o for a in parser._actions for o in a.option_strings])
 
 
 def check(opts) -> None:
@@ -206,7 +227,7 @@ def dask_in_notebooks():
 class Run:
     """Everything a runner needs to run one planned conversion."""
 
-    opts: Options
+    opts: object                    # the run's Options
     task_dir: str                   # the staged shard tasks
     shards: tuple                   # their shard names, in plan order
     settings: shard.WriteSettings   # where and how shards are written
@@ -228,7 +249,7 @@ def after_failure(run: Run) -> None:
             storage.remove(storage.join(folder, name))
 
 
-def parallel_shards(opts: Options) -> int:
+def parallel_shards(opts) -> int:
     """The least shards a large enough split gets: the workers the options ask for
     (``num_workers``, Dataflow's ``max_num_workers``), else ``plan.PARALLEL_SHARDS``.
     Never this machine's core count: the same options give the same files anywhere."""
@@ -237,7 +258,7 @@ def parallel_shards(opts: Options) -> int:
     return opts.num_workers or given or plan.PARALLEL_SHARDS
 
 
-def local_workers(opts: Options) -> int:
+def local_workers(opts) -> int:
     """Workers the DirectRunner runs (one per core, unless ``num_workers`` says)."""
     return opts.num_workers or os.cpu_count() or 1
 
@@ -245,7 +266,7 @@ def local_workers(opts: Options) -> int:
 # --- Dataflow -------------------------------------------------------------------------
 
 
-def check_dataflow(opts: Options, output_dir: str, rows) -> None:
+def check_dataflow(opts, output_dir: str, rows) -> None:
     """Everything DataflowRunner needs, checked before anything is written; ``rows``
     are ``(row id, image_uri)`` of the rows (or the first of them) whose image is not on
     gs://."""
@@ -272,7 +293,7 @@ def console_url(project: str, region: str, job_id: str) -> str:
     return f"https://console.cloud.google.com/dataflow/jobs/{region}/{job_id}?project={project}"
 
 
-def temp_location(opts: Options, output_dir: str) -> str:
+def temp_location(opts, output_dir: str) -> str:
     if opts.temp_location:
         return opts.temp_location.rstrip("/")
     bucket = output_dir[len("gs://"):].split("/", 1)[0]
