@@ -84,19 +84,19 @@ def main() -> None:
         proxy = latency_proxy.serve(f"127.0.0.1:{port}", proxy_port, args.delay_ms)
         os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{proxy_port}"
 
-        from tfrecorder import example, shard
-        from tfrecorder.plan import Row, plan
+        from tfrecorder import example, output, plan, shard
+        from tfrecorder.plan import Row
 
         rows = [Row(i, "train", uri, {"label": example.int64_feature([0])}, ("TRAIN", uri, 0))
                 for i, uri in enumerate(uris)]
-        task = plan(rows, name="bench", num_shards=1)[0]
+        task = plan.ShardTask("train", 0, 1, "bench-train.tfrecord-00000-of-00001", rows)
         shipped = shard.REMOTE_READ_THREADS
         figures = {}
         for threads in (1, shipped):
             shard.REMOTE_READ_THREADS = threads
-            settings = shard.WriteSettings(os.path.join(work, f"out{threads}"),
-                                           os.path.join(work, f"run{threads}"),
-                                           ("split", "image_uri", "label"))
+            settings = shard.WriteSettings(
+                output.RunFolder(os.path.join(work, f"out{threads}"), "bench"),
+                ("split", "image_uri", "label"))
             start = time.perf_counter()
             stats, bad = shard.write(task, settings)
             seconds = time.perf_counter() - start

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import example, layout, metadata, records, shard, storage
+from tfrecorder import example, layout, metadata, output, records, shard, storage
 from tfrecorder.plan import Row, ShardTask
 from tests.conftest import encode
 
@@ -80,7 +80,7 @@ class _ReadThrough(shard.WriteSettings):
     ``shard.write`` takes its reader from, so the shard decides the reads in flight."""
 
     def __init__(self, tmp_path, read):
-        super().__init__(str(tmp_path / "out"), str(tmp_path / "run"), ("image_uri",))
+        super().__init__(output.RunFolder(str(tmp_path / "out"), "r1"), ("image_uri",))
         object.__setattr__(self, "read", read)
 
     def reader(self):

@@ -13,9 +13,11 @@ FEATURES = {"image": FeatureSpec("bytes", [], "image"), "label": FeatureSpec("in
 
 
 def _spec(out, rows_in=5, budget=1.0):
-    run = os.path.join(out, layout.TMP_DIR, "r1")
-    return metadata.DatasetSpec("d", None, FEATURES, {"label": ["cat", "dog"]}, rows_in, budget,
-                                run_id="r1", run_dir=run)
+    return metadata.DatasetSpec("d", None, FEATURES, {"label": ["cat", "dog"]}, rows_in, budget)
+
+
+def _run(out):
+    return output.RunFolder(out, "r1")
 
 
 def _stage(out, stats):
@@ -43,7 +45,7 @@ def _bad():
 def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
     out = str(tmp_path)
     _stage(out, _stats())
-    m = output.finish(out, _spec(out), _stats(), _bad())
+    m = output.finish(_run(out), _spec(out), _stats(), _bad())
     assert list(m.splits) == ["train", "test"]
     assert m.files("train") == ["d-train.tfrecord-00000-of-00002", "d-train.tfrecord-00001-of-00002"]
     assert (m.rows_written, m.rows_quarantined) == (4, 1)
@@ -62,7 +64,7 @@ def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
         ("train", ["1", "2"]), ("test", ["1"])]
     first = {f: open(tmp_path / f, "rb").read() for f in os.listdir(out)}
     _stage(out, _stats())
-    output.finish(out, _spec(out), list(reversed(_stats())), _bad())
+    output.finish(_run(out), _spec(out), list(reversed(_stats())), _bad())
     assert first == {f: open(tmp_path / f, "rb").read() for f in os.listdir(out)}
     assert metadata.read_manifest(out) == m
 
@@ -71,7 +73,7 @@ def test_over_the_error_budget_no_manifest_is_written(tmp_path):
     out = str(tmp_path)
     _stage(out, _stats())
     with pytest.raises(ConversionError, match="1 of 5 rows.*max_error_fraction=0.1.*not found"):
-        output.finish(out, _spec(out, budget=0.1), _stats(), _bad())
+        output.finish(_run(out), _spec(out, budget=0.1), _stats(), _bad())
     assert not os.path.exists(tmp_path / layout.MANIFEST)
     assert os.path.exists(tmp_path / layout.ERRORS)
     assert not any(n.endswith(("00001", "00002")) for n in os.listdir(out))  # nothing published

@@ -4,7 +4,7 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecorder import example, metadata, pipeline, plan, shard, staging
+from tfrecorder import example, metadata, output, pipeline, plan, shard, staging
 from tfrecorder.layout import FeatureSpec
 from tfrecorder.plan import Row
 from tests.conftest import encode, read_split, stage_rows
@@ -28,7 +28,7 @@ def test_write_shards_emits_one_element_per_shard_with_its_quarantined_rows(tmp_
     rows = _rows(tmp_path, image_table, 6, [100, 101])
     tasks = stage_rows(rows, tmp_path / "tasks", num_shards=2)
     out = str(tmp_path / "out")
-    settings = shard.WriteSettings(out, str(tmp_path / "run"), COLUMNS)
+    settings = shard.WriteSettings(output.RunFolder(out, "r1"), COLUMNS)
     with BeamTestPipeline() as p:
         written = (p | beam.Create(range(len(tasks)))
                    | pipeline.WriteShards(str(tmp_path / "tasks"), settings))
@@ -43,10 +43,10 @@ def test_write_shards_emits_one_element_per_shard_with_its_quarantined_rows(tmp_
 
 def test_the_job_graph_is_one_chain_without_side_inputs_or_tagged_outputs(tmp_path):
     """What every Beam runner supports: each step has one input and one output."""
-    spec = metadata.DatasetSpec("d", None, {}, {}, 1, run_id="r1", run_dir=str(tmp_path))
+    spec = metadata.DatasetSpec("d", None, {}, {}, 1)
     p = beam.Pipeline()
     pipeline.build(p, str(tmp_path), 1,
-                   shard.WriteSettings(str(tmp_path), str(tmp_path), COLUMNS), spec)
+                   shard.WriteSettings(output.RunFolder(str(tmp_path), "r1"), COLUMNS), spec)
     steps = []
 
     class Visit(beam.pipeline.PipelineVisitor):
@@ -69,13 +69,12 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
     tasks = stage_rows(rows, tmp_path / "tasks", num_shards=1)
     out = str(tmp_path / "out")
     os.makedirs(out)
-    run = os.path.join(out, ".tfrecorder-tmp", "r1")
     spec = metadata.DatasetSpec(
         "d", None, {"label": FeatureSpec("int64", [], "label")}, {"label": ["even", "odd"]},
-        len(rows), max_error_fraction=0.5, run_id="r1", run_dir=run)
+        len(rows), max_error_fraction=0.5)
     with beam.Pipeline() as p:
         pipeline.build(p, str(tmp_path / "tasks"), len(tasks),
-                       shard.WriteSettings(out, run, COLUMNS), spec)
+                       shard.WriteSettings(output.RunFolder(out, "r1"), COLUMNS), spec)
     m = metadata.read_manifest(out)
     assert (m.rows_in, m.rows_written, m.rows_quarantined) == (6, 5, 1)
     assert m.splits["train"].num_examples == 5 and m.splits["test"].num_examples == 0

@@ -1,13 +1,19 @@
 import os
 
-from tfrecorder import example, shard
+from tfrecorder import example, layout, output, shard
 from tfrecorder.plan import ShardTask
 from tfrecorder.plan import Row
 from tests.conftest import encode, read_examples
 
 
 def _settings(tmp_path, columns=("split", "image_uri", "label"), **kw):
-    return shard.WriteSettings(str(tmp_path / "out"), str(tmp_path / "run"), columns, **kw)
+    run = output.RunFolder(str(tmp_path / "out"), "r1")
+    return shard.WriteSettings(run, columns, **kw)
+
+
+def _written(tmp_path):
+    """The folder a run's shards are written into."""
+    return tmp_path / "out" / layout.TMP_DIR / "r1"
 
 
 def _row(i, uri, label=0):
@@ -22,7 +28,7 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     task = ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001", [
         _row(1, good, 1), _row(2, str(tmp_path / "missing.jpg")), _row(3, broken),
         _row(4, png, 2), _row(5, str(tmp_path / "dir.jpg"))])
-    out = tmp_path / "run"
+    out = _written(tmp_path)
     stats, bad = shard.write(task, _settings(tmp_path))
 
     assert stats.num_examples == 2 and stats.channels == {3: 1, 4: 1}
@@ -49,7 +55,7 @@ def test_gzip_shard_is_readable(tf, tmp_path, image_table):
     good = image_table("a.jpg", encode("RGB", fmt="JPEG"))
     task = ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001.gz", [_row(1, good, 4)])
     stats, bad = shard.write(task, _settings(tmp_path))
-    ex = read_examples(tf, [str(tmp_path / "run" / task.filename)], "GZIP")
+    ex = read_examples(tf, [str(_written(tmp_path) / task.filename)], "GZIP")
     assert [e["label"] for e in ex] == [[4]] and not bad
 
 
@@ -57,7 +63,7 @@ def test_rows_without_images_keep_their_features(tf, tmp_path):
     row = Row(1, "train", None, {"x": example.float_feature([2.5])}, (2.5,))
     task = ShardTask("train", 0, 1, "t-train.tfrecord-00000-of-00001", [row])
     shard.write(task, _settings(tmp_path, columns=("x",)))
-    assert read_examples(tf, [str(tmp_path / "run" / task.filename)]) == [{"x": [2.5]}]
+    assert read_examples(tf, [str(_written(tmp_path) / task.filename)]) == [{"x": [2.5]}]
 
 
 def test_files_that_are_not_regular_or_too_large_are_quarantined_unread(tmp_path, image_table):

@@ -97,7 +97,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             output.check_target(before, opts.overwrite, files, run_id)
             output.clear_leftovers(before, run_id)
             run = _run(opts, output_dir, run_id, before, table, shards)
-            output.write_ledger(run.settings.run_dir, files)
+            output.write_ledger(run.settings.run.folder, files)
             # The rows go to the staged task files; the spill is removed after.
             staging.stage(table, layouts, run.task_dir, name=opts.name, gzip=gzip)
         except BaseException:
@@ -140,26 +140,27 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
          table: spill.Spilled, shards: list[str]) -> runners.Run:
     """Where the run stages, writes and publishes, and how many workers write."""
     cloud = opts.runner == "DataflowRunner"
-    run_dir = output.run_dir(output_dir, run_id)
-    # On an object store, shards go straight to their final names when no previous
-    # output is there to keep; otherwise into the run's folder, moved at the end.
-    staged = not (storage.is_remote(output_dir) and before.manifest is None)
     # On Dataflow the shard tasks are staged under the temp location, read by workers.
     task_dir = (storage.join(runners.temp_location(opts, output_dir), f"tasks-{run_id}")
-                if cloud else storage.join(run_dir, "tasks"))
+                if cloud else None)
+    # On an object store, shards go straight to their final names when no previous
+    # output is there to keep; otherwise into the run's folder, moved at the end.
+    folder = output.RunFolder(
+        output_dir, run_id, moved=not (storage.is_remote(output_dir) and before.manifest is None),
+        cleanup=(task_dir,) if cloud else ())
+    task_dir = task_dir or storage.join(folder.folder, "tasks")
     image_options = ({"shorter_side": opts.shorter_side, "jpeg_quality": opts.jpeg_quality}
                      if opts.shorter_side is not None else {})
     spec = metadata.DatasetSpec(
         name=opts.name, compression=opts.compression, features=table.features,
         vocabularies=table.vocabularies, rows_in=table.rows_in,
-        max_error_fraction=opts.max_error_fraction, cleanup=(task_dir,) if cloud else (),
-        run_id=run_id, run_dir=run_dir, staged=staged, image_options=image_options,
+        max_error_fraction=opts.max_error_fraction, image_options=image_options,
         fail_in_pipeline=cloud)
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
               if opts.shorter_side is not None else None)
-    settings = shard.WriteSettings(output_dir, run_dir, table.columns, check=opts.check,
-                                   max_image_bytes=opts.max_image_bytes, staged=staged,
-                                   sizing=sizing, index=opts.write_index)
+    settings = shard.WriteSettings(folder, table.columns, check=opts.check,
+                                   max_image_bytes=opts.max_image_bytes, sizing=sizing,
+                                   index=opts.write_index)
     records = sum(table.counts.values())
     workers = runners.local_workers(opts)
     in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(shards) == 1

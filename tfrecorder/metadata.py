@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 from tfrecorder import labels as label_files
 from tfrecorder import layout, legacy, storage
 from tfrecorder.errors import ConversionError, IncompleteOutputError
-from tfrecorder.layout import DATASET_INFO, ERRORS, FEATURES, MANIFEST, FeatureSpec
+from tfrecorder.layout import DATASET_INFO, FEATURES, MANIFEST, FeatureSpec
 from tfrecorder.manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 
 TFDS_VERSION = "1.0.0"
@@ -45,11 +45,7 @@ class DatasetSpec:
     vocabularies: dict[str, list[str]]
     rows_in: int
     max_error_fraction: float = 1.0
-    cleanup: tuple[str, ...] = ()   # staging folders removed once the directory is complete
-    run_id: str = ""
     image_options: dict = dataclasses.field(default_factory=dict)  # pre-sizing, if any
-    run_dir: str = ""               # the run's own folder (output.run_dir)
-    staged: bool = True             # shards are written into run_dir, moved at the end
     # Over the error budget the last step raises, failing the job (Dataflow). A local run
     # has it return instead, and the waiting caller raises: Beam's worker processes print
     # a failing step's traceback to the user's stderr.
@@ -168,27 +164,6 @@ def over_budget(spec: DatasetSpec, rows_bad: int, first_reasons: list[str],
     return ConversionError(
         f"{rows_bad} of {spec.rows_in} rows were quarantined: {why}. First reasons: "
         f"{'; '.join(first_reasons)}. Every bad row is listed in {errors_path}.")
-
-
-def budget_failure(spec: DatasetSpec) -> ConversionError | None:
-    """The error budget's ConversionError, read back from the run's folder after its last
-    step failed (it writes the errors file there before it checks the budget).
-
-    A failed pipeline step reaches the caller wrapped by the runner (from a worker
-    process, only as text); the files say what happened without parsing that text.
-    """
-    try:
-        lines = storage.read_bytes(storage.join(spec.run_dir, ERRORS)).splitlines()
-    except FileNotFoundError:
-        return None
-    bad = [json.loads(line) for line in lines if line.strip()]
-    rows_bad = len(bad)
-    output_dir = storage.dirname(storage.dirname(spec.run_dir))
-    errors = storage.join(output_dir, ERRORS)
-    if storage.exists(storage.join(output_dir, MANIFEST)) or not storage.exists(errors):
-        errors = storage.join(spec.run_dir, ERRORS)
-    return over_budget(spec, rows_bad, [f"row {q['row']}: {q['reason']}" for q in bad[:5]],
-                       errors)
 
 
 def image_channels(counts: Mapping[int, int]) -> int:

@@ -31,8 +31,8 @@ import uuid
 from typing import Iterable
 
 from tfrecorder import index, layout, legacy, metadata, storage
-from tfrecorder.errors import (ConfigError, CorruptRecordError, OutputBusyError,
-                               OutputExistsError, TFRecorderError)
+from tfrecorder.errors import (ConfigError, ConversionError, CorruptRecordError,
+                               OutputBusyError, OutputExistsError, TFRecorderError)
 from tfrecorder.manifest import Manifest
 
 log = logging.getLogger(__name__)
@@ -49,9 +49,27 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def run_dir(output_dir: str, run_id: str) -> str:
-    """The folder of one run's own files: tasks, shards being written, its ledger."""
-    return storage.join(output_dir, layout.TMP_DIR, run_id)
+@dataclasses.dataclass(frozen=True)
+class RunFolder:
+    """One run in an output directory: its id, its own folder (shard tasks, shards being
+    written, its ledger and errors file), where its shards are written, and what else
+    its last step removes."""
+
+    output_dir: str
+    run_id: str
+    # Shards are written into the run's folder and moved into place by the last step;
+    # False: straight to their names (an object store with no previous output to keep).
+    moved: bool = True
+    cleanup: tuple[str, ...] = ()   # other folders removed once the directory is complete
+
+    @property
+    def folder(self) -> str:
+        return storage.join(self.output_dir, layout.TMP_DIR, self.run_id)
+
+    @property
+    def shard_folder(self) -> str:
+        """Where the shards are written."""
+        return self.folder if self.moved else self.output_dir
 
 
 # --- what a directory holds -----------------------------------------------------------
@@ -431,28 +449,28 @@ def release(lock_path: str, run_id: str) -> None:
 
 # --- the last step --------------------------------------------------------------------
 
-def finish(output_dir: str, spec: metadata.DatasetSpec, stats: Iterable,
+def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
            quarantined: Iterable) -> Manifest | None:
     """The run's last step: the error budget, then its files published, manifest last.
 
     Raises ConversionError over the error budget (returns None instead when
     ``spec.fail_in_pipeline`` is False: the caller reads it back with
-    ``metadata.budget_failure``); the previous output then stays as it was, and the
-    errors file is written into the directory only when it held no complete output
-    (else into the run's own folder, named in the error).
+    ``budget_failure``); the previous output then stays as it was, and the errors file
+    is written into the directory only when it held no complete output (else into the
+    run's own folder, named in the error).
     """
     built = metadata.build(spec, stats, quarantined)
-    run = spec.run_dir
-    storage.write_bytes(storage.join(run, layout.ERRORS), built.errors)
+    output_dir, folder = run.output_dir, run.folder
+    storage.write_bytes(storage.join(folder, layout.ERRORS), built.errors)
     failure = metadata.over_budget(spec, built.rows_bad, built.first_reasons,
-                                   storage.join(run, layout.ERRORS))
+                                   storage.join(folder, layout.ERRORS))
     if failure is not None:
         if not storage.exists(storage.join(output_dir, layout.MANIFEST)):
             storage.write_bytes(_inside(output_dir, layout.ERRORS), built.errors)
             failure = metadata.over_budget(spec, built.rows_bad, built.first_reasons,
                                            storage.join(output_dir, layout.ERRORS))
         for name in (*built.shards, *built.indexes):
-            storage.remove(storage.join(run, name))
+            storage.remove(storage.join(folder, name))
         if spec.fail_in_pipeline:
             raise failure
         return None
@@ -465,23 +483,43 @@ def finish(output_dir: str, spec: metadata.DatasetSpec, stats: Iterable,
            | {layout.ERRORS, layout.MANIFEST})
     for name in sorted(before.complete_files - new):
         storage.remove(here(name))
-    if spec.staged:
+    if run.moved:
         if built.indexes and not storage.is_remote(output_dir):
             storage.makedirs(here(index.DIR))
         for name in (*built.shards, *built.indexes):
-            storage.rename(storage.join(run, name), here(name))
+            storage.rename(storage.join(folder, name), here(name))
     _remove_empty_index_dir(output_dir)
     storage.write_bytes(here(layout.ERRORS), built.errors)
     for name, data in built.files.items():
         storage.write_bytes(here(name), data)
     storage.write_atomic(here(layout.MANIFEST), built.manifest_bytes)
-    for folder in (run, *spec.cleanup):
-        storage.remove(folder)
+    for done in (folder, *run.cleanup):
+        storage.remove(done)
     tmp = here(layout.TMP_DIR)
     if not storage.listdir(tmp):
         storage.remove(tmp)
-    release(storage.join(output_dir, layout.LOCK), spec.run_id)
+    release(storage.join(output_dir, layout.LOCK), run.run_id)
     return built.manifest
+
+
+def budget_failure(run: RunFolder, spec: metadata.DatasetSpec) -> ConversionError | None:
+    """The error budget's ConversionError, read back from the run's folder after its last
+    step failed (it writes the errors file there before it checks the budget).
+
+    A failed pipeline step reaches the caller wrapped by the runner (from a worker
+    process, only as text); the files say what happened without parsing that text.
+    """
+    try:
+        lines = storage.read_bytes(storage.join(run.folder, layout.ERRORS)).splitlines()
+    except FileNotFoundError:
+        return None
+    bad = [json.loads(line) for line in lines if line.strip()]
+    errors = storage.join(run.output_dir, layout.ERRORS)
+    if (storage.exists(storage.join(run.output_dir, layout.MANIFEST))
+            or not storage.exists(errors)):
+        errors = storage.join(run.folder, layout.ERRORS)
+    return metadata.over_budget(spec, len(bad),
+                                [f"row {q['row']}: {q['reason']}" for q in bad[:5]], errors)
 
 
 # --- index files for a finished output ------------------------------------------------

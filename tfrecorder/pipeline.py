@@ -68,21 +68,21 @@ def _one_key(written):
     return 0, written
 
 
-def _finish(keyed, output_dir: str, spec: metadata.DatasetSpec) -> str:
+def _finish(keyed, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
     _, written = keyed
     written = list(written)
-    output.finish(output_dir, spec, [s for s, _ in written],
+    output.finish(run, spec, [s for s, _ in written],
                   [q for _, bad in written for q in bad])
-    return output_dir
+    return run.output_dir
 
 
 class WriteMetadata(beam.PTransform):
     """After every shard: the shards moved into place, errors file, labels, TFDS
     metadata, and the manifest last (``output.finish``)."""
 
-    def __init__(self, output_dir: str, spec: metadata.DatasetSpec):
+    def __init__(self, run: output.RunFolder, spec: metadata.DatasetSpec):
         super().__init__()
-        self._output_dir = output_dir
+        self._run = run
         self._spec = spec
 
     def expand(self, written):
@@ -93,7 +93,7 @@ class WriteMetadata(beam.PTransform):
             # -> (0, every shard's (ShardStats, [Quarantined])), once all are written
             | "Gather" >> beam.GroupByKey()
             # -> output_dir, published
-            | "Finish" >> beam.Map(_finish, self._output_dir, self._spec)
+            | "Finish" >> beam.Map(_finish, self._run, self._spec)
         )
 
 
@@ -116,7 +116,7 @@ def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSet
             # next step spreads them, and the graph stays the same for 1 or n shards)
             | "Shards" >> beam.Create(range(shards), reshuffle=False)
             | "WriteShards" >> WriteShards(task_dir, settings, progress_dir)
-            | "WriteMetadata" >> WriteMetadata(settings.output_dir, spec)
+            | "WriteMetadata" >> WriteMetadata(settings.run, spec)
         )
 
 

@@ -238,12 +238,12 @@ class Run:
 
     @property
     def output_dir(self) -> str:
-        return self.settings.output_dir
+        return self.settings.run.output_dir
 
 
 def after_failure(run: Run) -> None:
     """Removes what a failed local run wrote into its folder, but its ledger and errors."""
-    folder = run.settings.run_dir
+    folder = run.settings.run.folder
     for name in storage.listdir(folder):
         if name not in (output.LEDGER, layout.ERRORS):
             storage.remove(storage.join(folder, name))
@@ -406,18 +406,18 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
             client = getattr(getattr(p, "result", None), "client", None)
             if client is not None:
                 client.close()
-        failure = metadata.budget_failure(run.spec)  # the last step left its errors file
+        failure = output.budget_failure(run.settings.run, run.spec)  # from its errors file
         if failure is not None:
-            raise _explained(failure, run.spec)
+            raise _explained(failure, run.settings.run)
     except TFRecorderError:
         raise
     except Exception:
         # The runner wraps a failed step in its own exception (from a worker process, as
         # text). The error budget's failure is recognised by the files the step left;
         # Beam's chain of frames around it says nothing a user can act on.
-        failure = metadata.budget_failure(run.spec)
+        failure = output.budget_failure(run.settings.run, run.spec)
         if failure is not None:
-            raise _explained(failure, run.spec) from None
+            raise _explained(failure, run.settings.run) from None
         raise
     finally:
         _remove_local_tempdir(p)
@@ -450,17 +450,17 @@ def beam_quiet():
                 logging.root.removeHandler(h)
 
 
-def _explained(failure: Exception, spec: metadata.DatasetSpec) -> Exception:
+def _explained(failure: Exception, run: output.RunFolder) -> Exception:
     """``failure``, with how relative image paths were resolved when images were not
     found: the one fact a wrong working directory hides."""
-    hint = _resolution_hint(spec)
+    hint = _resolution_hint(run)
     if hint is None:
         return failure
     return type(failure)(f"{failure} {hint}")
 
 
-def _resolution_hint(spec: metadata.DatasetSpec) -> str | None:
-    for folder in (spec.run_dir, storage.dirname(storage.dirname(spec.run_dir))):
+def _resolution_hint(run: output.RunFolder) -> str | None:
+    for folder in (run.folder, run.output_dir):
         try:
             with storage.open_file(storage.join(folder, layout.ERRORS), "rb") as f:
                 lines = [line for line, _ in zip(f, range(1000))]

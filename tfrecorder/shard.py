@@ -23,6 +23,7 @@ import uuid
 from typing import Any, Callable, Iterable, Iterator
 
 from tfrecorder import example, image, index, layout, records, storage
+from tfrecorder.output import RunFolder
 from tfrecorder.plan import ShardTask
 
 #: Reads kept in flight per shard for remote images, so per-object latency overlaps.
@@ -73,13 +74,11 @@ MAX_IMAGE_BYTES = 256 << 20
 class WriteSettings:
     """How every shard of a run is written."""
 
-    output_dir: str
-    run_dir: str                     # the run's own folder (output.run_dir)
+    run: RunFolder                   # where the run writes its shards
     columns: tuple                   # names of each row's values, for the errors file
     check: str = "header"            # image.CHECKS
     max_image_bytes: int = MAX_IMAGE_BYTES
     sizing: image.Sizing | None = None  # pre-sizing, or None to store images as they are
-    staged: bool = True              # into run_dir, moved into place by the last step
     index: bool = True               # an index file per uncompressed shard (index.py)
 
     def reader(self) -> Callable[[str], bytes]:
@@ -176,7 +175,7 @@ def write(task: ShardTask, settings: WriteSettings,
     """
     columns = tuple(settings.columns)
     gzipped = task.filename.endswith(".gz")
-    folder = settings.run_dir if settings.staged else settings.output_dir
+    folder = settings.run.shard_folder
     final = storage.join(folder, task.filename)
     if storage.is_remote(final):
         # An object store creates an object only when its upload completes: writing the
