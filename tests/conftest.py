@@ -213,8 +213,8 @@ def stage_rows(rows, folder, *, name="d", num_shards=1, seed=0):
             [r.labels for r in group], [r.merged for r in group]))
     spilled = writer.spilled((), {}, {}, len(rows))
     try:
-        layouts = plan.layouts(spilled.counts, num_shards=num_shards, seed=seed)
-        shards = staging.stage(spilled, layouts, str(folder), name=name, gzip=False)
+        plans = plan.split_plans(spilled.counts, num_shards=num_shards, seed=seed)
+        shards = staging.stage(spilled, plans, str(folder), name=name, gzip=False)
     finally:
         spilled.remove()
     return [staging.read_task(staging.task_path(str(folder), s)) for s in shards]

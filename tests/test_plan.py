@@ -26,7 +26,7 @@ def test_the_automatic_count_is_the_same_on_every_machine(monkeypatch):
     found = []
     for cores in (1, 2, 64):
         monkeypatch.setattr("os.cpu_count", lambda: cores)
-        found.append([lay.count for lay in plan.layouts(counts, bytes_per_split=sizes)])
+        found.append([lay.count for lay in plan.split_plans(counts, bytes_per_split=sizes)])
     assert found == [[plan.PARALLEL_SHARDS, 1]] * 3
 
 
@@ -36,25 +36,25 @@ def test_every_shard_stays_within_one_gib():
         assert total / n <= GiB
 
 
-def test_layouts_place_every_row_exactly_once_with_exact_counts():
-    layouts = plan.layouts({"train": 1000, "test": 7}, num_shards=3)
-    assert [(lay.split, lay.count) for lay in layouts] == [("train", 3), ("test", 3)]
-    assert [lay.ends.tolist() for lay in layouts] == [[333, 667, 1000], [2, 5, 7]]
-    for lay, n in zip(layouts, (1000, 7)):
+def test_split_plans_place_every_row_exactly_once_with_exact_counts():
+    plans = plan.split_plans({"train": 1000, "test": 7}, num_shards=3)
+    assert [(lay.split, lay.count) for lay in plans] == [("train", 3), ("test", 3)]
+    assert [lay.ends.tolist() for lay in plans] == [[333, 667, 1000], [2, 5, 7]]
+    for lay, n in zip(plans, (1000, 7)):
         assert sorted(lay.inverse.tolist()) == list(range(n))  # one position per row
 
 
 def test_shuffle_is_seeded_and_deterministic():
     def order(seed):
-        return plan.layouts({"train": 500}, num_shards=2, seed=seed)[0].inverse.tolist()
+        return plan.split_plans({"train": 500}, num_shards=2, seed=seed)[0].inverse.tolist()
 
     a, b, c = order(0), order(0), order(1)
     assert a == b and a != c and a != sorted(a)
 
 
 def test_per_split_shard_counts_and_gzip_names():
-    layouts = plan.layouts({"train": 10, "validation": 10},
+    plans = plan.split_plans({"train": 10, "validation": 10},
                            num_shards={"train": 2, "validation": 1})
-    assert plan.shard_names(layouts, "x", gzip=True) == [
+    assert plan.shard_names(plans, "x", gzip=True) == [
         "x-train.tfrecord-00000-of-00002.gz", "x-train.tfrecord-00001-of-00002.gz",
         "x-validation.tfrecord-00000-of-00001.gz"]

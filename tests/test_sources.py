@@ -105,7 +105,7 @@ def test_a_relative_image_directory_gives_absolute_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     t = sources.read("tree")
     assert t.frame["image_uri"].tolist() == [str(p)]
-    from tfrecorder import schema as schemas, validation
+    from tfrecorder import schema as schemas
     checked = validate(t.frame, t.row_ids, schemas.IMAGE_CSV_SCHEMA, base_dir=t.base_dir)
     assert checked.rows[0].image_uri == str(p)
 

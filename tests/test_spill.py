@@ -3,7 +3,6 @@ buckets, gives exactly what it gives read whole."""
 
 import os
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -129,13 +128,13 @@ def test_an_image_directory_is_listed_as_a_stream(tmp_path, tiny_chunks):
     (["a", None, "a", ""], ["x", "y", None, "z"], False),  # nulls are not compared
     (["a", None, "a"], ["x", "y", "z"], True),            # found among nulls too
 ])
-def test_the_survey_finds_an_image_with_two_labels_across_chunks(keys, names, multi):
+def test_the_tally_finds_an_image_with_two_labels_across_chunks(keys, names, multi):
     from tfrecorder import sources
 
     chunks = [sources.Table(sources.ColumnFrame(
         {"split": ["TRAIN"], "image_uri": [k], "label": [v]}, 1), [i], None, "csv")
         for i, (k, v) in enumerate(zip(keys, names))]
-    found = labels.survey(iter(chunks), schema.IMAGE_CSV_SCHEMA)
+    found = labels.tally(iter(chunks), schema.IMAGE_CSV_SCHEMA)
     assert found.multi is multi
     # per row, the first row of its image (nulls and blanks are one "no image" key)
     first = {}

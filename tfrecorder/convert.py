@@ -1,7 +1,7 @@
 """One conversion, as one story: source -> checks -> plan -> stage -> run -> result.
 
 Every table takes the same way: ``spill.read`` reads, checks and spills it, chunk by
-chunk; ``plan.layouts`` cuts each split into shards from its row count; ``staging.stage``
+chunk; ``plan.plans`` cuts each split into shards from its row count; ``staging.stage``
 writes the shard tasks the workers read; a runner (``runners``) runs the Beam pipeline;
 its last step publishes the output folder (``output``).
 """
@@ -76,10 +76,10 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         if cloud:
             runners.check_dataflow(opts, output_dir, local_uris)
         # The plan: shards per split from the row counts (and a sample's bytes).
-        layouts = plan.layouts(table.counts, num_shards=opts.num_shards,
+        plans = plan.split_plans(table.counts, num_shards=opts.num_shards,
                                bytes_per_split=_bytes_per_split(table.samples, table.counts),
                                parallel=runners.parallel_shards(opts), seed=opts.seed)
-        shards = plan.shard_names(layouts, opts.name, gzip)
+        shards = plan.shard_names(plans, opts.name, gzip)
         labels_files = [layout.labels_file(k) for k in table.vocabularies]
         arguments.check_file_names(shards, [], named)
         arguments.check_file_names([], labels_files, "a label column's name")
@@ -99,7 +99,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             run = _run(opts, output_dir, run_id, before, table, shards)
             output.write_ledger(run.settings.run.folder, files)
             # The rows go to the staged task files; the spill is removed after.
-            staging.stage(table, layouts, run.task_dir, name=opts.name, gzip=gzip)
+            staging.stage(table, plans, run.task_dir, name=opts.name, gzip=gzip)
         except BaseException:
             lock.release()
             raise

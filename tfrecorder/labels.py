@@ -2,7 +2,7 @@
 
 A vocabulary is sorted, so the same labels always get the same ids whatever the row
 order. Line ``i`` of a labels file is the name of id ``i`` (TFDS's ClassLabel format).
-A table read in chunks is surveyed first (``survey``: the distinct values of its label
+A table read in chunks is tallied first (``tally``: the distinct values of its label
 and categorical columns, and which rows name the same image), so that its vocabularies
 are decided over the whole table (``fix_vocabularies``) before any chunk is checked.
 """
@@ -187,10 +187,10 @@ def has_line_break(name: str) -> bool:
     return "\n" in name or "\r" in name
 
 
-# --- surveys of a whole table ---------------------------------------------------------
+# --- the first pass over a whole table ------------------------------------------------------
 
 @dataclasses.dataclass
-class Survey:
+class Tally:
     """What a first pass over a table's chunks learns about the whole table."""
 
     kind: str                  # the chunks' kind: "csv", "dataframe", "directory", "detection"
@@ -199,7 +199,7 @@ class Survey:
     firsts: object             # numpy int array: per row, the first row naming its image
 
 
-def survey(chunks: Iterator, schema) -> Survey:
+def tally(chunks: Iterator, schema) -> Tally:
     """The distinct values of the label and categorical columns over every chunk (list
     cells taken apart), whether the table is multi-label, and per row the position of the
     first row with the same image key (rows of one image become one record when grouped).
@@ -234,7 +234,7 @@ def survey(chunks: Iterator, schema) -> Survey:
             pair_keys.append(labelled)
             pair_hashes.append(pairs)
     if not key_hashes:
-        return Survey(kind, distinct, multi, None)
+        return Tally(kind, distinct, multi, None)
     keys = np.concatenate(key_hashes)
     del key_hashes
     # One image with different labels: more distinct (image, label) pairs than images
@@ -245,7 +245,7 @@ def survey(chunks: Iterator, schema) -> Survey:
     del pair_keys, pair_hashes
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     del keys
-    return Survey(kind, distinct, multi, first[inverse.reshape(-1)])
+    return Tally(kind, distinct, multi, first[inverse.reshape(-1)])
 
 
 def _add_distinct(found: set, values: list) -> bool:

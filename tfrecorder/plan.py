@@ -179,7 +179,7 @@ def boundaries(num_rows: int, num_shards: int) -> list[int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitLayout:
+class SplitPlan:
     """How one split's rows go to its shards, from its row count alone."""
 
     split: str
@@ -188,10 +188,10 @@ class SplitLayout:
     ends: object              # numpy int array: end position of each shard
 
 
-def layouts(counts: Mapping[str, int], *, num_shards: int | Mapping[str, int] = 0,
+def split_plans(counts: Mapping[str, int], *, num_shards: int | Mapping[str, int] = 0,
             bytes_per_split: Mapping[str, int] | None = None,
-            parallel: int = PARALLEL_SHARDS, seed: int = 0) -> list[SplitLayout]:
-    """The shard layout of every split of ``counts`` (rows per split), in the order
+            parallel: int = PARALLEL_SHARDS, seed: int = 0) -> list[SplitPlan]:
+    """The shard plan of every split of ``counts`` (rows per split), in the order
     train, validation, test: row i of a split (in the order its rows were read) goes to
     position ``inverse[i]`` of the split's seeded order, cut into shards at ``ends``.
 
@@ -210,11 +210,11 @@ def layouts(counts: Mapping[str, int], *, num_shards: int | Mapping[str, int] = 
         order = permutation(n, seed, split)
         inverse = np.empty(n, np.int64)
         inverse[order] = np.arange(n)
-        out.append(SplitLayout(split, count, inverse, np.array(boundaries(n, count), np.int64)))
+        out.append(SplitPlan(split, count, inverse, np.array(boundaries(n, count), np.int64)))
     return out
 
 
-def shard_names(layouts_: Sequence[SplitLayout], name: str, gzip: bool) -> list[str]:
-    """The file names of every shard of ``layouts_``, in order."""
+def shard_names(plans: Sequence[SplitPlan], name: str, gzip: bool) -> list[str]:
+    """The file names of every shard of ``plans``, in order."""
     return [str(ShardName(name, lay.split, i, lay.count, gzip))
-            for lay in layouts_ for i in range(lay.count)]
+            for lay in plans for i in range(lay.count)]

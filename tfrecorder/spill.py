@@ -4,7 +4,7 @@ Every source (a CSV on disk or gs://, a DataFrame, an image directory, an AutoML
 object-detection CSV) is read by ``sources.chunks`` in chunks of ``CHUNK_ROWS`` rows,
 twice:
 
-1. ``labels.survey``: the distinct values of the label and categorical columns (so that
+1. ``labels.tally``: the distinct values of the label and categorical columns (so that
    vocabularies are decided over the whole table, ``labels.fix_vocabularies``), whether
    one image has several labels, and per row the first row naming the same image.
 2. the check: every chunk validated with those vocabularies, problems collected (and
@@ -163,7 +163,7 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
     reading = Problems()
     cache = _ChunkCache(chunks)
     try:
-        found = labels.survey(cache.record(reading), schema)
+        found = labels.tally(cache.record(reading), schema)
         reading.raise_if_any()  # ragged rows and the like, all at once
         if found.kind == "detection":
             names_ = detection.vocabulary(found.distinct[schema.column("label")],

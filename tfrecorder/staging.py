@@ -16,12 +16,12 @@ from typing import Sequence
 
 from tfrecorder import layout, storage
 from tfrecorder.errors import ConfigError
-from tfrecorder.plan import Block, ShardTask, SplitLayout
+from tfrecorder.plan import Block, ShardTask, SplitPlan
 
 TASK_SUFFIX = ".task"
 
 
-def stage(spilled, plans: Sequence[SplitLayout], folder: str, *, name: str,
+def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
           gzip: bool) -> list[str]:
     """Writes the task files of every shard of ``plans`` under ``folder`` by streaming
     ``spilled`` (a ``spill.Spilled``) once; returns the shard names, in plan order.
@@ -35,7 +35,7 @@ def stage(spilled, plans: Sequence[SplitLayout], folder: str, *, name: str,
         return _stage(spilled, plans, folder, name=name, gzip=gzip)
 
 
-def _stage(spilled, plans: Sequence[SplitLayout], folder: str, *, name: str,
+def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
            gzip: bool) -> list[str]:
     import numpy as np
 
