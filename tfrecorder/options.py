@@ -48,9 +48,11 @@ class Options:
             'shards per split, or a dict `{"train": 8, "test": 1}` (split names in any '
             'spelling: `"TRAIN"`, `"VALIDATE"`; an unknown one is a `ConfigError`). `0` sizes '
             "them automatically: each shard at most 1 GiB and, where possible, at least "
-            "64 MiB, the count a power of two up to 1024 (TFDS's rule); never fewer shards "
-            "than workers when a split has at least 64 rows per worker; never more shards "
-            "than rows"))
+            "64 MiB, the count a power of two up to 1024 (TFDS's rule); never fewer than 8 "
+            "shards (or `num_workers`, or Dataflow's `max_num_workers`, when given) when a "
+            "split has at least 64 rows per shard; never more shards than rows. The count "
+            "depends on the data and these options only, never on the machine: the same "
+            "table gives the same files everywhere"))
     compression: str | None = _option(
         None, "None or 'gzip' (TFDS cannot read gzip shards; images do not shrink)",
         cli={"choices": ["gzip"]}, doc=(
@@ -133,7 +135,8 @@ class Options:
         0, "DirectRunner worker processes (0: one per core); on Dataflow, the initial workers",
         cli={"type": int}, doc=(
             "DirectRunner worker processes; 0 means one per core. On Dataflow, passed as "
-            "`--num_workers` (the initial workers)"))
+            "`--num_workers` (the initial workers). When given, also the least number of "
+            "shards of a split large enough (see `num_shards`)"))
     pipeline_options: Mapping[str, Any] | Sequence[str] | None = _option(
         None, "extra Beam flags: a dict or a list of '--flag=value' strings", doc=(
             'other Beam flags, passed through unchanged: a dict (`{"direct_running_mode": '
