@@ -56,7 +56,7 @@ def index_work(out: str) -> float:
     """Seconds to do again, in this process, what writing the index files of ``out`` adds
     to a conversion: a list of framed lengths per shard, turned into offsets and text,
     written beside the shards. Machine noise hides it in whole-process timings."""
-    from tfrecorder import index, metadata, storage
+    from tfrecorder import _index as index, _metadata as metadata, _storage as storage
 
     m = metadata.read_manifest(out)
     lengths = {s.file: [n for _, n in index.read(out, s.file)]

@@ -1,5 +1,5 @@
 """Writes docs/options.md from ``tfrecorder.Options``: the prose below around the table
-that ``tfrecorder.options.markdown_table`` renders from the fields' help.
+that ``tfrecorder._options.markdown_table`` renders from the fields' help.
 
     python scripts/options_doc.py            # rewrite docs/options.md
     python scripts/options_doc.py --check    # exit 1 when docs/options.md is stale
@@ -62,7 +62,7 @@ def render() -> str:
     """The text docs/options.md should hold."""
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
-    from tfrecorder import options
+    from tfrecorder import _options as options
 
     return HEADER + options.markdown_table() + FOOTER
 

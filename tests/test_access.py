@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import access, index, layout, metadata
-from tfrecorder.errors import ConfigError, CorruptRecordError, OutputChangedError
+from tfrecorder import access, _index as index, _layout as layout, _metadata as metadata
+from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tests.conftest import BUCKET, SAMPLES, encode, split_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

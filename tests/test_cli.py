@@ -91,7 +91,7 @@ def test_verbose_before_or_after_the_command(tmp_path):
     for i, args in enumerate([["-v", "convert"], ["convert", "-v"]]):
         p = cli(*args, os.path.join(SAMPLES, "data.csv"), str(tmp_path / f"o{i}"))
         assert p.returncode == 0, p.stderr
-        assert "INFO tfrecorder.convert: converting 36 records" in p.stderr
+        assert "INFO tfrecorder._convert: converting 36 records" in p.stderr
     p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o3"))
     assert "INFO" not in p.stderr
 

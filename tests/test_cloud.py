@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import example, layout, metadata, output, records, shard, storage
-from tfrecorder.plan import Row, ShardTask
+from tfrecorder import _example as example, _layout as layout, _metadata as metadata, _output as output, _records as records, _shard as shard, _storage as storage
+from tfrecorder._plan import Row, ShardTask
 from tests.conftest import encode
 
 from tests.conftest import BUCKET
@@ -187,7 +187,7 @@ def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp
 
 
 def test_a_given_wheel_is_staged_instead(gcs, tmp_path):
-    from tfrecorder import runners
+    from tfrecorder import _runners as runners
 
     wheel = runners.build_wheel(str(tmp_path / "mine"))
     renamed = str(tmp_path / "tfrecorder-9.9.9-py3-none-any.whl")
@@ -198,13 +198,13 @@ def test_a_given_wheel_is_staged_instead(gcs, tmp_path):
 
 @pytest.mark.slow
 def test_the_staged_wheel_installs_and_imports(tmp_path):
-    from tfrecorder import runners
+    from tfrecorder import _runners as runners
 
     wheel = runners.build_wheel(str(tmp_path))
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                     "--target", str(target), wheel], check=True)
-    code = "import tfrecorder.shard, tfrecorder.records; print(tfrecorder.__file__)"
+    code = "import tfrecorder._shard, tfrecorder.records; print(tfrecorder.__file__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(target)}, cwd=str(tmp_path),
                          check=True).stdout
@@ -244,8 +244,8 @@ class _FinishedJob:
 
 
 def test_waiting_for_a_job_gives_the_directrunner_result(tmp_path):
-    from tfrecorder.runners import console_url
-    from tfrecorder.result import DataflowJob
+    from tfrecorder._runners import console_url
+    from tfrecorder._result import DataflowJob
 
     out = str(tmp_path / "out")
     local = tfrecorder.convert(os.path.join(os.path.dirname(__file__), "..", "samples",

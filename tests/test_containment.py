@@ -9,8 +9,8 @@ import stat
 import pytest
 
 import tfrecorder
-from tfrecorder import layout, output, staging
-from tfrecorder.plan import Row
+from tfrecorder import _layout as layout, _output as output, _staging as staging
+from tfrecorder._plan import Row
 from tests.conftest import BUCKET, encode, stage_rows
 
 

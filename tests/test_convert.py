@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import metadata
+from tfrecorder import _metadata as metadata
 from tests.conftest import SAMPLES, encode, read_examples, split_files
 
 
@@ -251,7 +251,7 @@ def _tabular(tmp_path, image_table):
 ], ids=["images", "tabular", "detection"])
 def test_every_record_holds_exactly_the_features_the_manifest_declares(tmp_path, image_table,
                                                                       make):
-    from tfrecorder import example, inspection
+    from tfrecorder import _example as example, _inspection as inspection
 
     source, schema = make(tmp_path, image_table)
     out = str(tmp_path / "out")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tfrecorder
-from tfrecorder import access, index, metadata
+from tfrecorder import access, _index as index, _metadata as metadata
 from tests.conftest import SAMPLES, docs_snippets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,6 +1,6 @@
 import pytest
 
-from tfrecorder import example
+from tfrecorder import _example as example
 
 
 def _tf_example(tf, features):

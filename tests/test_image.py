@@ -5,7 +5,7 @@ import zlib
 import pytest
 from PIL import Image
 
-from tfrecorder import image
+from tfrecorder import _image as image
 from tests.conftest import encode
 
 

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from tfrecorder import index, records
-from tfrecorder.errors import CorruptRecordError
+from tfrecorder import _index as index, _records as records
+from tfrecorder._errors import CorruptRecordError
 
 
 def _shard(datas):
@@ -61,7 +61,7 @@ import shutil  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import tfrecorder  # noqa: E402
-from tfrecorder import layout, metadata, storage  # noqa: E402
+from tfrecorder import _layout as layout, _metadata as metadata, _storage as storage# noqa: E402
 from tests.conftest import BUCKET, SAMPLES, encode  # noqa: E402
 
 DATA = os.path.join(SAMPLES, "data.csv")
@@ -146,7 +146,7 @@ def test_build_index_writes_what_the_conversion_writes(tmp_path, converted):
 
 
 def test_write_index_false_writes_none_and_the_index_command_adds_them(tmp_path):
-    from tfrecorder import cli
+    from tfrecorder import _cli as cli
 
     out = str(tmp_path / "out")
     tfrecorder.convert(DATA, out, num_shards=2, write_index=False)
@@ -157,7 +157,7 @@ def test_write_index_false_writes_none_and_the_index_command_adds_them(tmp_path)
 
 
 def test_gzip_shards_have_no_index_and_indexing_them_is_refused(tmp_path, capsys):
-    from tfrecorder import cli
+    from tfrecorder import _cli as cli
 
     out = str(tmp_path / "gz")
     tfrecorder.convert(DATA, out, compression="gzip")
@@ -247,7 +247,7 @@ def test_build_index_on_a_tfrecorder_2_folder_gives_its_counts(tmp_path):
 
 
 def test_index_files_and_reader_parts_on_cloud_storage(gcs, tmp_path):
-    from tfrecorder import partition, records
+    from tfrecorder import _partition as partition, _records as records
 
     out = f"gs://{BUCKET}/indexed"
     tfrecorder.convert(DATA, out, num_shards={"train": 3, "validation": 1, "test": 1})
@@ -280,7 +280,7 @@ def test_index_files_and_reader_parts_on_cloud_storage(gcs, tmp_path):
 
 
 def test_index_files_a_dead_run_left_under_their_final_names_are_cleared(tmp_path):
-    from tfrecorder import output
+    from tfrecorder import _output as output
 
     # What a run killed on an object store leaves: files under their final names,
     # listed in its ledger, and no manifest.

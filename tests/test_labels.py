@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tfrecorder import labels, layout
+from tfrecorder import _labels as labels, _layout as layout
 
 
 @pytest.mark.parametrize("value,expected", [

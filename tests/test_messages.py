@@ -30,7 +30,7 @@ def test_a_failed_conversion_from_python_prints_our_line_and_nothing_of_beam(tmp
     assert p.returncode == 1
     err = p.stderr.strip().splitlines()
     last = err[-1]
-    assert last.startswith("tfrecorder.errors.ConversionError: 36 of 36 rows were quarantined")
+    assert last.startswith("tfrecorder.ConversionError: 36 of 36 rows were quarantined")
     # The first paths it looked for, resolved, and how relative paths were resolved.
     assert f"image file not found: {tmp_path / 'images' / 'circle_00.png'}" in last
     assert f"resolved against {tmp_path}" in last and "current directory" in last
@@ -44,7 +44,7 @@ def test_a_failed_conversion_from_python_prints_our_line_and_nothing_of_beam(tmp
 def test_worker_processes_print_nothing_either(tmp_path):
     """Above convert.IN_PROCESS_MAX_ROWS rows the DirectRunner starts worker processes,
     which share the user's stderr: the failure is raised by the waiting process only."""
-    from tfrecorder.convert import IN_PROCESS_MAX_ROWS
+    from tfrecorder._convert import IN_PROCESS_MAX_ROWS
 
     script = textwrap.dedent(f"""
         import pandas as pd
@@ -60,7 +60,7 @@ def test_worker_processes_print_nothing_either(tmp_path):
     assert p.returncode == 1
     assert p.stderr.count("Traceback") == 1 and "apache_beam" not in p.stderr, p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith(
-        f"tfrecorder.errors.ConversionError: {IN_PROCESS_MAX_ROWS + 1} of")
+        f"tfrecorder.ConversionError: {IN_PROCESS_MAX_ROWS + 1} of")
     assert (tmp_path / "out" / "errors.jsonl").exists()
     assert not (tmp_path / "out" / "tfrecorder.json").exists()
 

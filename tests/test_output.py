@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import inspection, layout, metadata, output, storage
+from tfrecorder import _inspection as inspection, _layout as layout, _metadata as metadata, _output as output, _storage as storage
 from tests.conftest import BUCKET, SAMPLES, encode, read_split
 
 
@@ -385,7 +385,7 @@ def test_the_default_budget_fails_a_run_with_one_bad_row_in_five(tmp_path):
 
 _IN_TMPDIR = """
 import sys, tfrecorder
-from tfrecorder import convert
+from tfrecorder import _convert as convert
 if sys.argv[2] == "workers":
     convert.IN_PROCESS_MAX_ROWS = 0  # worker processes even for a small table
 tfrecorder.convert(sys.argv[1], sys.argv[3], num_workers=2, num_shards=2, progress=True)

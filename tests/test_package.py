@@ -1,5 +1,6 @@
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -50,21 +51,43 @@ def test_errors_subclass_the_matching_builtins():
         assert issubclass(cls, tfrecorder.TFRecorderError)
 
 
-#: The public names; a change here is a change of the public API.
-PUBLIC = [
-    "ConfigError", "ConversionError", "ConversionResult", "CorruptRecordError", "DataflowJob",
-    "Datasets", "FeatureSpec", "IncompleteOutputError", "Inspection", "Manifest", "Options",
-    "OutputBusyError", "OutputChangedError", "OutputExistsError", "Problem", "SchemaError",
-    "ShardInfo", "SplitInfo", "TFRecorderError", "Verification",
-    "build_index", "check_tfrecords", "convert", "convert_and_load", "create_image_csv",
-    "create_tfrecords",
-    "info", "input_schema", "inspect",
-    "load", "types", "verify",
-]
+def _public_modules() -> set[str]:
+    """The package's public modules: those whose file names have no leading underscore."""
+    package = pathlib.Path(tfrecorder.__file__).parent
+    return {p.stem for p in package.glob("*.py") if not p.stem.startswith("_")}
 
 
-def test_the_public_names_are_pinned():
-    assert tfrecorder.__all__ == PUBLIC
+def _documentation() -> str:
+    root = pathlib.Path(tfrecorder.__file__).parent.parent
+    return "\n".join(p.read_text() for p in [root / "README.md", *root.glob("docs/*.md")])
+
+
+def test_the_public_surface_is_what_is_documented():
+    # What is public is derived, not restated: the names in __all__ and the modules
+    # without a leading underscore. Each is documented, and nothing else is reachable
+    # from the package without an underscore.
+    docs = _documentation()
+    for name in tfrecorder.__all__:
+        assert re.search(rf"\b{re.escape(name)}\b", docs), f"{name} is not in the docs"
+    for module in _public_modules():
+        assert f"tfrecorder.{module}" in docs, f"tfrecorder.{module} is not in the docs"
+    reachable = {n for n in vars(tfrecorder) if not n.startswith("_")} - {"annotations"}
+    assert reachable <= set(tfrecorder.__all__) | _public_modules(), (
+        reachable - set(tfrecorder.__all__) - _public_modules())
+
+
+def test_internal_modules_stay_internal_in_the_docs():
+    # The docs' Python blocks import public names only.
+    for block in re.findall(r"```python\n(.*?)```", _documentation(), re.S):
+        assert not re.search(r"from tfrecorder import _|tfrecorder\._", block), block
+
+
+def test_public_exceptions_carry_the_packages_name():
+    for name in tfrecorder.__all__:
+        value = getattr(tfrecorder, name)
+        if isinstance(value, type) and issubclass(value, Exception):
+            assert value.__module__ == "tfrecorder", name
+            assert f"{value.__module__}.{value.__qualname__}" == f"tfrecorder.{name}"
 
 
 def test_public_functions_show_their_real_parameters():
@@ -86,7 +109,7 @@ def test_public_functions_show_their_real_parameters():
 def test_options_document_every_field_once_and_the_cli_offers_each():
     import dataclasses
 
-    from tfrecorder import cli
+    from tfrecorder import _cli as cli
 
     doc = tfrecorder.Options.__doc__
     convert = cli.build_parser()._subparsers._group_actions[0].choices["convert"]
@@ -197,4 +220,4 @@ def test_only_the_runner_code_imports_beam():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(n == "apache_beam" or n.startswith("apache_beam.") for n in names):
                 importers.add(path.stem)
-    assert importers == {"pipeline", "runners"}
+    assert importers == {"_pipeline", "_runners"}

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tfrecorder import partition
-from tfrecorder.errors import ConfigError
+from tfrecorder import _partition as partition
+from tfrecorder._errors import ConfigError
 
 
 @pytest.mark.parametrize("counts", [[9, 9, 9], [1, 0, 20], [5], [2, 3, 1, 7]])

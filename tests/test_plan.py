@@ -1,6 +1,6 @@
 import pytest
 
-from tfrecorder import plan
+from tfrecorder import _plan as plan
 
 GiB = 1 << 30
 MiB = 1 << 20

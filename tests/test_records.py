@@ -2,8 +2,8 @@ import io
 
 import pytest
 
-from tfrecorder import layout, records
-from tfrecorder.errors import CorruptRecordError
+from tfrecorder import _layout as layout, _records as records
+from tfrecorder._errors import CorruptRecordError
 
 
 def test_frame_matches_tensorflow_writer_byte_for_byte(tf, tmp_path):

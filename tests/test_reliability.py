@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 import tfrecorder
-from tfrecorder import layout, metadata, records
+from tfrecorder import _layout as layout, _metadata as metadata, _records as records
 from tests.conftest import SAMPLES, encode, read_split
 
 
@@ -190,7 +190,7 @@ def test_failure_budget_fails_the_run_and_leaves_no_manifest(tmp_path, image_tab
 # finished, then waits to be killed: the test waits on that signal, not on the clock.
 _KILL_SCRIPT = """
 import os, sys, threading, tfrecorder
-from tfrecorder import records
+from tfrecorder import _records as records
 signal_fd, written = int(sys.argv[3]), []
 real = records.write_record_parts
 def write_then_signal(file, parts, *rest):

@@ -7,7 +7,7 @@ import re
 import pytest
 
 import tfrecorder
-from tfrecorder import metadata
+from tfrecorder import _metadata as metadata
 from tests.conftest import SAMPLES, read_split
 
 

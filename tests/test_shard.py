@@ -1,8 +1,8 @@
 import os
 
-from tfrecorder import example, layout, output, shard
-from tfrecorder.plan import ShardTask
-from tfrecorder.plan import Row
+from tfrecorder import _example as example, _layout as layout, _output as output, _shard as shard
+from tfrecorder._plan import ShardTask
+from tfrecorder._plan import Row
 from tests.conftest import encode, read_examples
 
 
@@ -39,7 +39,7 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     assert bad[0].values == {"split": "TRAIN", "image_uri": str(tmp_path / "missing.jpg"), "label": 0}
     assert sorted(os.listdir(out)) == [task.filename, "index"]  # the .part file was renamed
     # The index file, from the lengths the writer framed: the shard's own framing.
-    from tfrecorder import index
+    from tfrecorder import _index as index
 
     assert stats.index_file == index.name(task.filename)
     with open(out / task.filename, "rb") as f:

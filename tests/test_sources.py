@@ -3,8 +3,8 @@ import os
 import pandas as pd
 import pytest
 
-from tfrecorder import sources
-from tfrecorder.errors import ConfigError, SchemaError
+from tfrecorder import _sources as sources
+from tfrecorder._errors import ConfigError, SchemaError
 from tests.conftest import validate
 
 
@@ -105,7 +105,7 @@ def test_a_relative_image_directory_gives_absolute_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     t = sources.read("tree")
     assert t.frame["image_uri"].tolist() == [str(p)]
-    from tfrecorder import schema as schemas
+    from tfrecorder import _schema as schemas
     checked = validate(t.frame, t.row_ids, schemas.IMAGE_CSV_SCHEMA, base_dir=t.base_dir)
     assert checked.rows[0].image_uri == str(p)
 
@@ -122,7 +122,7 @@ def test_a_column_of_paths_resolves_as_each_path_does(base, monkeypatch, tmp_pat
     # resolve_all, when it answers, gives what resolve gives path by path; it declines
     # (None) for every column holding a path that resolve treats specially, and for a
     # base that resolve would normalize.
-    from tfrecorder import storage
+    from tfrecorder import _storage as storage
 
     monkeypatch.chdir(tmp_path)
     answers = base is None or os.path.normpath(base) == base

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import labels, metadata, output, schema, spill
+from tfrecorder import _labels as labels, _metadata as metadata, _output as output, _schema as schema, _spill as spill
 from tests.conftest import SAMPLES, encode
 
 
@@ -129,7 +129,7 @@ def test_an_image_directory_is_listed_as_a_stream(tmp_path, tiny_chunks):
     (["a", None, "a"], ["x", "y", "z"], True),            # found among nulls too
 ])
 def test_the_tally_finds_an_image_with_two_labels_across_chunks(keys, names, multi):
-    from tfrecorder import sources
+    from tfrecorder import _sources as sources
 
     chunks = [sources.Table(sources.ColumnFrame(
         {"split": ["TRAIN"], "image_uri": [k], "label": [v]}, 1), [i], None, "csv")

@@ -2,7 +2,7 @@ import collections
 
 import pytest
 
-from tfrecorder import splits
+from tfrecorder import _splits as splits
 
 
 @pytest.mark.parametrize("value,expected", [

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tfrecorder
-from tfrecorder import schema as schemas
-from tfrecorder import spill
+from tfrecorder import _schema as schemas
+from tfrecorder import _spill as spill
 from tests.conftest import encode
 
 

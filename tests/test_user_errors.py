@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import cli, layout
+from tfrecorder import _cli as cli, _layout as layout
 from tests.conftest import SAMPLES, encode, write_images
 
 

@@ -12,7 +12,7 @@ import zipfile
 import pytest
 
 import tfrecorder
-from tfrecorder import layout, runners
+from tfrecorder import _layout as layout, _runners as runners
 from tests.conftest import BUCKET, SAMPLES
 
 pytestmark = pytest.mark.slow  # creating the environment takes minutes (docs/runners.md)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import labels, metadata, types
+from tfrecorder import _labels as labels, _metadata as metadata, types
 from tfrecorder.input_schema import Schema
 from tests.conftest import encode, read_split, write_images
 

@@ -7,8 +7,10 @@
 Importing this package registers the ``df.tensorflow`` accessor; TensorFlow and Beam
 are imported only when a conversion or a load needs them.
 
-The public API is what ``__all__`` lists, plus the modules ``input_schema`` and
-``types`` (TFRecorder's names). Every other module is internal and may change.
+The public API is what ``__all__`` lists and the modules whose names have no leading
+underscore: ``input_schema`` and ``types`` (TFRecorder's names), ``access``, ``torch`` and
+``grain`` (readers for other frameworks). The ``_``-named modules are internal and may
+change in any release.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ try:
 except ImportError:  # a Beam worker: the staged wheel ships without pandas (runners.build_wheel)
     pass
 else:
-    from tfrecorder import accessor as _accessor  # noqa: F401  (registers df.tensorflow)
+    from tfrecorder import _accessor  # noqa: F401  (registers df.tensorflow)
 from tfrecorder import input_schema, types
-from tfrecorder.convert import convert, convert_and_load, create_tfrecords
-from tfrecorder.errors import (
+from tfrecorder._convert import convert, convert_and_load, create_tfrecords
+from tfrecorder._errors import (
     ConfigError,
     ConversionError,
     CorruptRecordError,
@@ -33,14 +35,14 @@ from tfrecorder.errors import (
     SchemaError,
     TFRecorderError,
 )
-from tfrecorder.inspection import Inspection, Verification, check_tfrecords, inspect, verify
-from tfrecorder.layout import FeatureSpec
-from tfrecorder.loading import Datasets, info, load
-from tfrecorder.manifest import Manifest, ShardInfo, SplitInfo
-from tfrecorder.options import Options
-from tfrecorder.output import build_index
-from tfrecorder.result import ConversionResult, DataflowJob
-from tfrecorder.sources import create_image_csv
+from tfrecorder._inspection import Inspection, Verification, check_tfrecords, inspect, verify
+from tfrecorder._layout import FeatureSpec
+from tfrecorder._loading import Datasets, info, load
+from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
+from tfrecorder._options import Options
+from tfrecorder._output import build_index
+from tfrecorder._result import ConversionResult, DataflowJob
+from tfrecorder._sources import create_image_csv
 
 __version__ = "0.1.0"
 
@@ -78,3 +80,11 @@ __all__ = [
     "types",
     "verify",
 ]
+
+# The exceptions are public under this package's name, wherever they are defined: a
+# traceback says ``tfrecorder.ConversionError``, not the internal module's path.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type) and issubclass(_value, Exception):
+        _value.__module__ = __name__
+del _name, _value

@@ -2,6 +2,6 @@
 
 import sys
 
-from tfrecorder.cli import main
+from tfrecorder._cli import main
 
 sys.exit(main())

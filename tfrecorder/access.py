@@ -30,9 +30,9 @@ from typing import Sequence
 
 import numpy as np
 
-from tfrecorder import example, index, layout, metadata, records, splits, storage
-from tfrecorder.errors import ConfigError, CorruptRecordError, OutputChangedError
-from tfrecorder.manifest import Manifest
+from tfrecorder import _example as example, _index as index, _layout as layout, _metadata as metadata, _records as records, _splits as splits, _storage as storage
+from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
+from tfrecorder._manifest import Manifest
 
 _HEADER = 12  # length (8) and its checksum (4) before a record's data
 

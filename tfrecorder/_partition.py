@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tfrecorder.errors import ConfigError
+from tfrecorder._errors import ConfigError
 
 
 def check_reader(shard) -> tuple[int, int]:

@@ -12,10 +12,10 @@ import errno
 import logging
 from typing import Mapping
 
-from tfrecorder import arguments, image, index, layout, metadata, output, plan, runners
-from tfrecorder import shard, spill, splits, staging, storage
-from tfrecorder.options import Options
-from tfrecorder.result import ConversionResult
+from tfrecorder import _arguments as arguments, _image as image, _index as index, _layout as layout, _metadata as metadata, _output as output, _plan as plan, _runners as runners
+from tfrecorder import _shard as shard, _spill as spill, _splits as splits, _staging as staging, _storage as storage
+from tfrecorder._options import Options
+from tfrecorder._result import ConversionResult
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +199,7 @@ def create_tfrecords(input_data, output_dir: str = "./tfrecords", **kwargs):
 def convert_and_load(*args, load_options=None, **kwargs):
     """Converts like ``convert`` (same arguments), then returns
     ``load(output_dir, **load_options)``: every split's dataset."""
-    from tfrecorder.loading import load
+    from tfrecorder._loading import load
 
     result = convert(*args, **kwargs)
     return load(result["tfrecord_dir"], **(load_options or {}))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator, Mapping
 
-from tfrecorder import layout, storage, types
-from tfrecorder.errors import ConfigError
+from tfrecorder import _layout as layout, _storage as storage, types
+from tfrecorder._errors import ConfigError
 
 #: Column names become feature keys and, escaped (``layout.escape``), file names: letters,
 #: digits, ``_ - . /`` and spaces, not starting with a dot or a slash.

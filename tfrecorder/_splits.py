@@ -8,8 +8,8 @@ import hashlib
 import math
 from typing import Mapping, Sequence
 
-from tfrecorder.errors import Problems
-from tfrecorder.labels import is_null
+from tfrecorder._errors import Problems
+from tfrecorder._labels import is_null
 
 #: The splits, in the order results list them; on disk they are always lowercase.
 SPLITS = ("train", "validation", "test")

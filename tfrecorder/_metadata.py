@@ -26,11 +26,11 @@ import json
 import math
 from typing import Any, Iterable, Mapping
 
-from tfrecorder import labels as label_files
-from tfrecorder import layout, legacy, storage
-from tfrecorder.errors import ConversionError, IncompleteOutputError
-from tfrecorder.layout import DATASET_INFO, FEATURES, MANIFEST, FeatureSpec
-from tfrecorder.manifest import Manifest, ShardInfo, SplitInfo, json_bytes
+from tfrecorder import _labels as label_files
+from tfrecorder import _layout as layout, _legacy as legacy, _storage as storage
+from tfrecorder._errors import ConversionError, IncompleteOutputError
+from tfrecorder._layout import DATASET_INFO, FEATURES, MANIFEST, FeatureSpec
+from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 
 TFDS_VERSION = "1.0.0"
 
@@ -188,7 +188,7 @@ def read_manifest(output_dir: str) -> Manifest:
             kind = "is a file, not a folder" if storage.exists(output_dir) else "does not exist"
             raise IncompleteOutputError(
                 f"{shown} {kind}; give the folder a conversion wrote (the output_dir "
-                f"given to tfrecorder.convert)") from None
+                f"given to tfrecorder._convert)") from None
         raise IncompleteOutputError(
             f"{output_dir} has no {MANIFEST}: no conversion finished there (it may have been "
             f"interrupted, or still be running). Convert again with overwrite=True."

@@ -24,8 +24,8 @@ from __future__ import annotations
 import struct
 from typing import BinaryIO, Iterable, Iterator
 
-from tfrecorder import storage
-from tfrecorder.errors import CorruptRecordError
+from tfrecorder import _storage as storage
+from tfrecorder._errors import CorruptRecordError
 
 #: The folder of index files, inside the output directory.
 DIR = "index"
@@ -84,7 +84,7 @@ def scan(file: BinaryIO, where: str = "<stream>") -> Iterator[tuple[int, int]]:
     """``(offset, length)`` of every record of an uncompressed TFRecord ``file``, read
     from the length fields alone (the data is skipped with seeks, not read). Each length
     field's checksum is checked, and a record that runs past the file's end is an error."""
-    from tfrecorder import records
+    from tfrecorder import _records as records
 
     end = file.seek(0, 2)
     at = 0

@@ -24,9 +24,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tfrecorder import index, layout, legacy, metadata, partition, splits, storage
-from tfrecorder.errors import ConfigError
-from tfrecorder.manifest import Manifest
+from tfrecorder import _index as index, _layout as layout, _legacy as legacy, _metadata as metadata, _partition as partition, _splits as splits, _storage as storage
+from tfrecorder._errors import ConfigError
+from tfrecorder._manifest import Manifest
 
 #: Shards read at the same time at most; more only adds memory.
 MAX_PARALLEL_READS = 16

@@ -18,9 +18,9 @@ import os
 import re
 from typing import Any, Callable, Iterator
 
-from tfrecorder import detection, splits, storage
-from tfrecorder.errors import ConfigError, Problem, Problems, SchemaError
-from tfrecorder.schema import IMAGE_CSV_SCHEMA, Schema
+from tfrecorder import _detection as detection, _splits as splits, _storage as storage
+from tfrecorder._errors import ConfigError, Problem, Problems, SchemaError
+from tfrecorder._schema import IMAGE_CSV_SCHEMA, Schema
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ import re
 import uuid
 from typing import Any, Callable, Iterable, Iterator
 
-from tfrecorder import example, image, index, layout, records, storage
-from tfrecorder.output import RunFolder
-from tfrecorder.plan import ShardTask
+from tfrecorder import _example as example, _image as image, _index as index, _layout as layout, _records as records, _storage as storage
+from tfrecorder._output import RunFolder
+from tfrecorder._plan import ShardTask
 
 #: Reads kept in flight per shard for remote images, so per-object latency overlaps.
 REMOTE_READ_THREADS = 8

@@ -17,7 +17,7 @@ import re
 from typing import Iterator, Mapping, Sequence
 
 from tfrecorder import types
-from tfrecorder.errors import ConfigError, Problems
+from tfrecorder._errors import ConfigError, Problems
 
 #: Integer labels are class ids; larger ones would make a labels file of that many lines.
 MAX_INTEGER_LABEL = 1_000_000

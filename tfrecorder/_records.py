@@ -17,7 +17,7 @@ from typing import BinaryIO, Iterator
 
 import google_crc32c
 
-from tfrecorder.errors import CorruptRecordError
+from tfrecorder._errors import CorruptRecordError
 
 _MASK_DELTA = 0xA282EAD8
 _LENGTH = struct.Struct("<Q")

@@ -27,8 +27,8 @@ import uuid
 import zipfile
 from urllib.parse import urlsplit
 
-from tfrecorder import layout, metadata, output, plan, shard, storage
-from tfrecorder.errors import ConfigError, TFRecorderError
+from tfrecorder import _layout as layout, _metadata as metadata, _output as output, _plan as plan, _shard as shard, _storage as storage
+from tfrecorder._errors import ConfigError, TFRecorderError
 
 log = logging.getLogger(__name__)
 
@@ -308,8 +308,8 @@ def run_dataflow(run: Run, lock: output.Lock):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions, TestOptions
 
-    from tfrecorder import pipeline
-    from tfrecorder.result import DataflowJob
+    from tfrecorder import _pipeline as pipeline
+    from tfrecorder._result import DataflowJob
 
     opts = run.opts
     p = None
@@ -358,7 +358,7 @@ def run_direct(run: Run) -> str:
     import shutil
     import tempfile
 
-    from tfrecorder import progress
+    from tfrecorder import _progress as progress
 
     # Shard writers report progress to a folder on this machine: other runners' workers
     # may run elsewhere.
@@ -375,7 +375,7 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from tfrecorder import pipeline
+    from tfrecorder import _pipeline as pipeline
 
     name = run.opts.runner
     extra = {}

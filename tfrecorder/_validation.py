@@ -17,10 +17,10 @@ import operator
 import re
 from typing import Mapping, Sequence
 
-from tfrecorder import example, labels, layout, splits, storage, types
-from tfrecorder.errors import Problem, Problems, SchemaError
-from tfrecorder.layout import FeatureSpec
-from tfrecorder.schema import Schema
+from tfrecorder import _example as example, _labels as labels, _layout as layout, _splits as splits, _storage as storage, types
+from tfrecorder._errors import Problem, Problems, SchemaError
+from tfrecorder._layout import FeatureSpec
+from tfrecorder._schema import Schema
 
 _INT = re.compile(r"\s*[+-]?\d+\s*")
 

@@ -8,8 +8,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tfrecorder import layout, metadata, storage
-from tfrecorder.manifest import Manifest
+from tfrecorder import _layout as layout, _metadata as metadata, _storage as storage
+from tfrecorder._manifest import Manifest
 
 
 class _Keys(Mapping):
@@ -221,7 +221,7 @@ class DataflowJob(_Keys):
 
     def wait(self) -> ConversionResult:
         """Blocks until the job ends; its result, read from the output directory."""
-        from tfrecorder.errors import ConversionError
+        from tfrecorder._errors import ConversionError
 
         state = self.pipeline_result.wait_until_finish()
         if "DONE" not in str(state):

@@ -22,9 +22,9 @@ from __future__ import annotations
 import base64
 import re
 
-from tfrecorder import index, layout, storage
-from tfrecorder.layout import FeatureSpec
-from tfrecorder.manifest import Manifest, ShardInfo, SplitInfo
+from tfrecorder import _index as index, _layout as layout, _storage as storage
+from tfrecorder._layout import FeatureSpec
+from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
 
 #: Manifest.format_version of a TFRecorder 2.0 directory.
 FORMAT_VERSION = 0

@@ -32,10 +32,10 @@ import shutil
 import tempfile
 from typing import Callable, Iterator
 
-from tfrecorder import (detection, example, labels, layout, sources, splits, storage,
-                        validation)
-from tfrecorder.errors import Problems, SchemaError
-from tfrecorder.plan import Block, Row
+from tfrecorder import (_detection as detection, _example as example, _labels as labels, _layout as layout, _sources as sources, _splits as splits, _storage as storage,
+                        _validation as validation)
+from tfrecorder._errors import Problems, SchemaError
+from tfrecorder._plan import Block, Row
 
 #: Rows read, checked and spilled at a time.
 CHUNK_ROWS = 50_000

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from tfrecorder import index, labels, shard, staging, storage
-from tfrecorder import schema as schemas
-from tfrecorder.errors import ConfigError
+from tfrecorder import _index as index, _labels as labels, _shard as shard, _staging as staging, _storage as storage
+from tfrecorder import _schema as schemas
+from tfrecorder._errors import ConfigError
 
 
 def output_path(path) -> str:

@@ -17,7 +17,7 @@ import operator
 import zlib
 from typing import Any, Iterator, Mapping, Sequence
 
-from tfrecorder.layout import ShardName, split_order
+from tfrecorder._layout import ShardName, split_order
 
 MIN_SHARD_BYTES = 64 << 20
 MAX_SHARD_BYTES = 1 << 30

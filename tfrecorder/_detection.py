@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from tfrecorder import example, labels, layout, splits
-from tfrecorder.errors import Problems
-from tfrecorder.layout import FeatureSpec
+from tfrecorder import _example as example, _labels as labels, _layout as layout, _splits as splits
+from tfrecorder._errors import Problems
+from tfrecorder._layout import FeatureSpec
 
 #: Columns of an object-detection table, one row per box.
 COLUMNS = ["split", "image_uri", "label", "x_min", "y_min", "x_max", "y_max"]

@@ -9,7 +9,7 @@ import argparse
 import logging
 import sys
 
-from tfrecorder.errors import (
+from tfrecorder._errors import (
     ConfigError,
     IncompleteOutputError,
     OutputExistsError,
@@ -92,7 +92,7 @@ def _shards(value: str):
 def _convert_parser(sub) -> None:
     import dataclasses
 
-    from tfrecorder.options import Options
+    from tfrecorder._options import Options
 
     p = sub.add_parser(
         "convert", help="convert a CSV or an image directory to TFRecord files",
@@ -134,8 +134,8 @@ def _verbose(parser) -> None:
 def _run_convert(args, beam_flags) -> int:
     import dataclasses
 
-    from tfrecorder.convert import convert
-    from tfrecorder.options import Options
+    from tfrecorder._convert import convert
+    from tfrecorder._options import Options
 
     options = {f.name: getattr(args, f.name) for f in dataclasses.fields(Options)
                if f.metadata["cli"] is not None}
@@ -152,7 +152,7 @@ def _check_beam_flags(flags: list[str]) -> None:
         return
     import difflib
 
-    from tfrecorder import runners
+    from tfrecorder import _runners as runners
 
     unknown, beam = runners.unknown_flags(flags)
     if not unknown:
@@ -187,7 +187,7 @@ def _inspect_parser(sub) -> None:
 
 
 def _run_inspect(args, _beam_flags) -> int:
-    from tfrecorder.inspection import inspect
+    from tfrecorder._inspection import inspect
 
     folder = args.tfrecord_dir or args.tfrecord_dir_flag
     if folder is None or (args.tfrecord_dir and args.tfrecord_dir_flag
@@ -210,7 +210,7 @@ def _csv_parser(sub) -> None:
 
 
 def _run_csv(args, _beam_flags) -> int:
-    from tfrecorder.sources import create_image_csv
+    from tfrecorder._sources import create_image_csv
 
     n = create_image_csv(args.image_dir, args.csv_file)
     print(f"wrote {n} rows to {args.csv_file}")
@@ -228,7 +228,7 @@ def _index_parser(sub) -> None:
 
 
 def _run_index(args, _beam_flags) -> int:
-    from tfrecorder.output import build_index
+    from tfrecorder._output import build_index
 
     written = build_index(args.output_dir)
     print(f"wrote {len(written)} index files in {args.output_dir}")
@@ -286,7 +286,7 @@ def _tfrecorder_command(argv: list[str]) -> list[str]:
     folder = values.get("tfrecord_dir") or (kept.pop(0) if kept else "")
     split = values.get("split", "train")
     if "file_pattern" in values:  # /path/to/tfrecords/train*.tfrecord.gz
-        from tfrecorder.inspection import pattern_target
+        from tfrecorder._inspection import pattern_target
 
         folder, split = pattern_target(values["file_pattern"], split)
     return ["inspect", folder, "--split", split, "-n", values.get("num_records", "1"),

@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from tfrecorder import example
-from tfrecorder.splits import SPLITS
+from tfrecorder import _example as example
+from tfrecorder._splits import SPLITS
 
 MANIFEST = "tfrecorder.json"
 ERRORS = "errors.jsonl"

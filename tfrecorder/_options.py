@@ -14,9 +14,9 @@ import difflib
 import json
 from typing import Any, Mapping, Sequence
 
-from tfrecorder import image, splits
-from tfrecorder.errors import ConfigError
-from tfrecorder.layout import NAME_PATTERN
+from tfrecorder import _image as image, _splits as splits
+from tfrecorder._errors import ConfigError
+from tfrecorder._layout import NAME_PATTERN
 
 #: The runners tfrecorder treats specially; any other Beam runner works too.
 RUNNERS = ("DirectRunner", "DataflowRunner")
@@ -269,7 +269,7 @@ class Options:
 def _runner_name(name) -> str:
     """The Beam runner called ``name``, in any case ("DataFlowRunner", as TFRecorder's
     README spells it, or "flink"), or a runner class by its dotted path."""
-    from tfrecorder import runners
+    from tfrecorder import _runners as runners
 
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"runner={name!r}; give a Beam runner name such as 'DirectRunner'")

@@ -30,10 +30,10 @@ import time
 import uuid
 from typing import Iterable
 
-from tfrecorder import index, layout, legacy, metadata, storage
-from tfrecorder.errors import (ConfigError, ConversionError, CorruptRecordError,
+from tfrecorder import _index as index, _layout as layout, _legacy as legacy, _metadata as metadata, _storage as storage
+from tfrecorder._errors import (ConfigError, ConversionError, CorruptRecordError,
                                OutputBusyError, OutputExistsError, TFRecorderError)
-from tfrecorder.manifest import Manifest
+from tfrecorder._manifest import Manifest
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ class TensorFlowAccessor:
 
     def to_tfrecord(self, output_dir: str = "./tfrecords", *, schema=None, **options):
         """Converts this DataFrame to TFRecord files; returns a ConversionResult."""
-        from tfrecorder.convert import convert
+        from tfrecorder._convert import convert
 
         return convert(self._frame, output_dir, schema=schema, **options)
 

@@ -13,8 +13,8 @@ import dataclasses
 import json
 from typing import Any, Mapping
 
-from tfrecorder import layout
-from tfrecorder.layout import FeatureSpec
+from tfrecorder import _layout as layout
+from tfrecorder._layout import FeatureSpec
 
 #: Manifest.format_version of the directories tfrecorder writes (``legacy`` has 0).
 FORMAT_VERSION = 1
