@@ -5,7 +5,7 @@ that ``tfrecorder._options.markdown_table`` renders from the fields' help.
     python scripts/options_doc.py --check    # exit 1 when docs/options.md is stale
 
 To change what an option's row says, edit the field's ``doc`` (or ``help``) in
-tfrecorder/options.py, then run this; tests/test_docs.py fails while the file differs.
+tfrecorder/_options.py, then run this; tests/test_docs.py fails while the file differs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ COMMAND = "python scripts/options_doc.py"
 HEADER = f"""\
 # Options
 
-<!-- Written by `{COMMAND}` from tfrecorder/options.py: edit the fields there. -->
+<!-- Written by `{COMMAND}` from tfrecorder/_options.py: edit the fields there. -->
 
 `tfrecorder.convert(source, output_dir, schema=None, header="infer", names=None, **options)`,
 `df.tensorflow.to_tfrecord(output_dir, schema=None, **options)` and TFRecorder's

@@ -218,3 +218,18 @@ def stage_rows(rows, folder, *, name="d", num_shards=1, seed=0):
     finally:
         spilled.remove()
     return [staging.read_task(staging.task_path(str(folder), s)) for s in shards]
+
+
+def convert_ids(out, n: int, num_shards: int, value: str = "x") -> str:
+    """A tabular conversion of ``n`` records in ``num_shards`` shards, each with a
+    distinct int ``id`` and a float column ``value`` (``id / 4``); returns its folder."""
+    import pandas as pd
+
+    import tfrecorder
+
+    df = pd.DataFrame({"split": ["TRAIN"] * n, "id": range(n), value: [i / 4 for i in range(n)]})
+    schema = tfrecorder.input_schema.Schema({
+        "split": tfrecorder.types.SplitKey, "id": tfrecorder.types.IntegerInput,
+        value: tfrecorder.types.FloatInput})
+    tfrecorder.convert(df, str(out), schema=schema, num_shards=num_shards)
+    return str(out)

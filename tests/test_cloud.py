@@ -204,7 +204,7 @@ def test_the_staged_wheel_installs_and_imports(tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                     "--target", str(target), wheel], check=True)
-    code = "import tfrecorder._shard, tfrecorder.records; print(tfrecorder.__file__)"
+    code = "import tfrecorder._shard, tfrecorder._records; print(tfrecorder.__file__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(target)}, cwd=str(tmp_path),
                          check=True).stdout

@@ -7,14 +7,13 @@ import os
 
 import grain
 import numpy as np
-import pandas as pd
 import pytest
 from PIL import Image
 
 import tfrecorder
 import tfrecorder.grain
 from tfrecorder import access
-from tests.conftest import SAMPLES, docs_snippets
+from tests.conftest import SAMPLES, convert_ids, docs_snippets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,13 +23,7 @@ N = 21
 
 @pytest.fixture(scope="module")
 def table_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("grain") / "table"
-    df = pd.DataFrame({"split": ["TRAIN"] * N, "id": range(N), "w": [i * 0.5 for i in range(N)]})
-    schema = tfrecorder.input_schema.Schema({
-        "split": tfrecorder.types.SplitKey, "id": tfrecorder.types.IntegerInput,
-        "w": tfrecorder.types.FloatInput})
-    tfrecorder.convert(df, str(out), schema=schema, num_shards=3)
-    return str(out)
+    return convert_ids(tmp_path_factory.mktemp("grain") / "table", N, 3, value="w")
 
 
 def test_the_source_meets_grains_protocol(table_out):

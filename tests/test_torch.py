@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 import tfrecorder
 import tfrecorder.torch
 from tfrecorder import access
-from tests.conftest import SAMPLES, docs_snippets
+from tests.conftest import SAMPLES, convert_ids, docs_snippets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_TABLE = 23
@@ -34,14 +34,7 @@ def images_out(tmp_path_factory):
 @pytest.fixture(scope="module")
 def table_out(tmp_path_factory):
     """A tabular conversion of N_TABLE records, each with a distinct ``id``, in 4 shards."""
-    out = tmp_path_factory.mktemp("torch") / "table"
-    df = pd.DataFrame({"split": ["TRAIN"] * N_TABLE, "id": range(N_TABLE),
-                       "x": [i / 4 for i in range(N_TABLE)]})
-    schema = tfrecorder.input_schema.Schema({
-        "split": tfrecorder.types.SplitKey, "id": tfrecorder.types.IntegerInput,
-        "x": tfrecorder.types.FloatInput})
-    tfrecorder.convert(df, str(out), schema=schema, num_shards=4)
-    return str(out)
+    return convert_ids(tmp_path_factory.mktemp("torch") / "table", N_TABLE, 4)
 
 
 def _original(name):
