@@ -28,3 +28,16 @@ def test_read_file_reads_past_a_size_that_is_wrong():
     assert data.startswith(b"Name:") and data.endswith(b"\n")
     with pytest.raises(storage.FileTooLargeError, match="more than 8 bytes"):
         storage.read_file("/proc/self/status", max_bytes=8)
+
+
+@pytest.mark.parametrize("base", ["/data/set", None])
+def test_a_column_of_absolute_paths_resolves_as_each_path_does(base, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    plain = ["/abs/l.jpg", "/a/s.", "/a/t..jpg", "/v/~w.jpg", "/x\\y.jpg", "/~n.jpg"]
+    assert storage.resolve_all(plain, base) == [storage.resolve(p, base) for p in plain]
+    assert storage.resolve_all(plain, base) == plain
+    # a path that resolve changes, or a column mixing absolute and relative paths
+    for path in ["/a//b.jpg", "/a/./b.jpg", "/a/../b.jpg", "/a/.", "/a/", "/", "/a b.jpg",
+                 "/b.jpg ", "/é.jpg", "a.jpg", "~/m.jpg", "file:///o.jpg", "gs://b/p.jpg", ""]:
+        assert storage.resolve_all(["/abs/l.jpg", path], base) is None, path
+        assert storage.resolve_all([path, "/abs/l.jpg"], base) is None, path

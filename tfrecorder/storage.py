@@ -99,17 +99,24 @@ _GS = itertools.repeat("gs://")
 
 def resolve_all(paths: list[str], base: str | None = None) -> list[str] | None:
     """``[resolve(p, base) for p in paths]`` for a column of plain relative local paths
-    (``photos/cat/1.jpg``), found with a few string searches over the whole column
-    instead of a call per path; None when any path could need ``resolve``'s care (a
-    scheme, ``~``, ``.``, ``//``, a leading or trailing ``/``, a blank, non-ASCII)."""
+    (``photos/cat/1.jpg``), or of plain absolute ones (``/data/cat/1.jpg``, which resolve
+    to themselves), found with a few string searches over the whole column instead of a
+    call per path; None when any path could need ``resolve``'s care (a scheme, ``~``,
+    ``.``, ``//``, a trailing ``/``, a blank, non-ASCII) or the column mixes the two."""
     base = base or os.getcwd()
     if (os.sep != "/" or not paths or is_remote(base) or not os.path.isabs(base)
             or os.path.normpath(base) != base):
         return None
     joined = "\0".join(paths)
     if (not joined or joined.count("\0") != len(paths) - 1 or not joined.isascii()
-            or any(c in joined for c in _NOT_PLAIN) or joined[0] in "/~.\0"
             or joined[-1] in "/\0"):
+        return None
+    if joined[0] == "/":  # absolute: every path must be, and normalized already
+        if (joined.count("\0/") != len(paths) - 1
+                or any(c in joined for c in _NOT_PLAIN_ABSOLUTE)):
+            return None
+        return list(paths)
+    if any(c in joined for c in _NOT_PLAIN) or joined[0] in "~.\0":
         return None
     prefix = base if base.endswith("/") else base + "/"
     return list(map(prefix.__add__, paths))
@@ -119,6 +126,8 @@ def resolve_all(paths: list[str], base: str | None = None) -> list[str] | None:
 #: component starting with "~", an empty path (two separators in a row).
 _NOT_PLAIN = (" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f",
               "://", "//", "/.", "\0/", "\0.", "\0~", "/\0", "\0\0")
+#: The same for a column of absolute paths, each of which starts with "/".
+_NOT_PLAIN_ABSOLUTE = tuple(c for c in _NOT_PLAIN if c != "\0/")
 
 
 def exists(path: str) -> bool:
