@@ -93,3 +93,4 @@ def test_large_bytes_feature_serializes_like_bytes_feature():
     parts = example.serialize_parts({**small, "image": example.LargeBytesFeature(value)})
     assert b"".join(parts) == a
     assert any(p is value for p in parts)  # the value is not copied
+    assert len(parts) == 3  # the small bytes before and after it are one part each

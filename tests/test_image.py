@@ -381,3 +381,29 @@ def test_downscaled_images_keep_their_appearance_in_every_mode(tf, name, data, r
     unresized = tf.io.decode_image(as_is, expand_animations=False)  # stored as is, or as PNG
     want = tf.image.resize(tf.cast(unresized, tf.float32), (24, 32), antialias=True)
     assert float(tf.reduce_mean(tf.abs(tf.cast(got, tf.float32) - want))) < 4, name
+
+
+def test_a_header_check_of_a_common_format_does_not_import_pillow(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    small = tmp_path / "a.jpg"
+    small.write_bytes(encode("RGB", size=(40, 30), fmt="JPEG"))
+    huge = tmp_path / "huge.png"  # a header claiming 20000x10000: over twice Pillow's limit
+    huge.write_bytes(b"\x89PNG\r\n\x1a\n" + struct.pack(">I4sIIBBBBBI", 13, b"IHDR", 20000,
+                                                           10000, 8, 2, 0, 0, 0, 0))
+    code = f"""
+import sys
+from tfrecorder import _image as image
+print(image.prepare(open({str(small)!r}, "rb").read())[1], "PIL.Image" in sys.modules)
+try:
+    image.prepare(open({str(huge)!r}, "rb").read())
+except image.ImageProblem as e:
+    print(e)
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(image.__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=root).stdout.splitlines()
+    assert out[0] == "ImageInfo(format='jpeg', height=30, width=40, channels=3) False"
+    assert out[1].startswith("decompression bomb: 20000x10000") and "(89478485)" in out[1]

@@ -64,6 +64,31 @@ def test_the_job_graph_is_one_chain_without_side_inputs_or_tagged_outputs(tmp_pa
     assert steps[-1].full_label == "WriteMetadata/Finish"
 
 
+def test_shards_are_reshuffled_unless_one_worker_in_this_process_writes_them(tmp_path):
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    spec = metadata.DatasetSpec("d", None, {}, {}, 1, run_id="r1", run_dir=str(tmp_path))
+    settings = shard.WriteSettings(str(tmp_path), str(tmp_path), COLUMNS)
+
+    def labels(p):
+        pipeline.build(p, str(tmp_path), 2, settings, spec)
+        found = []
+
+        class Visit(beam.pipeline.PipelineVisitor):
+            def enter_composite_transform(self, node):
+                found.append(node.full_label)
+
+        p.visit(Visit())
+        return found
+
+    one = PipelineOptions([], direct_num_workers=1)
+    two = PipelineOptions([], direct_num_workers=2, direct_running_mode="multi_threading")
+    assert "WriteShards/Spread" not in labels(beam.Pipeline(fn_runner.FnApiRunner(), one))
+    assert "WriteShards/Spread" in labels(beam.Pipeline(fn_runner.FnApiRunner(), two))
+    assert "WriteShards/Spread" in labels(beam.Pipeline(options=one))  # another runner
+
+
 def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image_table):
     rows = _rows(tmp_path, image_table, 5, [9])
     tasks = stage_rows(rows, tmp_path / "tasks", num_shards=1)

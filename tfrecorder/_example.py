@@ -42,12 +42,18 @@ def _varint_uncached(n: int) -> bytes:
     return bytes(out)
 
 
-_VARINTS = [_varint_uncached(i) for i in range(1 << 14)]
+# Every varint of one or two bytes, built at import (a few milliseconds).
+_VARINTS = ([bytes((i,)) for i in range(0x80)]
+            + [bytes((i & 0x7F | 0x80, i >> 7)) for i in range(0x80, 1 << 14)])
 
 
 def _varint(n: int) -> bytes:
     """Protobuf varint of ``n`` (int64 two's complement for negatives)."""
-    return _VARINTS[n] if 0 <= n < 16384 else _varint_uncached(n)
+    if 0 <= n < 16384:
+        return _VARINTS[n]
+    if 0 <= n < 1 << 21:  # three bytes: the length of every image up to 2 MiB
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
+    return _varint_uncached(n)
 
 
 def _field(tag: int, payload: bytes) -> bytes:
@@ -127,10 +133,12 @@ _KEY_PREFIXES: dict[str, bytes] = {}
 def serialize_parts(features: Mapping[str, "Feature | LargeBytesFeature"]) -> list[bytes]:
     """The serialized ``tf.train.Example`` as a list of parts, keys in sorted order.
 
-    ``b"".join(parts)`` is the Example; large values stay separate parts (see
-    LargeBytesFeature), so callers can checksum and write them without copying.
+    ``b"".join(parts)`` is the Example. Each large value (LargeBytesFeature) is a part of
+    its own, never copied; the small bytes between two large values are joined into one
+    part, so callers checksum and write a record in a few calls.
     """
-    parts: list[bytes] = []
+    parts: list = []
+    run: list[bytes] = []  # small bytes since the last large value
     total = 0
     for key in sorted(features):
         f = features[key]
@@ -138,16 +146,23 @@ def serialize_parts(features: Mapping[str, "Feature | LargeBytesFeature"]) -> li
         if prefix is None:
             kb = key.encode("utf-8")
             prefix = _KEY_PREFIXES[key] = b"\x0a" + _varint(len(kb)) + kb + b"\x12"
-        inner = prefix + _varint(len(f))
-        head = b"\x0a" + _varint(len(inner) + len(f))
-        parts.append(head + inner)
+        n = len(f)
+        inner = prefix + _varint(n)
+        head = b"\x0a" + _varint(len(inner) + n)
+        total += len(head) + len(inner) + n
         if isinstance(f, LargeBytesFeature):
-            parts.append(f.prefix)
+            run += (head, inner, f.prefix)
+            parts.append(run)
             parts.append(f.value)
+            run = []
         else:
-            parts.append(f)
-        total += len(head) + len(inner) + len(f)
-    return [b"\x0a" + _varint(total), *parts]
+            run += (head, inner, f)
+    parts.append(run)
+    # The Example's own header, its length known now, starts the first run.
+    parts[0].insert(0, b"\x0a" + _varint(total))
+    if not run:  # the last value was a large one
+        parts.pop()
+    return [b"".join(p) if isinstance(p, list) else p for p in parts]
 
 
 def serialize(features: Mapping[str, "Feature | LargeBytesFeature"]) -> bytes:

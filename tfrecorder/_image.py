@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import sys
 import warnings
 from typing import Iterator
 
@@ -280,12 +281,22 @@ def _fast_info(data: bytes) -> ImageInfo | None:
     return None
 
 
+#: Pillow's default PIL.Image.MAX_IMAGE_PIXELS (the same since Pillow 3.0).
+PILLOW_MAX_IMAGE_PIXELS = 89_478_485
+
+
 def _check_size(fmt: str, width: int, height: int) -> None:
     if width <= 0 or height <= 0:
         raise ImageProblem(f"{fmt} image with an empty size {width}x{height}")
     # Pillow warns above MAX_IMAGE_PIXELS and refuses above twice that; a 108-megapixel
-    # phone photo is between the two, and is an image, not a bomb.
-    limit = _pil().MAX_IMAGE_PIXELS
+    # phone photo is between the two, and is an image, not a bomb. The limit is read
+    # from Pillow where this process has imported it (it may have been changed there);
+    # otherwise it is Pillow's default, and headers read without Pillow do not import it
+    # for an image within twice that: the import costs more than 10,000 header checks.
+    pil = sys.modules.get("PIL.Image")
+    if pil is None and width * height <= 2 * PILLOW_MAX_IMAGE_PIXELS:
+        return
+    limit = (pil or _pil()).MAX_IMAGE_PIXELS
     if limit and width * height > 2 * limit:
         raise ImageProblem(
             f"decompression bomb: {width}x{height} = {width * height} pixels is more than "

@@ -47,21 +47,32 @@ def _tasks(task_dir: str) -> tuple[str, ...]:
 
 class WriteShards(beam.PTransform):
     """Shard numbers (positions in the staged tasks' name order) -> one shard file each;
-    emits ``(ShardStats, [Quarantined])`` per shard."""
+    emits ``(ShardStats, [Quarantined])`` per shard. ``spread=False`` leaves out the
+    Reshuffle, for a pipeline that runs on one worker."""
 
     def __init__(self, task_dir: str, settings: shard.WriteSettings,
-                 progress_dir: str | None = None):
+                 progress_dir: str | None = None, spread: bool = True):
         super().__init__()
         self._fn = _WriteShardFn(task_dir, settings, progress_dir)
+        self._spread = spread
 
     def expand(self, numbers):
-        return (
-            numbers
+        if self._spread:
             # int: a shard number; spread them so every worker gets shards
-            | "Spread" >> beam.Reshuffle()
-            # -> (ShardStats, [Quarantined]) of the written shard
-            | "Write" >> beam.ParDo(self._fn)
-        )
+            numbers = numbers | "Spread" >> beam.Reshuffle()
+        # -> (ShardStats, [Quarantined]) of the written shard
+        return numbers | "Write" >> beam.ParDo(self._fn)
+
+
+def _one_worker(p: beam.Pipeline) -> bool:
+    """True when ``p`` runs in this process on one worker: Beam's FnApiRunner with one
+    DirectRunner worker, as ``convert`` runs small tables. A Reshuffle has nothing to
+    spread the shards over there, and costs a shuffle stage (0.1 s a run)."""
+    from apache_beam.options.pipeline_options import DirectOptions
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    return (isinstance(p.runner, fn_runner.FnApiRunner)
+            and p.options.view_as(DirectOptions).direct_num_workers == 1)
 
 
 def _one_key(written):
@@ -105,7 +116,8 @@ def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSet
     The job graph holds ``task_dir`` and the numbers of the shards, never the tasks or
     their rows, so its size is the same for ten rows or ten million in as many shards.
     Each shard is an element of its own from the first step: runners that spread work
-    by the first step's elements (Dask) spread the shards.
+    by the first step's elements (Dask) spread the shards; a Reshuffle spreads them
+    everywhere else, but on one worker in this process (``_one_worker``).
     """
     if shards < 1:
         raise ValueError("a conversion writes at least one shard")
@@ -115,7 +127,8 @@ def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSet
             # int: one shard number per element (no Reshuffle of Create's own: the
             # next step spreads them, and the graph stays the same for 1 or n shards)
             | "Shards" >> beam.Create(range(shards), reshuffle=False)
-            | "WriteShards" >> WriteShards(task_dir, settings, progress_dir)
+            | "WriteShards" >> WriteShards(task_dir, settings, progress_dir,
+                                           spread=not _one_worker(p))
             | "WriteMetadata" >> WriteMetadata(settings.run, spec)
         )
 
