@@ -84,7 +84,8 @@ def main() -> None:
         proxy = latency_proxy.serve(f"127.0.0.1:{port}", proxy_port, args.delay_ms)
         os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{proxy_port}"
 
-        from tfrecorder import _example as example, _output as output, _plan as plan, _shard as shard
+        from tfrecorder import (
+            _example as example, _output as output, _plan as plan, _shard as shard)
         from tfrecorder._plan import Row
 
         rows = [Row(i, "train", uri, {"label": example.int64_feature([0])}, ("TRAIN", uri, 0))

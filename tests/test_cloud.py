@@ -16,7 +16,9 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _example as example, _layout as layout, _metadata as metadata, _output as output, _records as records, _shard as shard, _storage as storage
+from tfrecorder import (
+    _example as example, _layout as layout, _metadata as metadata, _output as output,
+    _records as records, _shard as shard, _storage as storage)
 from tfrecorder._plan import Row, ShardTask
 from tests.conftest import encode
 

@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _inspection as inspection, _layout as layout, _metadata as metadata, _output as output, _storage as storage
+from tfrecorder import (
+    _inspection as inspection, _layout as layout, _metadata as metadata, _output as output,
+    _storage as storage)
 from tests.conftest import BUCKET, SAMPLES, encode, read_split
 
 

@@ -4,7 +4,9 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecorder import _example as example, _metadata as metadata, _output as output, _pipeline as pipeline, _plan as plan, _shard as shard, _staging as staging
+from tfrecorder import (
+    _example as example, _metadata as metadata, _output as output, _pipeline as pipeline,
+    _plan as plan, _shard as shard, _staging as staging)
 from tfrecorder._layout import FeatureSpec
 from tfrecorder._plan import Row
 from tests.conftest import encode, read_split, stage_rows

@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _labels as labels, _metadata as metadata, _output as output, _schema as schema, _spill as spill
+from tfrecorder import (
+    _labels as labels, _metadata as metadata, _output as output, _schema as schema,
+    _spill as spill)
 from tests.conftest import SAMPLES, encode
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from tfrecorder import _index as index, _labels as labels, _shard as shard, _staging as staging, _storage as storage
+from tfrecorder import (
+    _index as index, _labels as labels, _shard as shard, _staging as staging,
+    _storage as storage)
 from tfrecorder import _schema as schemas
 from tfrecorder._errors import ConfigError
 

@@ -12,8 +12,12 @@ import errno
 import logging
 from typing import Mapping
 
-from tfrecorder import _arguments as arguments, _image as image, _index as index, _layout as layout, _metadata as metadata, _output as output, _plan as plan, _runners as runners
-from tfrecorder import _shard as shard, _spill as spill, _splits as splits, _staging as staging, _storage as storage
+from tfrecorder import (
+    _arguments as arguments, _image as image, _index as index, _layout as layout,
+    _metadata as metadata, _output as output, _plan as plan, _runners as runners)
+from tfrecorder import (
+    _shard as shard, _spill as spill, _splits as splits, _staging as staging,
+    _storage as storage)
 from tfrecorder._options import Options
 from tfrecorder._result import ConversionResult
 

@@ -18,7 +18,9 @@ import re
 import tempfile
 from typing import Iterator
 
-from tfrecorder import _example as example, _index as index, _layout as layout, _legacy as legacy, _metadata as metadata, _records as records, _splits as splits, _storage as storage
+from tfrecorder import (
+    _example as example, _index as index, _layout as layout, _legacy as legacy,
+    _metadata as metadata, _records as records, _splits as splits, _storage as storage)
 from tfrecorder._errors import ConfigError, CorruptRecordError, IncompleteOutputError
 from tfrecorder._manifest import Manifest
 

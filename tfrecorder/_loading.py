@@ -24,7 +24,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tfrecorder import _index as index, _layout as layout, _legacy as legacy, _metadata as metadata, _partition as partition, _splits as splits, _storage as storage
+from tfrecorder import (
+    _index as index, _layout as layout, _legacy as legacy, _metadata as metadata,
+    _partition as partition, _splits as splits, _storage as storage)
 from tfrecorder._errors import ConfigError
 from tfrecorder._manifest import Manifest
 

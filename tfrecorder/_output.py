@@ -30,7 +30,9 @@ import time
 import uuid
 from typing import Iterable
 
-from tfrecorder import _index as index, _layout as layout, _legacy as legacy, _metadata as metadata, _storage as storage
+from tfrecorder import (
+    _index as index, _layout as layout, _legacy as legacy, _metadata as metadata,
+    _storage as storage)
 from tfrecorder._errors import (ConfigError, ConversionError, CorruptRecordError,
                                OutputBusyError, OutputExistsError, TFRecorderError)
 from tfrecorder._manifest import Manifest

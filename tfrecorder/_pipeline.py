@@ -21,7 +21,9 @@ import functools
 import apache_beam as beam
 import apache_beam.pipeline as beam_pipeline
 
-from tfrecorder import _metadata as metadata, _output as output, _progress as progress, _shard as shard, _staging as staging
+from tfrecorder import (
+    _metadata as metadata, _output as output, _progress as progress, _shard as shard,
+    _staging as staging)
 
 
 class _WriteShardFn(beam.DoFn):

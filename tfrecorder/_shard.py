@@ -22,7 +22,9 @@ import re
 import uuid
 from typing import Any, Callable, Iterable, Iterator
 
-from tfrecorder import _example as example, _image as image, _index as index, _layout as layout, _records as records, _storage as storage
+from tfrecorder import (
+    _example as example, _image as image, _index as index, _layout as layout,
+    _records as records, _storage as storage)
 from tfrecorder._output import RunFolder
 from tfrecorder._plan import ShardTask
 

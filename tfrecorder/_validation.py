@@ -17,7 +17,9 @@ import operator
 import re
 from typing import Mapping, Sequence
 
-from tfrecorder import _example as example, _labels as labels, _layout as layout, _splits as splits, _storage as storage, types
+from tfrecorder import (
+    _example as example, _labels as labels, _layout as layout, _splits as splits,
+    _storage as storage, types)
 from tfrecorder._errors import Problem, Problems, SchemaError
 from tfrecorder._layout import FeatureSpec
 from tfrecorder._schema import Schema

@@ -30,7 +30,9 @@ from typing import Sequence
 
 import numpy as np
 
-from tfrecorder import _example as example, _index as index, _layout as layout, _metadata as metadata, _records as records, _splits as splits, _storage as storage
+from tfrecorder import (
+    _example as example, _index as index, _layout as layout, _metadata as metadata,
+    _records as records, _splits as splits, _storage as storage)
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tfrecorder._manifest import Manifest
 
