@@ -48,7 +48,7 @@ setup(
             "torch==2.13.0",
         ],
     },
-    entry_points={"console_scripts": ["tfrecorder=tfrecorder._cli:main"]},
+    entry_points={"console_scripts": ["tfrecorder=tfrecorder._cli:command"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "Programming Language :: Python :: 3.11",

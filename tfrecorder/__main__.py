@@ -1,7 +1,5 @@
 """``python -m tfrecorder``: the same as the ``tfrecorder`` command."""
 
-import sys
+from tfrecorder._cli import command
 
-from tfrecorder._cli import main
-
-sys.exit(main())
+command()

@@ -24,6 +24,7 @@ import apache_beam.pipeline as beam_pipeline
 from tfrecorder import (
     _metadata as metadata, _output as output, _progress as progress, _shard as shard,
     _staging as staging)
+from tfrecorder._plan import gc_paused
 
 
 class _WriteShardFn(beam.DoFn):
@@ -34,10 +35,14 @@ class _WriteShardFn(beam.DoFn):
         self._progress_dir = progress_dir
 
     def process(self, index: int):
-        task = staging.read_task(_tasks(self._task_dir)[index])
-        # One element per shard: (ShardStats, [Quarantined, ...])
-        yield shard.write(task, self._settings,
-                          progress.reporter(self._progress_dir, task.filename))
+        # A task unpickles tens of thousands of objects, none in a cycle: the cycle
+        # collector would walk them (and everything else) several times for nothing.
+        with gc_paused():
+            task = staging.read_task(_tasks(self._task_dir)[index])
+            # One element per shard: (ShardStats, [Quarantined, ...])
+            written = shard.write(task, self._settings,
+                                  progress.reporter(self._progress_dir, task.filename))
+        yield written
 
 
 @functools.lru_cache(maxsize=4)

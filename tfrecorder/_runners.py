@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from tfrecorder import (
     _layout as layout, _metadata as metadata, _output as output, _plan as plan,
-    _shard as shard, _staging as staging, _storage as storage)
+    _shard as shard, _storage as storage)
 from tfrecorder._errors import ConfigError, TFRecorderError
 
 log = logging.getLogger(__name__)
@@ -362,47 +362,15 @@ def run_direct(run: Run) -> str:
 
     from tfrecorder import _progress as progress
 
-    execute = _run_here if _in_this_process(run) else _run_beam
     # Shard writers report progress to a folder on this machine: other runners' workers
     # may run elsewhere.
     if run.opts.runner != "DirectRunner" or not progress.wanted(run.opts.progress):
-        return execute(run, None)
+        return _run_beam(run, None)
     folder = tempfile.mkdtemp(prefix="tfrecorder-progress-")  # local, even for gs:// output
     try:
-        return progress.watch(lambda: execute(run, folder), run.records, folder)
+        return progress.watch(lambda: _run_beam(run, folder), run.records, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _in_this_process(run: Run) -> bool:
-    """True for a DirectRunner run on one worker of this process, without Beam flags of
-    the user's. Beam would run the pipeline's steps here one after the other; ``_run_here``
-    runs the same steps without it, sparing Beam's import and start-up (about 2 s, most
-    of a small conversion: docs/performance.md)."""
-    return (run.opts.runner == "DirectRunner" and run.workers == 1 and not run.threads
-            and not run.opts.beam_flags() and not run.opts.beam_keywords())
-
-
-def _run_here(run: Run, progress_dir: str | None) -> str:
-    """The pipeline's steps in this process: each staged task written as its shard
-    (``shard.write``, as ``pipeline.WriteShards`` does), then the last step
-    (``output.finish``, as ``pipeline.WriteMetadata`` does)."""
-    from tfrecorder import _progress as progress
-    from tfrecorder._spill import gc_paused
-
-    written = []
-    # Each task file unpickles tens of thousands of objects, none in a cycle.
-    with gc_paused():
-        for path in staging.list_tasks(run.task_dir):
-            task = staging.read_task(path)
-            written.append(shard.write(task, run.settings,
-                                       progress.reporter(progress_dir, task.filename)))
-    output.finish(run.settings.run, run.spec, [stats for stats, _ in written],
-                  [q for _, bad in written for q in bad])
-    failure = output.budget_failure(run.settings.run, run.spec)
-    if failure is not None:
-        raise _explained(failure, run.settings.run) from None
-    return f"direct-{uuid.uuid4().hex[:12]}"
 
 
 def _run_beam(run: Run, progress_dir: str | None) -> str:

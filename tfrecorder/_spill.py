@@ -22,9 +22,7 @@ table's size.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import itertools
 import os
 import pickle
@@ -35,7 +33,7 @@ from typing import Callable, Iterator
 from tfrecorder import (_detection as detection, _example as example, _labels as labels, _layout as layout, _sources as sources, _splits as splits, _storage as storage,
                         _validation as validation)
 from tfrecorder._errors import Problems, SchemaError
-from tfrecorder._plan import Block, Row
+from tfrecorder._plan import Block, Row, gc_paused
 
 #: Rows read, checked and spilled at a time.
 CHUNK_ROWS = 50_000
@@ -43,21 +41,6 @@ CHUNK_ROWS = 50_000
 SAMPLE_ROWS = 64
 #: Images (by their first row) grouped at a time in a multi-label or detection table.
 BUCKET_ROWS = 50_000
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Python's cycle collector off for a while. Reading a table makes millions of
-    short-lived tuples and lists, none of them in a cycle (reference counting frees
-    them); each few hundred allocations would otherwise start a collection, which took
-    about a third of the driver's time."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 @dataclasses.dataclass

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from tfrecorder import _layout as layout, _storage as storage
 from tfrecorder._errors import ConfigError
-from tfrecorder._plan import Block, ShardTask, SplitPlan
+from tfrecorder._plan import Block, ShardTask, SplitPlan, gc_paused
 
 TASK_SUFFIX = ".task"
 
@@ -29,8 +29,6 @@ def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
     Per spill block, one part file holds that block's rows grouped by shard; each
     shard's task file lists its byte ranges in the parts.
     """
-    from tfrecorder._spill import gc_paused
-
     with gc_paused():
         return _stage(spilled, plans, folder, name=name, gzip=gzip)
 
