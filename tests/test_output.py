@@ -220,6 +220,20 @@ def test_a_lock_file_is_never_seen_half_written(tmp_path):
     assert os.listdir(tmp_path) == []  # nothing of the temporary names is left
 
 
+def test_a_lock_being_created_is_not_a_file_of_the_folder(tmp_path):
+    # Another run writes its lock whole under a temporary name, then links it: a survey
+    # in that moment must not take the folder for a user's (nor remove the file).
+    out = tmp_path / "out"
+    out.mkdir()
+    making = out / os.path.basename(storage.temp_name(str(out / layout.LOCK)))
+    making.write_text("{}")
+    assert output.survey(str(out)).entries == ()
+    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out))  # overwrite=False
+    assert making.exists()
+    (out / "mine.txt").write_text("x")
+    assert output.survey(str(out)).entries != ()
+
+
 def test_the_lock_on_cloud_storage(gcs):
     out = f"gs://{BUCKET}/locked"
     lock = output.acquire(out, "run-1", "DataflowRunner", ttl=3600)

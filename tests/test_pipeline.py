@@ -70,8 +70,8 @@ def test_shards_are_reshuffled_unless_one_worker_in_this_process_writes_them(tmp
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 
-    spec = metadata.DatasetSpec("d", None, {}, {}, 1, run_id="r1", run_dir=str(tmp_path))
-    settings = shard.WriteSettings(str(tmp_path), str(tmp_path), COLUMNS)
+    spec = metadata.DatasetSpec("d", None, {}, {}, 1)
+    settings = shard.WriteSettings(output.RunFolder(str(tmp_path), "r1"), COLUMNS)
 
     def labels(p):
         pipeline.build(p, str(tmp_path), 2, settings, spec)

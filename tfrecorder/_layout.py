@@ -28,6 +28,13 @@ FEATURES = "features.json"
 TMP_DIR = ".tfrecorder-tmp"
 #: Held while a conversion writes the directory (see ``lock``).
 LOCK = ".tfrecorder.lock"
+#: A lock being created: written whole under this name, then linked to LOCK (a moment).
+_LOCK_IN_THE_MAKING = re.compile(re.escape(LOCK) + r"\.[0-9a-f]{12}\.tmp")
+
+
+def is_lock_in_the_making(name: str) -> bool:
+    """True for the temporary name a run writes its lock under before it links it."""
+    return _LOCK_IN_THE_MAKING.fullmatch(name) is not None
 LABELS_SUFFIX = ".labels.txt"
 
 # --- features -------------------------------------------------------------------------

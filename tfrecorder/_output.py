@@ -134,6 +134,8 @@ def survey(output_dir: str) -> Survey:
     except PermissionError:
         raise ConfigError(f"output directory {output_dir} cannot be read (no permission); "
                           f"give a folder you can write to") from None
+    # Another run's lock, written whole before it is linked in, is there for a moment.
+    entries = tuple(e for e in entries if not layout.is_lock_in_the_making(e))
     manifest, damaged = None, None
     if layout.MANIFEST in entries:
         try:
