@@ -235,17 +235,47 @@ def tally(chunks: Iterator, schema) -> Tally:
             pair_hashes.append(pairs)
     if not key_hashes:
         return Tally(kind, distinct, multi, None)
+    # Every row labelled (the common case): the labelled rows' keys are all the keys.
+    all_labelled = all(a is b for a, b in zip(pair_keys, key_hashes))
     keys = np.concatenate(key_hashes)
     del key_hashes
-    # One image with different labels: more distinct (image, label) pairs than images
-    # among the rows with a label.
-    if not multi:
-        multi = (len(np.unique(np.concatenate(pair_hashes)))
-                 > len(np.unique(np.concatenate(pair_keys))))
-    del pair_keys, pair_hashes
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    firsts, images = _first_rows(keys)
     del keys
-    return Tally(kind, distinct, multi, first[inverse.reshape(-1)])
+    # One image with different labels: more distinct (image, label) pairs than images
+    # among the rows with a label. Counted one int array at a time, sorted in place.
+    if not multi:
+        labelled = images if all_labelled else _distinct(pair_keys)
+        del pair_keys
+        multi = _distinct(pair_hashes) > labelled
+    return Tally(kind, distinct, multi, firsts)
+
+
+def _distinct(arrays: list) -> int:
+    """The number of distinct values in ``arrays`` (a list of int arrays, emptied)."""
+    import numpy as np
+
+    values = np.concatenate(arrays) if arrays else np.empty(0, np.int64)
+    arrays.clear()
+    values.sort()
+    return int(np.count_nonzero(values[1:] != values[:-1])) + (len(values) > 0)
+
+
+def _first_rows(keys) -> tuple[object, int]:
+    """Per row, the position of the first row with the same key (int32 while the table
+    has fewer than 2**31 rows), and the number of distinct keys."""
+    import numpy as np
+
+    n = len(keys)
+    index = np.int32 if n < 2**31 else np.int64
+    if n == 0:
+        return np.empty(0, index), 0
+    order = np.argsort(keys, kind="stable").astype(index)  # a key's rows, first row first
+    ordered = keys[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    del ordered
+    firsts = np.empty(n, index)
+    firsts[order] = np.repeat(order[starts], np.diff(np.append(starts, n)))
+    return firsts, len(starts)
 
 
 def _add_distinct(found: set, values: list) -> bool:
