@@ -20,7 +20,7 @@ The baseline is the first size: the driver's memory should not grow with the tab
 ``multi-label`` (every image on two rows far apart, with two labels: the second half of
 the table lists the first half's images again), ``detection`` (AutoML object-detection
 rows, two boxes per image, far apart likewise) and ``directory`` (an image tree
-``DIR/train/<label>/<file>`` of that many files, all hard links of one small JPEG,
+``DIR/train/<label>/<file>`` of that many files, hard links of one small JPEG,
 converted for real on the DirectRunner; the peak is the submitting process's, whose
 workers are processes of their own).
 
@@ -132,18 +132,19 @@ def write_csv(path: str, rows: int, quoted: bool = False, table: str = "plain") 
 
 
 def write_tree(root: str, files: int) -> None:
-    """An image tree ``root/train/<label>/<file>`` of ``files`` hard links of one JPEG."""
+    """An image tree ``root/tree/train/<label>/<file>`` of ``files`` hard links of one JPEG."""
     import io
 
     from PIL import Image
 
     buf = io.BytesIO()
     Image.new("RGB", (16, 12), (90, 140, 200)).save(buf, "JPEG")
-    one = os.path.join(root, "one.jpg")
     os.makedirs(root, exist_ok=True)
-    with open(one, "wb") as f:
-        f.write(buf.getvalue())
     for i in range(files):
+        if i % 50_000 == 0:  # a file takes at most 65,000 links on ext4
+            one = os.path.join(root, f"one-{i}.jpg")
+            with open(one, "wb") as f:
+                f.write(buf.getvalue())
         folder = os.path.join(root, "tree", "train", f"label_{i % 100:03d}")
         if i < 100:
             os.makedirs(folder, exist_ok=True)
