@@ -17,6 +17,9 @@ from tests.conftest import SAMPLES, _free_port, write_images
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+#: A cluster of scheduler and worker processes per test: seconds each.
+pytestmark = pytest.mark.slow
+
 
 class Cluster:
     def __init__(self, address: str, workers: list):

@@ -34,6 +34,7 @@ def test_the_source_meets_grains_protocol(table_out):
     assert repr(source) == f"tfrecorder.grain.DataSource({table_out!r}, 'train', records={N})"
 
 
+@pytest.mark.slow
 def test_grains_dataloader_with_two_worker_processes_reads_every_record_once(table_out):
     source = tfrecorder.grain.DataSource(table_out, "train")
     sampler = grain.samplers.IndexSampler(len(source), shuffle=True, seed=3, num_epochs=1)

@@ -42,6 +42,7 @@ def test_every_dataset_knows_its_length(three_shards):
         assert int(ds.cardinality()) == batches == sum(1 for _ in ds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shuffle", [False, True, "global"])
 def test_any_number_of_readers_share_the_records_exactly_once(three_shards, shuffle):
     everything = sorted(_all(three_shards))

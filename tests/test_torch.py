@@ -133,6 +133,7 @@ def _ddp_rank(rank, world_size, init, out, result):
         torch.distributed.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_a_gloo_process_group_gives_each_rank_its_part(table_out, tmp_path):
     ctx = torch.multiprocessing.get_context("spawn")
     result = ctx.Queue()
@@ -225,6 +226,7 @@ def test_the_pytorch_snippet_in_the_docs_runs(docs_folder):
     assert done.stdout == f"{n} records; label 0 is circle\n"
 
 
+@pytest.mark.slow
 def test_the_ddp_script_in_the_docs_runs_under_torchrun(docs_folder):
     (_, script) = docs_snippets("loading.md", "PyTorch")
     assert script.startswith("# train_ddp.py\n")
