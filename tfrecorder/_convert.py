@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import errno
 import logging
-from typing import Mapping
-
 from tfrecorder import (
     _arguments as arguments, _image as image, _index as index, _layout as layout,
     _metadata as metadata, _output as output, _plan as plan, _runners as runners)
@@ -81,7 +79,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             runners.check_dataflow(opts, output_dir, local_uris)
         # The plan: shards per split from the row counts (and a sample's bytes).
         plans = plan.split_plans(table.counts, num_shards=opts.num_shards,
-                               bytes_per_split=_bytes_per_split(table.samples, table.counts),
+                               bytes_per_split=table.bytes_per_split(),
                                parallel=runners.parallel_shards(opts), seed=opts.seed)
         shards = plan.shard_names(plans, opts.name, gzip)
         labels_files = [layout.labels_file(k) for k in table.vocabularies]
@@ -175,24 +173,6 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
                            threads=in_process)
     return runners.Run(opts, task_dir, tuple(shards), settings, spec, records,
                        1 if in_process else workers)
-
-
-def _bytes_per_split(samples: Mapping[str, list], counts: Mapping[str, int]) -> dict[str, int]:
-    """Bytes per split, from a sample of ``(image_uri, features)`` of each split: the
-    image files' sizes, else the features'."""
-    out = {}
-    for split, sample in samples.items():
-        sizes = []
-        for uri, features in sample:
-            size = sum(len(f) for f in features.values())
-            if uri is not None:
-                try:
-                    size += storage.size(uri)
-                except OSError:
-                    continue
-            sizes.append(size)
-        out[split] = int(sum(sizes) / len(sizes) * counts[split]) if sizes else 0
-    return out
 
 
 def create_tfrecords(input_data, output_dir: str = "./tfrecords", **kwargs):

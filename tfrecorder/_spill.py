@@ -68,6 +68,23 @@ class Spilled:
         for block in self.blocks(split):
             yield from block.rows(split)
 
+    def bytes_per_split(self) -> dict[str, int]:
+        """Each split's bytes, estimated from its sample: the image files' sizes (else
+        the features') times the split's rows."""
+        out = {}
+        for split, sample in self.samples.items():
+            sizes = []
+            for uri, features in sample:
+                size = sum(len(f) for f in features.values())
+                if uri is not None:
+                    try:
+                        size += storage.size(uri)
+                    except OSError:
+                        continue
+                sizes.append(size)
+            out[split] = int(sum(sizes) / len(sizes) * self.counts[split]) if sizes else 0
+        return out
+
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
