@@ -20,7 +20,7 @@ import hashlib
 import os
 import re
 import uuid
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 from tfrecorder import (
     _example as example, _image as image, _index as index, _layout as layout,
