@@ -49,6 +49,30 @@ def write_images(folder, n: int) -> list[str]:
     return paths
 
 
+#: A test that takes this long or longer by itself is marked slow (pytest.ini), so that
+#: ``pytest -m "not slow"`` stays the quick run. Those that are not are listed at the end
+#: of a run: a list to act on, never a failure (a test's speed is the machine's).
+SLOW_SECONDS = 1.0
+_unmarked_slow: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logreport(report):
+    if (report.when == "call" and report.duration >= SLOW_SECONDS
+            and "slow" not in report.keywords):
+        _unmarked_slow.append((report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _unmarked_slow:
+        return
+    terminalreporter.section(f"over {SLOW_SECONDS:g} s but not marked slow")
+    listed = sorted(_unmarked_slow, reverse=True)
+    for seconds, nodeid in listed[:10]:
+        terminalreporter.write_line(f"{seconds:5.1f} s  {nodeid}")
+    if len(listed) > 10:
+        terminalreporter.write_line(f"and {len(listed) - 10} more")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_tmpdir(tmp_path_factory):
     """Temporary files of the whole session (Beam's, and our default inspect() folders)

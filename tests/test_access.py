@@ -257,6 +257,7 @@ def _read_all(reader):
     return [reader.record(i) for i in range(len(reader))]
 
 
+@pytest.mark.slow
 def test_threads_forked_and_spawned_processes_read_the_same_records(out):
     reader = access.Reader(out, "train")
     expected = _read_all(reader)                  # the parent has its shards open now
@@ -270,6 +271,7 @@ def test_threads_forked_and_spawned_processes_read_the_same_records(out):
     assert _read_all(reader) == expected
 
 
+@pytest.mark.slow
 def test_the_reader_imports_no_framework(out):
     code = ("import sys, tfrecorder.access as a; r = a.Reader(sys.argv[1], 'train'); "
             "r.features(0); print(sorted(m for m in ('tensorflow', 'torch', 'grain', "
@@ -279,6 +281,7 @@ def test_the_reader_imports_no_framework(out):
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_index", [True, False])
 def test_gs_directories_are_read_with_ranged_reads(tf, gcs, out, with_index):
     (_write_index_files if with_index else _without_index_files)(out)

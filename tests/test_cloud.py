@@ -35,6 +35,7 @@ def _beam_gcs():
     return gcsio.GcsIO(storage_client=client)
 
 
+@pytest.mark.slow
 def test_gs_csv_of_gs_images_to_gs_output_every_row_accounted_for(gcs, tmp_path):
     root = f"gs://{BUCKET}/e2e"
     images = {}
@@ -108,6 +109,7 @@ def test_reads_inside_a_shard_overlap(tmp_path):
     assert (stats.num_examples, bad) == (6, [])
 
 
+@pytest.mark.slow
 def test_local_reads_go_one_at_a_time(tmp_path):
     # Each read holds its slot until a second read arrives (or a short wait ends): were
     # local reads in flight together, a second would arrive while the first waits.
@@ -160,6 +162,7 @@ def _staged(job):
     return names
 
 
+@pytest.mark.slow
 def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp_path,
                                                                        monkeypatch):
     import tempfile
@@ -188,6 +191,7 @@ def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp
     assert tasks  # the rows travel as staged task files, read by the workers
 
 
+@pytest.mark.slow
 def test_a_given_wheel_is_staged_instead(gcs, tmp_path):
     from tfrecorder import _runners as runners
 

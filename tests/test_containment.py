@@ -162,6 +162,7 @@ def _labels_read(ds):
     return [int(ex["label"]) for ex in ds.as_numpy_iterator()]
 
 
+@pytest.mark.slow
 def test_a_dataset_never_mixes_two_conversions(tmp_path, tf):
     """A training job built its dataset; another conversion of the same shape (same
     shard count and counts, other images and labels) then replaced the directory."""

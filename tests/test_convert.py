@@ -266,6 +266,7 @@ def test_every_record_holds_exactly_the_features_the_manifest_declares(tmp_path,
     assert seen == sum(s.num_examples for s in m.splits.values()) > 0
 
 
+@pytest.mark.slow
 def test_pre_sized_conversion_records_the_option_and_the_stored_sizes(tf, tmp_path, image_table):
     from PIL import Image as PILImage
     import io as _io

@@ -68,6 +68,7 @@ def test_tabular_table_reads_back_with_plain_tensorflow(tf, tmp_path):
         assert age == ([] if pd.isna(row.Age) else [pytest.approx(row.Age)])
 
 
+@pytest.mark.slow
 def test_tabular_load_needs_no_feature_description(tmp_path):
     out = str(tmp_path / "out")
     _titanic().tensorflow.to_tfrecord(out, schema=TITANIC)
@@ -168,6 +169,7 @@ def test_list_labels_and_conflicting_splits(tmp_path, pics):
 # --- object detection ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_detection_boxes_read_back_exactly(tf, tmp_path, pics):
     csv_path = tmp_path / "boxes.csv"
     csv_path.write_text(

@@ -73,6 +73,7 @@ def test_map_dataset_decodes_and_batches_the_images(tmp_path):
                             for i in range(len(source)))
 
 
+@pytest.mark.slow
 def test_the_grain_snippet_in_the_docs_runs(tmp_path):
     import subprocess
     import sys

@@ -246,6 +246,7 @@ def test_build_index_on_a_tfrecorder_2_folder_gives_its_counts(tmp_path):
     assert {p[0]["image_name"].numpy() for p in parts} == {b"rgb.png", b"grey.png"}
 
 
+@pytest.mark.slow
 def test_index_files_and_reader_parts_on_cloud_storage(gcs, tmp_path):
     from tfrecorder import _partition as partition, _records as records
 

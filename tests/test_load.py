@@ -23,6 +23,7 @@ def _table():
     return df.set_index(df.image_uri.map(os.path.basename))
 
 
+@pytest.mark.slow
 def test_load_gives_every_split_with_tfrecorder_keys_and_label_names(samples_out):
     ds = tfrecorder.load(samples_out)
     assert list(ds) == ["train", "validation", "test"]
@@ -101,6 +102,7 @@ def test_scaled_jpeg_decoding_stays_close_to_full_decoding(tf, tmp_path, image_t
     assert float(tf.reduce_mean(tf.abs(img - full))) < 2.0
 
 
+@pytest.mark.slow
 def test_shuffle_is_seeded_and_keeps_every_record(samples_out):
     def names(**kw):
         return [e["image_name"].numpy() for e in tfrecorder.load(
@@ -157,6 +159,7 @@ def test_arguments_that_cannot_work_are_a_config_error_naming_them(samples_out, 
         assert w in str(e.value), (w, str(e.value))
 
 
+@pytest.mark.slow
 def test_whole_numbers_of_any_integer_type_are_taken(samples_out):
     ds = tfrecorder.load(samples_out, split="train", batch_size=np.int64(2),
                          image_size=[np.int32(8), 8], seed=np.int64(1), shuffle=True,
@@ -204,6 +207,7 @@ def every_kind(tmp_path_factory):
     return folder, str(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("channels", [1, 3, 4])
 @pytest.mark.parametrize("image_size", [None, (8, 12)])
 def test_every_channels_value_decodes_every_image_kind(tf, every_kind, channels, image_size):

@@ -31,6 +31,7 @@ def _all(out):
     return _names(tfrecorder.load(out, split="train", decode_images=False))
 
 
+@pytest.mark.slow
 def test_every_dataset_knows_its_length(three_shards):
     datasets = tfrecorder.load(three_shards, decode_images=False)
     assert int(datasets["train"].cardinality()) == 27
@@ -56,6 +57,7 @@ def test_any_number_of_readers_share_the_records_exactly_once(three_shards, shuf
         assert max(sizes) - min(sizes) <= 1, (n, sizes)
 
 
+@pytest.mark.slow
 def test_an_input_context_is_a_reader(tf, three_shards):
     parts = [_names(tfrecorder.load(
         three_shards, split="train", decode_images=False,
@@ -72,6 +74,7 @@ def test_an_input_context_is_a_reader(tf, three_shards):
         tfrecorder.load(three_shards, shuffle="sometimes")
 
 
+@pytest.mark.slow
 def test_a_global_shuffle_is_a_seeded_permutation_of_the_split_each_epoch(three_shards):
     in_order = _all(three_shards)
     ds = tfrecorder.load(three_shards, split="train", decode_images=False, shuffle="global",
@@ -158,6 +161,7 @@ def test_an_iterator_resumes_in_a_new_process_where_it_stopped(three_shards, tmp
     assert first == whole[:k] and rest == whole[k:] and rest
 
 
+@pytest.mark.slow
 def test_sharding_gzip_shards_counts_records_instead(tmp_path):
     out = str(tmp_path / "gz")
     tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out, compression="gzip",

@@ -139,6 +139,7 @@ def test_quarantine_reasons_name_the_file_not_a_buffer(tmp_path, image_table):
     assert "BytesIO" not in str(result)
 
 
+@pytest.mark.slow
 def test_labels_without_records_are_named_in_the_result(tmp_path, image_table):
     rows = [["TRAIN", image_table(f"{i}.jpg", encode(seed=i)), "cat"] for i in range(4)]
     rows += [["TRAIN", str(tmp_path / "gone-1.jpg"), "yak"],

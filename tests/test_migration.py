@@ -39,6 +39,7 @@ def test_the_result_is_a_mapping_with_tfrecorders_keys(converted):
         result["tfrecord"]
 
 
+@pytest.mark.slow
 def test_a_dataflow_job_is_a_mapping_too(gcs):
     df = pd.DataFrame({"split": ["TRAIN"], "image_uri": [f"gs://{BUCKET}/x.jpg"], "label": ["a"]})
     job = df.tensorflow.to_tfr(f"gs://{BUCKET}/mapping", None, "DataFlowRunner", "my-project",
@@ -59,6 +60,7 @@ def _three_images(tmp_path):
     return write_images(tmp_path, 3)
 
 
+@pytest.mark.slow
 def test_convert_takes_tfrecorders_positional_arguments(tmp_path):
     a, b, c = _three_images(tmp_path)
     source = _csv(tmp_path, f"TRAIN,{a},x\nTRAIN,{b},y\nTEST,{c},x\n")
@@ -154,6 +156,7 @@ def test_relative_paths_resolve_against_the_csv_folder_then_the_working_director
 
 # --- 5. option dicts go to Beam as keywords ---------------------------------------------
 
+@pytest.mark.slow
 def test_dataflow_options_dicts_mean_what_they_say(gcs):
     df = pd.DataFrame({"split": "TRAIN", "label": "a",
                        "image_uri": [f"gs://{BUCKET}/p/{i}.jpg" for i in range(3)]})
@@ -241,6 +244,7 @@ def _legacy_dir(root):
     return pictures
 
 
+@pytest.mark.slow
 def test_tfrecorder_2_output_directories_load(tf, tmp_path):
     job_dir = tmp_path / "tfrecorder-20210702-235702-convert"
     job_dir.mkdir()
@@ -293,6 +297,7 @@ def test_notebook_basic_usage(tmp_path, monkeypatch):
     assert os.path.isdir(results["tfrecord_dir"])
 
 
+@pytest.mark.slow
 def test_notebook_convert_image_directory(tmp_path):
     # tfrecorder.convert(image_dir, output_dir) for IMAGE_DIR/<SPLIT>/<label>/<file>
     for split in ("TRAIN", "VALIDATION", "TEST"):
@@ -349,6 +354,7 @@ def test_notebook_loading_a_tf_dataset(tmp_path):
     assert names == [b"grey.png", b"rgb.png"]
 
 
+@pytest.mark.slow
 def test_notebook_dataflow(gcs, tmp_path):
     # df with gs:// image URIs, then to_tfr(output_dir, runner='DataflowRunner', project=...,
     # region=..., tfrecorder_wheel=...); the Dataflow job is built offline (dry run).

@@ -198,6 +198,7 @@ def _create_and_remove(path, times):
             pass
 
 
+@pytest.mark.slow
 def test_a_lock_file_is_never_seen_half_written(tmp_path):
     """A run that meets a lock reads it whole or not at all: one that read a created
     but still empty lock took a live run for a damaged lock."""
@@ -335,6 +336,7 @@ def test_a_users_file_that_a_run_would_replace_is_refused(tmp_path):
 
 # --- reading back checks the counts -------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["cut at a record boundary", "replaced by a shorter file"])
 def test_a_shard_that_lost_records_is_an_error_naming_it(tf, tmp_path, damage):
     out = tmp_path / "out"

@@ -4,6 +4,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import tfrecorder
 
 
@@ -25,6 +27,7 @@ def test_tfrecorder_compatible_names():
     assert input_schema.image_csv_schema is input_schema.IMAGE_CSV_SCHEMA
 
 
+@pytest.mark.slow
 def test_import_is_light_silent_and_leaves_logging_alone():
     code = (
         "import logging, sys\n"

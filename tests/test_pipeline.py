@@ -1,6 +1,7 @@
 import os
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -25,6 +26,7 @@ def _rows(tmp_path, image_table, n_good, missing):
     return rows
 
 
+@pytest.mark.slow
 def test_write_shards_emits_one_element_per_shard_with_its_quarantined_rows(tmp_path,
                                                                            image_table):
     rows = _rows(tmp_path, image_table, 6, [100, 101])

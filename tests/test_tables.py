@@ -135,6 +135,7 @@ def _checked_both_ways(source) -> spill.Checked:
     return whole
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.lists(st.tuples(cell, cell, cell), min_size=0, max_size=12))
 @example(rows=[(None, "0", "0"), (None, "UNASSIGNED", "00"), (None, "UNASSIGNED", 0)])
@@ -151,6 +152,7 @@ def test_validation_only_ever_raises_schema_error(rows):
     assert {r.split for r in checked.rows} <= {"train", "validation", "test"}
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(st.text(alphabet=st.sampled_from(list('ab,"\n\r\t x1.TRAIN/')), max_size=80))
 def test_any_csv_text_reads_or_raises_schema_error(tmp_path_factory, text):
@@ -162,6 +164,7 @@ def test_any_csv_text_reads_or_raises_schema_error(tmp_path_factory, text):
         assert e.problems
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["TRAIN", "TEST", "", "VALIDATION"]),

@@ -98,6 +98,7 @@ def test_decoded_images_through_two_workers_are_those_read_in_process(images_out
     assert sorted(got) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 def test_distributed_ranks_read_every_record_once_per_epoch(table_out, world_size):
     ds = tfrecorder.torch.Dataset(table_out, "train")
@@ -182,6 +183,7 @@ def test_an_unknown_rank_is_refused(table_out):
         tfrecorder.torch.Sampler(ds, rank=2, world_size=2)
 
 
+@pytest.mark.slow
 def test_torch_datasets_never_import_tensorflow(images_out):
     code = ("import sys, torch.utils.data, tfrecorder.torch as t; "
             "ds = t.Dataset(sys.argv[1], 'train'); "
@@ -217,6 +219,7 @@ def docs_folder(tmp_path_factory, images_out):
     return folder
 
 
+@pytest.mark.slow
 def test_the_pytorch_snippet_in_the_docs_runs(docs_folder):
     (snippet, _) = docs_snippets("loading.md", "PyTorch")
     done = subprocess.run([sys.executable, "-c", snippet], cwd=docs_folder, capture_output=True,
@@ -241,6 +244,7 @@ def test_the_ddp_script_in_the_docs_runs_under_torchrun(docs_folder):
         f"rank {r} read {per_rank} records per epoch" for r in (0, 1)]
 
 
+@pytest.mark.slow
 def test_two_workers_read_a_gs_directory(gcs, table_out):
     from tests.conftest import BUCKET
 
