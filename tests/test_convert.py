@@ -1,5 +1,6 @@
 """End to end: tables -> files on the DirectRunner -> read back with plain TensorFlow."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -14,6 +15,46 @@ from tests.conftest import SAMPLES, encode, read_examples, split_files
 
 def _files(out):
     return {s: split_files(out, s) for s in metadata.read_manifest(str(out)).splits}
+
+
+#: sha256 of every file a default conversion of the bundled samples writes. Computed once
+#: and written down, so every machine that runs the suite (a laptop, CI) shows it writes
+#: exactly these bytes. A change of the on-disk format changes them on purpose: then
+#: update them here, and say so in the change.
+SAMPLE_DIGESTS = {
+    "data-test.tfrecord-00000-of-00001":
+        "da1de3c20719b2ea30f0d57be0b49531e16ffc861fe2b987b1edee343f10989a",
+    "data-train.tfrecord-00000-of-00001":
+        "3576dc3eefd1447a96610293dec15f3645bcb768ee48ddc56b17dcc3a749283f",
+    "data-validation.tfrecord-00000-of-00001":
+        "6df27871650d115d9b902e4a0e58d735890c02667ee09df7fef32a8250d54f45",
+    "dataset_info.json": "cde6d97fddfa45063d653d0aa09ef1954fff2767708330c2d3cb2bb9c6943ca1",
+    "errors.jsonl": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "features.json": "53149a68360eb7347d3cb2ab5f3a07b9cee6924c7a22b6190d37fda233a4ccd2",
+    "index/data-test.tfrecord-00000-of-00001.idx":
+        "56124aa7688e3b73efd216d8bc523bb2b367647ccf9e25c921aaf3d1f0275165",
+    "index/data-train.tfrecord-00000-of-00001.idx":
+        "1660e5fd8bbca23ec3e94320f24a2cdc9eca7137fae9df3201ff73e06713c82a",
+    "index/data-validation.tfrecord-00000-of-00001.idx":
+        "d18a40c5fa6a3a6bf016fc280bfa681da6618e34b81076fc61467f91a25d61ba",
+    "label.labels.txt": "93e5345f0b90df40e97f0326ff45e4af5650a010706dfafd2d8a8431bc69a5a3",
+    "tfrecorder.json": "654fe10bcd8e444fdba5e3086728d74dfa6f0d950c3e2d0bd840102930adf391",
+}
+
+
+def test_the_bundled_samples_give_the_same_bytes_on_every_machine(tmp_path):
+    # Copied elsewhere first: where the table lies must not show in the output either.
+    samples = tmp_path / "elsewhere"
+    shutil.copytree(os.path.join(SAMPLES, "images"), samples / "images")
+    shutil.copy(os.path.join(SAMPLES, "data.csv"), samples)
+    out = tmp_path / "out"
+    tfrecorder.convert(str(samples / "data.csv"), str(out))
+    found = {}
+    for path in sorted(out.rglob("*")):
+        if path.is_file():
+            found[path.relative_to(out).as_posix()] = hashlib.sha256(
+                path.read_bytes()).hexdigest()
+    assert found == SAMPLE_DIGESTS
 
 
 def test_samples_round_trip_with_plain_tensorflow(tf, tmp_path):
