@@ -8,8 +8,8 @@ import os
 from typing import Mapping
 
 from tfrecorder import (
-    _index as index, _labels as labels, _shard as shard, _staging as staging,
-    _storage as storage)
+    _index as index, _labels as labels, _output as output, _shard as shard,
+    _staging as staging, _storage as storage)
 from tfrecorder import _schema as schemas
 from tfrecorder._errors import ConfigError
 
@@ -61,8 +61,7 @@ def makedirs(output_dir: str) -> None:
     try:
         storage.makedirs(output_dir)
     except (NotADirectoryError, FileExistsError):
-        raise ConfigError(f"output directory {output_dir}: a part of the path is a file, not "
-                          f"a folder; give a path under a folder") from None
+        raise output.under_a_file(output_dir) from None
     except PermissionError:
         raise ConfigError(f"output directory {output_dir} cannot be created or written (no "
                           f"permission); give a folder you can write to") from None

@@ -122,6 +122,12 @@ def _remove_empty_index_dir(output_dir: str) -> None:
         storage.remove(folder)  # (an object store has no empty folders)
 
 
+def under_a_file(output_dir: str) -> ConfigError:
+    """The error for an output path that runs through a file."""
+    return ConfigError(f"output directory {output_dir}: a part of the path is a file, not a "
+                       f"folder; give a path under a folder")
+
+
 def survey(output_dir: str) -> Survey:
     """Reads what ``output_dir`` holds; ConfigError when it cannot be a directory."""
     if storage.exists(output_dir) and not storage.isdir(output_dir):
@@ -129,8 +135,7 @@ def survey(output_dir: str) -> Survey:
     try:
         entries = tuple(storage.listdir(output_dir))
     except NotADirectoryError:
-        raise ConfigError(f"output directory {output_dir}: a part of the path is a file, "
-                          f"not a folder; give a path under a folder") from None
+        raise under_a_file(output_dir) from None
     except PermissionError:
         raise ConfigError(f"output directory {output_dir} cannot be read (no permission); "
                           f"give a folder you can write to") from None
