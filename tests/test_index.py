@@ -37,6 +37,21 @@ def test_parse_refuses_an_index_whose_records_do_not_follow_each_other(text):
         index.parse(text, "shard.idx")
 
 
+def test_parse_refuses_a_record_past_the_shard_end_before_anything_is_sized_from_it():
+    text = b"0 21\n21 %d\n" % (2**62)
+    with pytest.raises(CorruptRecordError, match=r"shard.idx, line 2: .* ends past the "
+                                                 r"shard's 40 bytes"):
+        index.parse(text, "shard.idx", size=40)
+    assert index.parse(b"0 21\n21 19\n", size=40) == [(0, 21), (21, 19)]
+
+
+@pytest.mark.parametrize("text", [b"", b"0 21\n"])
+def test_parse_refuses_an_index_with_another_count_than_the_manifest(text):
+    with pytest.raises(CorruptRecordError, match=r"shard.idx: lists \d records where the "
+                                                 r"manifest says the shard holds 2"):
+        index.parse(text, "shard.idx", count=2)
+
+
 def test_scan_refuses_a_truncated_shard_and_a_bad_length():
     data = _shard([b"abc", b"defg"]).getvalue()
     with pytest.raises(CorruptRecordError, match="truncated record at byte 19"):

@@ -55,10 +55,13 @@ def offsets(record_lengths: Iterable[int]) -> list[tuple[int, int]]:
     return out
 
 
-def parse(data: bytes, where: str = "<index>") -> list[tuple[int, int]]:
+def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
+          size: int | None = None) -> list[tuple[int, int]]:
     """The ``(offset, length)`` entries of an index file's text; CorruptRecordError
-    naming ``where`` and the line when a line is not two whole numbers, or when the
-    records do not follow each other."""
+    naming ``where`` and the line when a line is not two whole numbers, when the
+    records do not follow each other, when a record ends past ``size`` (the shard's
+    bytes, from the manifest), or when there are not ``count`` entries. A damaged line
+    is thus refused here, before any reader sizes a buffer from it."""
     entries, at = [], 0
     for number, line in enumerate(data.decode("ascii", "replace").splitlines(), 1):
         parts = line.split()
@@ -75,8 +78,18 @@ def parse(data: bytes, where: str = "<index>") -> list[tuple[int, int]]:
                 f"{where}, line {number}: a record at byte {offset} of length {length}, "
                 f"where the previous one ends at byte {at}; rebuild the index with "
                 f"`tfrecorder index`")
+        if size is not None and offset + length > size:
+            raise CorruptRecordError(
+                f"{where}, line {number}: a record at byte {offset} of length {length} "
+                f"ends past the shard's {size} bytes; the index file is damaged: rebuild "
+                f"it with `tfrecorder index`")
         entries.append((offset, length))
         at = offset + length
+    if count is not None and len(entries) != count:
+        raise CorruptRecordError(
+            f"{where}: lists {len(entries)} records where the manifest says the shard "
+            f"holds {count} (an index cut short, or another shard's); rebuild it with "
+            f"`tfrecorder index`")
     return entries
 
 
@@ -107,9 +120,10 @@ def path(output_dir: str, shard_file: str) -> str:
     return storage.join(output_dir, name(shard_file))
 
 
-def read(output_dir: str, shard_file: str) -> list[tuple[int, int]]:
+def read(output_dir: str, shard_file: str, *, count: int | None = None,
+         size: int | None = None) -> list[tuple[int, int]]:
     """The entries of the index of ``shard_file``; CorruptRecordError naming the index
-    file when it is missing or damaged."""
+    file when it is missing or damaged (``count`` and ``size``: see ``parse``)."""
     where = path(output_dir, shard_file)
     try:
         data = storage.read_bytes(where)
@@ -117,7 +131,7 @@ def read(output_dir: str, shard_file: str) -> list[tuple[int, int]]:
         raise CorruptRecordError(
             f"{where}: the index file of {shard_file} is missing; rebuild the indexes with "
             f"`tfrecorder index {output_dir}`") from None
-    return parse(data, where)
+    return parse(data, where, count=count, size=size)
 
 
 def check(entries: list[tuple[int, int]], framed: list[int], where: str) -> None:
