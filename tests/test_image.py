@@ -407,3 +407,60 @@ except image.ImageProblem as e:
                          check=True, cwd=root).stdout.splitlines()
     assert out[0] == "ImageInfo(format='jpeg', height=30, width=40, channels=3) False"
     assert out[1].startswith("decompression bomb: 20000x10000") and "(89478485)" in out[1]
+
+
+@pytest.mark.slow
+def test_threads_that_pre_size_and_check_headers_at_once_from_a_fresh_process(tmp_path):
+    # A worker's first images are handled by several threads at once, and the first of
+    # them to need Pillow imports it while the others check headers: they must never see
+    # a half-imported PIL.Image ("partially initialized module ... MAX_IMAGE_PIXELS").
+    import os
+    import subprocess
+    import sys
+
+    files = []
+    for i, fmt in enumerate(["JPEG", "PNG", "GIF", "BMP", "TIFF", "WEBP"]):
+        path = tmp_path / f"big{i}.{fmt.lower()}"
+        path.write_bytes(encode("RGB", size=(64, 48), fmt=fmt, seed=i))
+        files.append(str(path))
+    small = tmp_path / "small.jpg"
+    small.write_bytes(encode("RGB", size=(12, 10), fmt="JPEG"))
+    code = f"""
+import sys, threading
+from tfrecorder import _image as image
+assert "PIL.Image" not in sys.modules
+big = [open(p, "rb").read() for p in {files!r}]
+small = open({str(small)!r}, "rb").read()
+sizing = image.Sizing(shorter_side=16)
+start, done, errors = threading.Barrier(4 + len(big)), threading.Event(), []
+def presize(data):
+    start.wait()
+    try:
+        image.prepare(data, "header", sizing)
+    except Exception as e:
+        errors.append(repr(e))
+def check_headers():
+    start.wait()
+    while not done.is_set():
+        try:
+            image.prepare(small, "header", sizing)  # not resized: a header check only
+        except Exception as e:
+            errors.append(repr(e))
+            return
+threads = [threading.Thread(target=check_headers) for _ in range(4)]
+workers = [threading.Thread(target=presize, args=(d,)) for d in big]
+for t in threads + workers:
+    t.start()
+for t in workers:
+    t.join()
+done.set()
+for t in threads:
+    t.join()
+print(len(errors), errors[:2])
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(image.__file__)))
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             cwd=root)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "0 []"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import sys
+import threading
 import warnings
 from typing import Iterator
 
@@ -55,11 +56,28 @@ class ImageInfo:
     channels: int
 
 
-def _pil():
-    # Imported on first use: `import tfrecorder` must stay light.
-    from PIL import Image
+_PIL_LOCK = threading.Lock()
+_PIL = None
 
-    return Image
+
+def pil():
+    """``PIL.Image``, imported once per process under one lock, with ``ImageOps`` and
+    every format plugin registered.
+
+    Imported on first use (``import tfrecorder`` must stay light), and a worker's first
+    use happens in several threads at once. Python's import lock gives a thread a
+    half-initialised module when two threads import modules that import each other
+    (Pillow's plugins import ``PIL.Image`` and ``ImageFile``; ``Image.open`` imports the
+    plugins lazily), so everything Pillow will import is imported here, by one thread."""
+    global _PIL
+    if _PIL is None:
+        with _PIL_LOCK:
+            if _PIL is None:
+                from PIL import Image, ImageOps  # noqa: F401 (ImageOps: for downscale)
+
+                Image.init()
+                _PIL = Image
+    return _PIL
 
 
 def _channels(img, fmt: str) -> int:
@@ -285,6 +303,9 @@ def _fast_info(data: bytes) -> ImageInfo | None:
 PILLOW_MAX_IMAGE_PIXELS = 89_478_485
 
 
+_UNSET = object()
+
+
 def _check_size(fmt: str, width: int, height: int) -> None:
     if width <= 0 or height <= 0:
         raise ImageProblem(f"{fmt} image with an empty size {width}x{height}")
@@ -293,10 +314,13 @@ def _check_size(fmt: str, width: int, height: int) -> None:
     # from Pillow where this process has imported it (it may have been changed there);
     # otherwise it is Pillow's default, and headers read without Pillow do not import it
     # for an image within twice that: the import costs more than 10,000 header checks.
-    pil = sys.modules.get("PIL.Image")
-    if pil is None and width * height <= 2 * PILLOW_MAX_IMAGE_PIXELS:
-        return
-    limit = (pil or _pil()).MAX_IMAGE_PIXELS
+    # While another thread imports PIL.Image, sys.modules holds it half-initialised,
+    # without the attribute yet: that is "not imported" here, never an AttributeError.
+    limit = getattr(sys.modules.get("PIL.Image"), "MAX_IMAGE_PIXELS", _UNSET)
+    if limit is _UNSET:
+        if width * height <= 2 * PILLOW_MAX_IMAGE_PIXELS:
+            return
+        limit = pil().MAX_IMAGE_PIXELS
     if limit and width * height > 2 * limit:
         raise ImageProblem(
             f"decompression bomb: {width}x{height} = {width * height} pixels is more than "
@@ -353,8 +377,8 @@ def downscale(data: bytes, sizing: Sizing) -> tuple[bytes, ImageInfo]:
     draft), then resized with a Lanczos filter, so no detail above the target's
     resolution aliases. One image is in memory at a time.
     """
-    Image = _pil()
-    from PIL import ImageOps
+    Image = pil()
+    from PIL import ImageOps  # imported by pil() already
 
     try:
         with warnings.catch_warnings():
@@ -408,7 +432,7 @@ def _prepare(data: bytes, check: str) -> tuple[bytes, ImageInfo]:
         if info is not None:
             _check_size(info.format.upper(), info.width, info.height)
             return data[:image_end(data, info.format)], info
-    Image = _pil()
+    Image = pil()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)

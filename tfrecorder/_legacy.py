@@ -104,8 +104,9 @@ def png(data: bytes, height: int, width: int) -> bytes:
     """One TFRecorder 2.0 ``image`` value as PNG bytes (for ``inspect``)."""
     import io
 
-    from PIL import Image
+    from tfrecorder._image import pil
 
+    Image = pil()
     array = pixels(data, height, width)
     mode = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[array.shape[2]]
     out = io.BytesIO()
