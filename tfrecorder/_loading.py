@@ -36,6 +36,9 @@ MAX_PARALLEL_READS = 16
 MIN_RUN = 256
 #: Read buffer of a run of records started at an offset.
 RUN_BUFFER = 256 << 10
+#: Records read before the manifest is read again to see that they are the opened
+#: conversion's, and handed on only then (``_verified``).
+CHECK_EVERY = 64
 
 
 class Datasets(dict):
@@ -319,8 +322,7 @@ def _fit(tf, img, image_size):
     return out
 
 
-def _counted_records(tf, path, expected, compression, first=None, offset=None,
-                     same_conversion=None):
+def _counted_records(tf, path, expected, compression, first=None, offset=None):
     """The records of one shard; at its end, an error naming the shard when it holds
     fewer or more records than the manifest says (a truncated or replaced file).
 
@@ -329,14 +331,8 @@ def _counted_records(tf, path, expected, compression, first=None, offset=None,
     shard ends before them.
 
     TFRecord framing cannot show a file cut at a record boundary; the count can. It costs
-    one addition per record and one comparison per shard. ``same_conversion``, if given,
-    makes an op that fails when the directory no longer holds the conversion whose
-    manifest the reader opened: it runs before the shard is opened and after its last
-    record, so every record read in between is that conversion's (``_same_conversion``).
+    one addition per record and one comparison per shard.
     """
-    checks = (lambda: [same_conversion()]) if same_conversion else (lambda: [])
-    with tf.control_dependencies(checks()):
-        path = tf.identity(path)
     end = tf.data.Dataset.from_tensors((tf.constant(b""), True))
     if first is None:
         raw = tf.data.TFRecordDataset(path, compression_type=compression)
@@ -351,12 +347,11 @@ def _counted_records(tf, path, expected, compression, first=None, offset=None,
         record, last = item
 
         def at_end():
-            with tf.control_dependencies(checks()):
-                return tf.debugging.assert_equal(
-                    n, expected, message=tf.strings.format(
-                        "{}: {} records expected from the manifest's counts; this shard "
-                        "holds a different number (it was truncated or replaced). Convert "
-                        "again, or restore the file. Read", (path, expected)))
+            return tf.debugging.assert_equal(
+                n, expected, message=tf.strings.format(
+                    "{}: {} records expected from the manifest's counts; this shard "
+                    "holds a different number (it was truncated or replaced). Convert "
+                    "again, or restore the file. Read", (path, expected)))
 
         check = tf.cond(last, at_end, lambda: tf.no_op())
         with tf.control_dependencies([check]):
@@ -369,13 +364,14 @@ def _counted_records(tf, path, expected, compression, first=None, offset=None,
 
 
 def _same_conversion(tf, root: str, generation: str):
-    """A function making an op that fails, with a message saying what happened, when the
-    manifest of ``root`` is gone or is another conversion's than ``generation``.
+    """A function of records already read, making an op that fails, with a message
+    saying what happened, when the manifest of ``root`` is gone or is another
+    conversion's than ``generation``.
 
     A conversion replacing a directory removes the old manifest before it touches any
-    shard, and writes the new one last. So if the manifest still names the reader's
-    conversion after a shard's last record was read, no shard had been replaced before
-    that moment, and the shard was read whole from that conversion.
+    shard, and writes the new one last. So if the manifest, read after some records were
+    read, still names the reader's conversion, no shard had been replaced when they were
+    read: they are that conversion's, local or ``gs://``, whatever was open.
     """
     path = storage.join(root, layout.MANIFEST)
     pattern = f'(?s).*"generation": "{generation}".*'
@@ -384,14 +380,31 @@ def _same_conversion(tf, root: str, generation: str):
                f"this epoch would mix two conversions. Call load() again to read the new "
                f"one.")
 
-    def check():
-        found = tf.io.matching_files(path)
-        text = tf.cond(tf.size(found) > 0, lambda: tf.io.read_file(path),
+    def check(after):
+        # The path is joined with an empty string cut from the records: the read then
+        # depends on them, so it runs after they were read, and TensorFlow's optimiser
+        # cannot fold it into a constant when an iterator starts (it did: the manifest
+        # read once, as the first epoch began, passed every later check).
+        where = tf.strings.join([path, tf.strings.reduce_join(tf.strings.substr(after, 0, 0))])
+        found = tf.io.matching_files(where)
+        text = tf.cond(tf.size(found) > 0, lambda: tf.io.read_file(where),
                        lambda: tf.constant(""))
         return tf.debugging.assert_equal(tf.strings.regex_full_match(text, pattern), True,
                                          message=message)
 
     return check
+
+
+def _verified(tf, records, check):
+    """``records`` handed on in groups of ``CHECK_EVERY``, each only after ``check`` of
+    the group (the manifest, read after the group's records) passed: no record of
+    another conversion is ever handed on, not even the few read before a replacement
+    could be seen."""
+    def verified(group):
+        with tf.control_dependencies([check(group)]):
+            return tf.identity(group)
+
+    return records.batch(CHECK_EVERY).map(verified).unbatch()
 
 
 def _records_at(tf, path, offset, buffer_size):
@@ -410,9 +423,40 @@ def _records_at(tf, path, offset, buffer_size):
     return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
 
 
+def _one_record(tf, path, offset, length):
+    """The one record at byte ``offset`` of ``path``; an error naming the shard and the
+    offset when the shard ends before it (a shard cut short, read by its index)."""
+    missing = tf.constant(b"\0missing")  # never a record: a serialized Example has no NUL tag
+
+    def present(record):
+        return tf.debugging.assert_none_equal(
+            record, missing, message=tf.strings.join([
+                path, ": no record at byte ", tf.strings.as_string(offset), " (length ",
+                tf.strings.as_string(length), "), where its index file puts one: the "
+                "shard was cut short or replaced. Convert again, or restore the file"]))
+
+    def checked(record):
+        with tf.control_dependencies([present(record)]):
+            return tf.identity(record)
+
+    return (_records_at(tf, path, offset, length).take(1)
+            .concatenate(tf.data.Dataset.from_tensors(missing)).take(1).map(checked))
+
+
+def _cache_file(cache: str, manifest: Manifest, split: str, reader) -> str:
+    """The cache files' prefix for ``cache=PATH``: one per conversion, split and reader's
+    part, so that no dataset replays another's records (TensorFlow's cache replays
+    whatever its files hold)."""
+    i, n = reader
+    return f"{cache}.{manifest.generation or 'legacy'}.{split}.part-{i}-of-{n}"
+
+
 def _indexes(root, manifest, split, wanted=None) -> dict[int, list[tuple[int, int]]]:
     """The index entries of the split's shards (of the files numbered in ``wanted``, or
-    all); ConfigError when a shard has no index."""
+    all); ConfigError when a shard has no index, CorruptRecordError naming the index
+    file when it does not list the manifest's count of records within the shard's bytes
+    (an empty or cut index would have records read at another shard's offsets, and a
+    damaged length would size a buffer from it)."""
     out = {}
     for i, shard in enumerate(manifest.splits[split].shards):
         if wanted is not None and i not in wanted:
@@ -423,12 +467,13 @@ def _indexes(root, manifest, split, wanted=None) -> dict[int, list[tuple[int, in
                 f"needs. " + ("gzip shards cannot be indexed; convert again without "
                               "compression." if manifest.compression == "gzip" else
                               f"Write them with `tfrecorder index {root}`."))
-        out[i] = index.read(root, shard.file)
+        out[i] = index.read(root, shard.file, count=shard.num_examples,
+                            size=shard.num_bytes)
     return out
 
 
 def _reader_records(tf, root, manifest, split, files, counts, compression, reader, shuffle,
-                    seed, deterministic, same=None):
+                    seed, deterministic):
     """The records reader ``(i, n)`` reads of ``split``, and how many there are."""
     total = sum(counts)
     start, end = partition.span(total, *reader)
@@ -454,8 +499,8 @@ def _reader_records(tf, root, manifest, split, files, counts, compression, reade
         keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(1)
         ds = keys.flat_map(epoch)
         ds = ds.interleave(
-            lambda r: _records_at(tf, tf.gather(paths, tf.gather(file_of, r)),
-                                  tf.gather(offsets, r), tf.gather(lengths, r)).take(1),
+            lambda r: _one_record(tf, tf.gather(paths, tf.gather(file_of, r)),
+                                  tf.gather(offsets, r), tf.gather(lengths, r)),
             cycle_length=MAX_PARALLEL_READS, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=deterministic)
         return ds, end - start
@@ -476,7 +521,7 @@ def _reader_records(tf, root, manifest, split, files, counts, compression, reade
         ds = ds.shuffle(max(1, len(run_list)), seed=seed, reshuffle_each_iteration=True)
     ds = ds.interleave(
         lambda f, first, n, at: _counted_records(tf, f, n, compression, first,
-                                                 at if indexed else None, same),
+                                                 at if indexed else None),
         cycle_length=max(1, min(len(run_list), MAX_PARALLEL_READS)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     return ds, end - start
@@ -501,10 +546,9 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
             f"{root} does not record how many records each shard holds (TFRecorder 2.0), "
             f"which shard= and shuffle='global' need; write index files with "
             f"`tfrecorder index {root}` (uncompressed shards only)")
-    same = _same_conversion(tf, root, manifest.generation) if manifest.generation else None
     if reader[1] > 1 or shuffle == "global":
         ds, length = _reader_records(tf, root, manifest, split, files, counts, compression,
-                                     reader, shuffle, seed, deterministic, same)
+                                     reader, shuffle, seed, deterministic)
     else:
         ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
         if shuffle:
@@ -512,19 +556,21 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
         if not known:
             read = lambda f, n: tf.data.TFRecordDataset(f, compression_type=compression)  # noqa: E731
         else:
-            read = lambda f, n: _counted_records(tf, f, n, compression,  # noqa: E731
-                                                 same_conversion=same)
+            read = lambda f, n: _counted_records(tf, f, n, compression)  # noqa: E731
         ds = ds.interleave(
             read,
             cycle_length=max(1, min(len(files), MAX_PARALLEL_READS)),
             num_parallel_calls=AUTOTUNE, deterministic=deterministic)
         length = sum(counts) if known else None
+    if manifest.generation:
+        ds = _verified(tf, ds, _same_conversion(tf, root, manifest.generation))
     if length is not None:
         # The exact length, from the manifest: batching then knows the batch count, and
         # Keras the steps per epoch, before the first epoch ends.
         ds = ds.apply(tf.data.experimental.assert_cardinality(length))
     if cache:
-        ds = ds.cache(cache if isinstance(cache, str) else "")
+        ds = ds.cache(_cache_file(cache, manifest, split, reader) if isinstance(cache, str)
+                      else "")
     if shuffle is True:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
 
