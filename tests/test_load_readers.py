@@ -192,3 +192,22 @@ def test_the_loading_doc_snippets_run_as_written(tmp_path, heading):
     p = subprocess.run([sys.executable, "-c", _doc_block(heading)], cwd=tmp_path,
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT})
     assert p.returncode == 0, p.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_readers_that_seed_tensorflow_per_rank_still_cut_one_permutation(three_shards, tf):
+    # A common habit: tf.random.set_seed(base + rank) for each worker's augmentations.
+    # The permutation must depend on seed= and the epoch alone, or records are read
+    # twice and others never.
+    parts = []
+    for rank in range(2):
+        tf.random.set_seed(100 + rank)
+        ds = tfrecorder.load(three_shards, split="train", decode_images=False,
+                             shuffle="global", seed=7, shard=(rank, 2))
+        parts.append([_names(ds), _names(ds)])  # two epochs
+    tf.random.set_seed(None)
+    everything = sorted(_names(tfrecorder.load(three_shards, split="train",
+                                               decode_images=False)))
+    for epoch in range(2):
+        assert sorted(parts[0][epoch] + parts[1][epoch]) == everything
+    assert parts[0][0] != parts[0][1]  # still a new order each epoch

@@ -423,6 +423,27 @@ def _records_at(tf, path, offset, buffer_size):
     return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
 
 
+def _epoch_keys(tf, seed: int):
+    """A new random key each iteration (epoch) of the dataset, the same sequence for the
+    same ``seed`` in every process, whatever TensorFlow's global seed.
+
+    ``tf.data.Dataset.random(seed)`` mixes in the global seed (``tf.random.set_seed``),
+    which training scripts often set per worker for their augmentations: readers cutting
+    one permutation would each draw another, and records be read twice or never. The
+    same op, given both of its seeds here, depends on ``seed`` alone. (A checkpoint
+    restores the epoch under way, not how many keys were drawn before.)"""
+    variant = tf.raw_ops.RandomDatasetV2(
+        seed=tf.constant(seed, tf.int64), seed2=tf.constant(_KEY_STREAM, tf.int64),
+        seed_generator=tf.raw_ops.DummySeedGenerator(), rerandomize_each_iteration=True,
+        output_types=[tf.int64], output_shapes=[[]])
+    return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.int64))
+
+
+#: The second seed of the epoch keys' generator: any constant, fixed for good (it is part
+#: of which permutation a seed gives).
+_KEY_STREAM = 0x7F4A7C15
+
+
 def _one_record(tf, path, offset, length):
     """The one record at byte ``offset`` of ``path``; an error naming the shard and the
     offset when the shard ends before it (a shard cut short, read by its index)."""
@@ -494,10 +515,7 @@ def _reader_records(tf, root, manifest, split, files, counts, compression, reade
             return positions.map(lambda p: tf.random.experimental.index_shuffle(
                 p, tf.stack([tf.constant(seed, tf.int64), key]), last))
 
-        # A new key each iteration (epoch), the same sequence for the same seed. (A
-        # checkpoint restores the epoch under way, not how many keys were drawn before.)
-        keys = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(1)
-        ds = keys.flat_map(epoch)
+        ds = _epoch_keys(tf, seed).take(1).flat_map(epoch)
         ds = ds.interleave(
             lambda r: _one_record(tf, tf.gather(paths, tf.gather(file_of, r)),
                                   tf.gather(offsets, r), tf.gather(lengths, r)),
