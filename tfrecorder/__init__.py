@@ -43,6 +43,7 @@ from tfrecorder._options import Options
 from tfrecorder._output import build_index
 from tfrecorder._result import ConversionResult, DataflowJob
 from tfrecorder._sources import create_image_csv
+from tfrecorder._vertex import from_vertex
 
 __version__ = "0.1.0"
 
@@ -73,6 +74,7 @@ __all__ = [
     "convert_and_load",
     "create_image_csv",
     "create_tfrecords",
+    "from_vertex",
     "info",
     "input_schema",
     "inspect",
