@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from tfrecorder import _sources as sources
-from tfrecorder._errors import ConfigError, SchemaError
+from tfrecorder._errors import ConfigError, Problems, SchemaError
 from tests.conftest import validate
 
 
@@ -206,3 +206,22 @@ def test_an_image_directory_with_split_and_other_folders_is_refused(tmp_path):
     (tmp_path / "previews").rmdir()
     (tmp_path / ".cache").mkdir()  # a hidden folder is not a label
     assert len(sources.read(str(tmp_path)).frame) == 40
+
+
+def test_images_dir_is_where_relative_paths_of_a_csv_or_a_dataframe_start(tmp_path):
+    images = tmp_path / "pictures"
+    images.mkdir()
+    path = _write(tmp_path, "TRAIN,a.jpg,cat\n")
+    assert sources.read(path).base_dir == str(tmp_path)
+    (table,) = sources.chunks(path, images_dir=str(images))(Problems())
+    assert table.base_dir == str(images) and _rows(table.frame) == [["TRAIN", "a.jpg", "cat"]]
+    frame = pd.DataFrame({"split": ["TRAIN"], "image_uri": ["a.jpg"], "label": ["cat"]})
+    (table,) = sources.chunks(frame, images_dir=str(images))(Problems())
+    assert table.base_dir == str(images)
+    with pytest.raises(ConfigError, match="is not a folder"):
+        sources.chunks(path, images_dir=str(tmp_path / "nope"))
+    with pytest.raises(ConfigError, match="a folder per split is for COCO"):
+        sources.chunks(path, images_dir={"train": str(images)})
+    (images / "cat").mkdir()
+    with pytest.raises(ConfigError, match="the images of an image directory are its files"):
+        sources.chunks(str(images), images_dir=str(images))

@@ -115,3 +115,22 @@ print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
                          cwd=root, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0"  # not -14: killed by its alarm, still waiting
+
+
+def test_within_sees_a_relative_path_from_its_files_folder():
+    assert storage.within("data", "img/a.jpg") == os.path.join("data", "img", "a.jpg")
+    assert storage.within("", "a.jpg") == "a.jpg"
+    assert storage.within("data/sub", "../a.jpg") == os.path.join("data", "a.jpg")
+    assert storage.within("data", "/abs/a.jpg") == "/abs/a.jpg"
+    assert storage.within("data", "gs://b/a.jpg") == "gs://b/a.jpg"
+    assert storage.within("gs://b/export", "../img/a.jpg") == "gs://b/img/a.jpg"
+
+
+def test_glob_lists_the_files_a_pattern_matches_sorted(tmp_path):
+    for name in ("training-00001.jsonl", "training-00000.jsonl", "test-00000.jsonl"):
+        (tmp_path / name).write_text("{}\n")
+    (tmp_path / "training-dir").mkdir()
+    assert storage.glob(str(tmp_path / "training-*")) == [
+        str(tmp_path / "training-00000.jsonl"), str(tmp_path / "training-00001.jsonl")]
+    assert storage.glob(str(tmp_path / "validation-*")) == []
+    assert storage.is_pattern("gs://b/training-*") and not storage.is_pattern("a.jsonl")

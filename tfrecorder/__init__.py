@@ -45,6 +45,7 @@ from tfrecorder._output import build_index
 from tfrecorder._read import read
 from tfrecorder._result import ConversionResult, DataflowJob
 from tfrecorder._sources import create_image_csv
+from tfrecorder._vertex import from_vertex
 
 __version__ = "0.1.0"
 
@@ -75,6 +76,7 @@ __all__ = [
     "convert_and_load",
     "create_image_csv",
     "create_tfrecords",
+    "from_vertex",
     "info",
     "input_schema",
     "inspect",

@@ -42,6 +42,9 @@ _FLAG_HELP = {
                     "when only a few images are listed under two labels (without it, such "
                     "a table is refused with those rows listed)"),
     "seed": ("SEED", "seed of the shuffle of rows into shards (default: 0)"),
+    "images_dir": ("DIR", "folder that relative image paths start from (a COCO file's "
+                   "file_names; default: the source file's folder); for COCO files per "
+                   "split, a folder per split as train=train2017/,validation=val2017/"),
     "name": ("NAME", "dataset name that starts every shard's file name, "
              "NAME-train.tfrecord-... (default: data)"),
     "check": (None, "header: read each image's header and end (the default); decode: "
@@ -92,20 +95,55 @@ def _shards(value: str):
     return out
 
 
+def _per_split_or_one(value: str):
+    """``--images-dir``: ``DIR``, or ``train=DIR,validation=DIR`` for a folder per split."""
+    parts = [part.partition("=") for part in value.split(",")]
+    if "=" not in value or not all(eq and _is_split(key) for key, eq, _ in parts):
+        return value
+    return {key.strip(): folder.strip() for key, _, folder in parts}
+
+
+def _is_split(name: str) -> bool:
+    from tfrecorder import _splits as splits
+
+    return splits.ALIASES.get(name.strip().lower()) is not None
+
+
+def _source(value: str):
+    """``SOURCE``: a path or pattern, or ``train=a.json,validation=b.json`` (COCO files per
+    split) when no file has that name."""
+    import os
+
+    per_split = _per_split_or_one(value)
+    return value if isinstance(per_split, str) or os.path.exists(value) else per_split
+
+
 def _convert_parser(sub) -> None:
     import dataclasses
 
     from tfrecorder._options import Options
 
     p = sub.add_parser(
-        "convert", help="convert a CSV or an image directory to TFRecord files",
-        description="Convert an AutoML-style CSV (split,image_uri,label; header optional) or an "
-                    "image directory (DIR/<split>/<label>/<file>) to sharded TFRecord files. "
-                    "Flags that Apache Beam knows (e.g. --max_num_workers=20) are passed to it. "
+        "convert", help="convert a CSV, image directory, JSON Lines or COCO file to TFRecord files",
+        usage="%(prog)s [flags] SOURCE OUTPUT_DIR\n"
+              "       %(prog)s [flags] --from-vertex OUTPUT_DIR",
+        description="Convert an AutoML-style CSV (split,image_uri,label; header optional), an "
+                    "image directory (DIR/<split>/<label>/<file>), Vertex AI JSON Lines or a "
+                    "COCO file to sharded TFRecord files. Flags Apache Beam knows "
+                    "(e.g. --max_num_workers=20) pass through to it. "
                     "Every flag also has its TFRecorder spelling (--num_shards).")
-    p.add_argument("source", metavar="SOURCE", help="CSV file (local or gs://) or image directory")
-    p.add_argument("output_dir", metavar="OUTPUT_DIR",
+    p.add_argument("source", metavar="SOURCE", nargs="?",
+                   help="CSV file (local or gs://), image directory, Vertex AI JSON Lines "
+                        "(a .jsonl file, a quoted pattern such as 'gs://b/export/*.jsonl', or "
+                        "a folder of .jsonl files), a COCO file (instances_train.json), or "
+                        "COCO files per split as train=instances_train.json,validation="
+                        "instances_val.json")
+    p.add_argument("output_dir", metavar="OUTPUT_DIR", nargs="?",
                    help="folder to write the TFRecord files to (local or gs://)")
+    p.add_argument("--from-vertex", "--from_vertex", dest="from_vertex", action="store_true",
+                   help="in a Vertex AI custom training job, convert its dataset: the files "
+                        "of AIP_TRAINING_DATA_URI, AIP_VALIDATION_DATA_URI and "
+                        "AIP_TEST_DATA_URI (AIP_DATA_FORMAT=jsonl); give OUTPUT_DIR only")
     p.add_argument("--schema", metavar="FILE",
                    help='JSON file mapping columns to types, e.g. {"split": "SplitKey", '
                         '"image_uri": "ImageUri", "label": "StringLabel"}')
@@ -123,6 +161,8 @@ def _convert_parser(sub) -> None:
         metavar, text = _FLAG_HELP.get(f.name, (None, f.metadata["help"]))
         if f.name == "num_shards":
             cli["type"] = _shards
+        if f.name == "images_dir":
+            cli["type"] = _per_split_or_one
         if metavar is not None and cli.get("action") is None and "choices" not in cli:
             cli["metavar"] = metavar
         p.add_argument(*flags, dest=f.name, help=text, **cli)
@@ -143,10 +183,26 @@ def _run_convert(args, beam_flags) -> int:
     options = {f.name: getattr(args, f.name) for f in dataclasses.fields(Options)
                if f.metadata["cli"] is not None}
     _check_beam_flags(beam_flags)
-    result = convert(args.source, args.output_dir, schema=args.schema,
+    if args.from_vertex:
+        from tfrecorder._vertex import from_vertex
+
+        source, output_dir = from_vertex(), args.source
+    else:
+        source, output_dir = _source(args.source), args.output_dir
+    result = convert(source, output_dir, schema=args.schema,
                      pipeline_options=beam_flags or None, **options)
     print(result)
     return 0
+
+
+def _check_positionals(args, convert_parser) -> None:
+    """``convert SOURCE OUTPUT_DIR``, or ``convert --from-vertex OUTPUT_DIR``; else usage."""
+    given = [a for a in (args.source, args.output_dir) if a is not None]
+    if args.from_vertex and len(given) != 1:
+        convert_parser.error("--from-vertex takes OUTPUT_DIR only: the job's dataset is "
+                             "the source")
+    if not args.from_vertex and len(given) != 2:
+        convert_parser.error("the following arguments are required: SOURCE OUTPUT_DIR")
 
 
 def _check_beam_flags(flags: list[str]) -> None:
@@ -324,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command != "convert":
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "convert":
+        _check_positionals(args, parser._subparsers._group_actions[0].choices["convert"])
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:

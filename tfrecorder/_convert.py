@@ -8,6 +8,7 @@ its last step publishes the output folder (``output``).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 from tfrecorder import (
@@ -33,10 +34,13 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             compression: str | None = None, num_shards=0, **options):
     """Converts ``source`` to sharded TFRecord files in ``output_dir``.
 
-    ``source`` is a pandas DataFrame, a CSV path (local or ``gs://``), or an image
-    directory. ``schema`` defaults to AutoML's ``split, image_uri, label``. ``header`` and
-    ``names`` read a CSV as ``pandas.read_csv`` does. The positional order is TFRecorder
-    2.0's; the other options are those of ``tfrecorder.Options``, by keyword.
+    ``source`` is a pandas DataFrame, a CSV path (local or ``gs://``), an image
+    directory, Vertex AI JSON Lines (a ``.jsonl`` file, a pattern, a list of them, a
+    folder of them, or ``tfrecorder.from_vertex()`` in a custom training job) or a COCO
+    file (``instances_train.json``, or a dict of one per split). ``schema`` defaults to
+    AutoML's ``split, image_uri, label``. ``header`` and ``names`` read a CSV as
+    ``pandas.read_csv`` does. The positional order is TFRecorder 2.0's; the other
+    options are those of ``tfrecorder.Options``, by keyword.
 
     Returns a ConversionResult (a DataflowJob on Dataflow). Raises SchemaError (every
     problem in the table, before anything runs), ConfigError, OutputExistsError
@@ -74,7 +78,8 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     table = spill.read(source, schema, header, names, label_vocabulary=vocabulary,
                        split_fractions=opts.split_fractions,
                        per_chunk=local_images if cloud else None,
-                       multi_label=opts.multi_label)
+                       multi_label=opts.multi_label, images_dir=opts.images_dir)
+    notes = list(table.notes)
     try:
         if cloud:
             runners.check_dataflow(opts, output_dir, local_uris)
@@ -111,7 +116,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         table.remove()
     if cloud:
         with runners.beam_quiet():
-            return runners.run_dataflow(run, lock)
+            return _noted(runners.run_dataflow(run, lock), notes)
     log.info("converting %d records into %d shards in %s", run.records, len(shards), output_dir)
     try:
         with lock.renewing(), runners.beam_quiet():
@@ -121,7 +126,12 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         raise
     finally:
         lock.release()
-    return ConversionResult.from_output(output_dir, opts.runner, job_id)
+    return _noted(ConversionResult.from_output(output_dir, opts.runner, job_id), notes)
+
+
+def _noted(result, notes: list[str]):
+    """``result`` (a ConversionResult or a DataflowJob) with what reading left out."""
+    return dataclasses.replace(result, notes=list(notes)) if notes else result
 
 
 def _lock(output_dir: str, opts: Options):

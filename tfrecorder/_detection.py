@@ -3,7 +3,9 @@
 One CSV row per bounding box, ``split,image_uri,label`` and eight coordinate fields,
 either the two-vertex form ``x_min,y_min,,,x_max,y_max,,`` or all four vertices. The
 rows of one image become one record with ``objects/bbox`` (ymin, xmin, ymax, xmax per
-box, relative coordinates, flattened) and ``objects/label`` (ids).
+box, relative coordinates, flattened) and ``objects/label`` (ids). Vertex AI's JSON
+Lines (``vertex``) and COCO files (``coco``) are read into the same table, a COCO one
+with a per-box column more (``is_crowd``, written as ``objects/is_crowd``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,15 @@ from tfrecorder._layout import FeatureSpec
 COLUMNS = ["split", "image_uri", "label", "x_min", "y_min", "x_max", "y_max"]
 BBOX = "objects/bbox"
 LABEL = "objects/label"
+#: Per-box whole-number columns a table may have beside COLUMNS, and the feature each
+#: becomes (one value per box, like ``objects/label``): COCO's ``iscrowd``, under TFDS's
+#: name for it. Values are 0 or 1.
+BOX_FLAGS = {"is_crowd": "objects/is_crowd"}
+
+
+def columns(frame) -> list[str]:
+    """The columns of a detection table ``frame``: COLUMNS and its BOX_FLAGS columns."""
+    return COLUMNS + [c for c in BOX_FLAGS if c in frame.columns]
 
 
 def _number(text) -> bool:
@@ -71,13 +82,15 @@ def vocabulary(distinct: set, label_vocabulary: Sequence[str] | None) -> list[st
 
 def check(frame, row_ids: Sequence, index: Mapping[str, int], problems: Problems):
     """The rows of a detection chunk (one row per box), checked: ``(split or None, image
-    key, (label name, box) or None, values)`` per row, as columns. Coordinates outside
-    [0, 1], a minimum above its maximum, boxes without a label, labels without a box and
-    labels not in ``index`` go to ``problems``."""
-    values = list(zip(*(frame[c].tolist() for c in COLUMNS)))
+    key, (label name, box, flags) or None, values)`` per row, as columns. Coordinates
+    outside [0, 1], a minimum above its maximum, boxes without a label, labels without a
+    box, labels not in ``index`` and flags other than 0 or 1 go to ``problems``."""
+    names = columns(frame)
+    flag_names = names[len(COLUMNS):]
+    values = list(zip(*(frame[c].tolist() for c in names)))
     row_splits, keys, boxes = [], [], []
     for rid, row in zip(row_ids, values):
-        split, uri, label, *box = row
+        split, uri, label, *box = row[:len(COLUMNS)]
         try:
             row_splits.append(splits.canonical(split))
         except splits.UnknownSplit as e:
@@ -89,7 +102,10 @@ def check(frame, row_ids: Sequence, index: Mapping[str, int], problems: Problems
             boxes.append(None)
             continue
         keys.append(uri.strip())
-        boxes.append(_box(rid, label, box, problems))
+        found = _box(rid, label, box, problems)
+        if found is not None:
+            found += (_flags(rid, flag_names, row[len(COLUMNS):], problems),)
+        boxes.append(found)
     for rid, b in zip(row_ids, boxes):
         if b and b[0] is not None and b[0] not in index:
             problems.add(rid, "label", b[0], "label not in label_vocabulary")
@@ -97,24 +113,42 @@ def check(frame, row_ids: Sequence, index: Mapping[str, int], problems: Problems
     return row_splits, keys, boxes, jsonable
 
 
-def record(members: Sequence[int], boxes: Sequence, index: Mapping[str, int]):
+def record(members: Sequence[int], boxes: Sequence, index: Mapping[str, int],
+           names: Sequence[str] = COLUMNS):
     """The features and label ids of one image's record from its rows' boxes (in row
-    order; boxes whose label has no id are left out)."""
+    order; boxes whose label has no id are left out); ``names``: the table's columns."""
     found = [boxes[i] for i in members if boxes[i] is not None and boxes[i][0] in index]
     ids = tuple(index[b[0]] for b in found)
     features = {
         BBOX: example.float_feature([c for b in found for c in b[1]]),
         LABEL: example.int64_feature(ids),
     }
+    for k, name in enumerate(names[len(COLUMNS):]):
+        features[BOX_FLAGS[name]] = example.int64_feature([b[2][k] for b in found])
     return features, ids
 
 
-def feature_specs() -> dict[str, FeatureSpec]:
-    """Every feature a detection record holds."""
+def feature_specs(names: Sequence[str] = COLUMNS) -> dict[str, FeatureSpec]:
+    """Every feature a detection record of a table with columns ``names`` holds."""
     features = layout.image_feature_specs()
     features[BBOX] = FeatureSpec(example.FLOAT, [-1, 4], "bbox")
     features[LABEL] = FeatureSpec(example.INT64, None, "label")
+    for name in names[len(COLUMNS):]:
+        features[BOX_FLAGS[name]] = FeatureSpec(example.INT64, None, "feature")
     return features
+
+
+def _flags(rid, names: Sequence[str], values: Sequence, problems: Problems) -> tuple:
+    """The BOX_FLAGS values of one box, 0 or 1 each (a missing one is 0)."""
+    out = []
+    for name, v in zip(names, values):
+        flag = (0 if labels.is_null(v) else int(v) if isinstance(v, bool)
+                else labels.as_whole_number(v))
+        if flag not in (0, 1):
+            problems.add(rid, name, labels.jsonable(v), "not 0 or 1")
+            flag = 0
+        out.append(flag)
+    return tuple(out)
 
 
 def _box(rid, label, box, problems: Problems):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 from typing import Any, Mapping, Sequence
 
 from tfrecorder import _image as image, _splits as splits
@@ -90,6 +91,16 @@ class Options:
         help="how UNASSIGNED rows are split: {'train': .8, 'validation': .1, 'test': .1}",
         factory=lambda: dict(splits.DEFAULT_FRACTIONS), doc=(
             "how UNASSIGNED rows are split (by a hash of their `image_uri`); must add up to 1"))
+    images_dir: str | Mapping[str, str] | None = _option(
+        None, "folder relative image paths start from (default: the source file's); a dict "
+        "per split for COCO files given per split", cli={"metavar": "DIR"}, doc=(
+            "the folder (local or `gs://`) that relative image paths start from: a COCO "
+            "file's `file_name`s, a CSV's or a JSON Lines file's paths, a DataFrame's. "
+            "Without it they start from the file's own folder (the current one for a "
+            "DataFrame). For COCO files given per split, a dict per split "
+            '(`{"train": "train2017/", "validation": "val2017/"}`; on the command line '
+            "`train=train2017/,validation=val2017/`). A folder that does not exist is a "
+            "`ConfigError`; an image directory source takes none"))
     seed: int = _option(0, "seed of the write-time shuffle", cli={"type": int},
                         doc="seed of the write-time shuffle within each split")
     name: str = _option(
@@ -205,6 +216,13 @@ class Options:
             object.__setattr__(self, "num_shards", _per_split(self.num_shards, "num_shards"))
         if self.multi_label is not None and not isinstance(self.multi_label, bool):
             raise ConfigError(f"multi_label={self.multi_label!r}; use True, False or None")
+        if isinstance(self.images_dir, Mapping):
+            object.__setattr__(self, "images_dir", _per_split(self.images_dir, "images_dir"))
+        if not all(isinstance(v, (str, os.PathLike)) for v in (
+                self.images_dir.values() if isinstance(self.images_dir, Mapping)
+                else [self.images_dir] if self.images_dir is not None else [])):
+            raise ConfigError(f"images_dir={self.images_dir!r}; give a folder (or a dict of "
+                              f"one per split)")
         if not isinstance(self.write_index, bool):
             raise ConfigError(f"write_index={self.write_index!r}; use True or False")
         for name in ("seed", "max_image_bytes"):

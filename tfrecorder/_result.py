@@ -64,6 +64,10 @@ class ConversionResult(_Keys):
     label_counts: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     #: One record per image holding every label of its rows: records are fewer than rows.
     multi_label: bool = False
+    #: What reading the source did not convert, or decided, that the output does not
+    #: show, one line each: the keys of a Vertex AI JSON Lines or COCO file that no
+    #: record holds; lines whose ml_use differs from their file's split.
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def labels_without_records(self) -> list[str]:
@@ -175,6 +179,7 @@ class ConversionResult(_Keys):
             lines.append(f"  QUARANTINED {self.rows_quarantined:>9} rows, listed in {self.errors_file}")
             for e in self.first_errors:
                 lines.append(f"    row {e['row']}: {e['reason']}")
+        lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -209,6 +214,7 @@ class ConversionResult(_Keys):
             parts.append(
                 f"<div style='color:#b00'><b>{self.rows_quarantined} rows quarantined</b>, "
                 f"listed in <code>{esc(self.errors_file)}</code><ul>{items}</ul></div>")
+        parts += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
         parts.append("</div>")
         return "".join(parts)
 
@@ -230,6 +236,8 @@ class DataflowJob(_Keys):
     console_url: str | None
     runner: str = "DataflowRunner"
     pipeline_result: Any = dataclasses.field(default=None, repr=False)
+    #: As ConversionResult.notes, passed on by ``wait()``.
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def job(self):
@@ -247,17 +255,20 @@ class DataflowJob(_Keys):
         state = self.pipeline_result.wait_until_finish()
         if "DONE" not in str(state):
             raise ConversionError(f"Dataflow job {self.job_id} ended {state}; see {self.console_url}")
-        return ConversionResult.from_output(self.output_dir, self.runner, self.job_id)
+        result = ConversionResult.from_output(self.output_dir, self.runner, self.job_id)
+        return dataclasses.replace(result, notes=list(self.notes))
 
     def _mapping(self) -> dict[str, Any]:
         return {"tfrecord_dir": self.output_dir, "job_id": self.job_id,
                 "dataflow_url": self.console_url, "metrics": {}}
 
     def __str__(self) -> str:
+        notes = "".join(f"\n  note: {note}" for note in self.notes)
         if self.job_id is None:
-            return f"Dataflow dry run: nothing submitted; output would go to {self.output_dir}"
+            return (f"Dataflow dry run: nothing submitted; output would go to "
+                    f"{self.output_dir}{notes}")
         return (f"Dataflow job {self.job_id} submitted; it writes to {self.output_dir}\n"
-                f"  watch it at {self.console_url}")
+                f"  watch it at {self.console_url}{notes}")
 
     def _repr_html_(self) -> str:
         if self.job_id is None:

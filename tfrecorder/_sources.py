@@ -1,5 +1,6 @@
-"""Sources -> a Table: a pandas DataFrame, a CSV file (local or ``gs://``), or an image
-directory laid out ``DIR/<split>/<label>/<file>`` (or ``DIR/<label>/<file>``).
+"""Sources -> a Table: a pandas DataFrame, a CSV file (local or ``gs://``), an image
+directory laid out ``DIR/<split>/<label>/<file>`` (or ``DIR/<label>/<file>``), Vertex
+AI's JSON Lines files (``vertex``) or COCO files (``coco``).
 
 CSV files follow AutoML Vision: with or without a header. Without one, fields are taken
 by position in schema order; for the default image schema a 2-field row
@@ -16,9 +17,11 @@ import logging
 import operator
 import os
 import re
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
-from tfrecorder import _detection as detection, _splits as splits, _storage as storage
+from tfrecorder import (
+    _coco as coco, _detection as detection, _splits as splits, _storage as storage,
+    _vertex as vertex)
 from tfrecorder._errors import ConfigError, Problem, Problems, SchemaError
 from tfrecorder._schema import IMAGE_CSV_SCHEMA, Schema
 
@@ -70,7 +73,7 @@ class Table:
     frame: Any                # pandas.DataFrame with the schema's column names
     row_ids: list             # CSV line numbers, DataFrame index labels, or relative paths
     base_dir: str | None      # relative image paths resolve against this
-    kind: str                 # "dataframe", "csv", "directory" or "detection"
+    kind: str                 # "dataframe", "csv", "directory", "jsonl" or "detection"
 
 
 def read(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) -> Table:
@@ -80,22 +83,43 @@ def read(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) 
     ``names`` selects columns, as TFRecorder did).
     """
     problems = Problems()
-    (table,) = chunks(source, schema, header, names)(problems)
+    tables = list(chunks(source, schema, header, names)(problems))
     problems.raise_if_any()
+    (table,) = tables
     return table
 
 
 def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None,
-           size: int | None = None) -> Callable[[Problems], Iterator[Table]]:
+           size: int | None = None, images_dir=None,
+           notes: list | None = None) -> Callable[[Problems], Iterator[Table]]:
     """The one way every source (or a Table read already) is read: a function that, each
     time it is called, reads ``source`` afresh as Tables of at most ``size`` rows (one Table when None), putting
     the problems of single rows (ragged CSV rows, image files too deep in a tree) into
     the Problems it is given. A source that cannot be read at all raises at once.
+
+    ``images_dir``: the folder relative image paths resolve against (for COCO files
+    given per split, a folder per split), instead of the source file's folder (the
+    current one for a DataFrame). ``notes`` gets what reading the source left out.
     """
     import pandas as pd
 
     if isinstance(source, Table):  # read already
         return lambda _problems: iter([source])
+    json_source = _json_files(source)
+    if json_source is not None:
+        return _json_chunks(*json_source, schema, names, size, images_dir, notes)
+    if isinstance(images_dir, Mapping):
+        raise ConfigError(f"images_dir={dict(images_dir)!r}: a folder per split is for COCO "
+                          f"files given per split ({{'train': 'instances_train.json', ...}}); "
+                          f"give one folder")
+    base = _images_dir(images_dir)
+    if base is not None:
+        if isinstance(source, (str, os.PathLike)) and storage.isdir(os.fspath(source)):
+            raise ConfigError(f"images_dir={images_dir!r}: the images of an image directory "
+                              f"are its files; leave images_dir out")
+        read_source = chunks(source, schema, header, names, size)
+        return lambda problems: (dataclasses.replace(t, base_dir=base)
+                                 for t in read_source(problems))
     if isinstance(source, pd.DataFrame):
         if names is not None:
             missing = [n for n in names if n not in source.columns]
@@ -115,7 +139,8 @@ def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None
         source = str(source.__fspath__())
     if not isinstance(source, str):
         raise ConfigError(
-            f"source {source!r}: give a pandas DataFrame, a CSV path, or an image directory"
+            f"source {source!r}: give a pandas DataFrame, a CSV path, an image directory, "
+            f"Vertex AI JSON Lines files or a COCO file"
         )
     path = source
     if storage.isdir(path):
@@ -125,6 +150,178 @@ def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None
     if not storage.exists(path):
         raise ConfigError(f"source {path!r} does not exist; give a CSV file or an image directory")
     return lambda problems: csv_chunks(path, schema, header, names, size, problems)
+
+
+def _images_dir(images_dir) -> str | None:
+    """``images_dir`` made absolute, checked to be a folder; None when not given."""
+    if images_dir is None:
+        return None
+    folder = os.fspath(images_dir) if isinstance(images_dir, os.PathLike) else images_dir
+    if not isinstance(folder, str) or not folder.strip():
+        raise ConfigError(f"images_dir={images_dir!r}; give the folder of the images")
+    if not storage.isdir(folder):
+        raise ConfigError(f"images_dir={folder!r} is not a folder; give the folder the "
+                          f"table's relative image paths start from")
+    return storage.resolve(folder)
+
+
+#: File names that say what a file holds; other files are told by their first byte.
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+
+
+def _json_files(source) -> tuple[str, list] | None:
+    """``("jsonl" or "coco", [(path, split or None)])`` for a source of JSON files:
+    Vertex AI JSON Lines (a ``.jsonl`` file, a pattern, a list, a folder holding ``.jsonl``
+    files, ``vertex.from_vertex()``) or COCO (a ``.json`` file, or a dict of one per
+    split); None for any other source."""
+    if isinstance(source, vertex.JsonLines):
+        return "jsonl", [(path, split) for pattern, split in source.files
+                         for path in _expanded(pattern, "JSON Lines")]
+    if isinstance(source, Mapping):
+        return "coco", _coco_splits(source)
+    if isinstance(source, (list, tuple)):
+        if not source:
+            raise ConfigError("an empty list of files; give the JSON Lines files to read")
+        paths = [p for item in source for p in _expanded(_path_of(item), "JSON Lines")]
+        return "jsonl", [(p, None) for p in _json_lines(paths)]
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    path = os.fspath(source)
+    name = path.lower()
+    if name.endswith(".csv"):
+        return None
+    if storage.is_pattern(path) and not storage.exists(path):
+        return "jsonl", [(p, None) for p in _json_lines(_expanded(path, "JSON Lines"))]
+    if storage.isdir(path):
+        found = _json_lines_in(path)
+        return ("jsonl", [(p, None) for p in found]) if found else None
+    if name.endswith(".json") and storage.exists(path):
+        return "coco", [(path, None)]
+    if storage.exists(path) and _is_json_lines(path):
+        return "jsonl", [(path, None)]
+    return None
+
+
+def _path_of(item) -> str:
+    if isinstance(item, (str, os.PathLike)):
+        return os.fspath(item)
+    raise ConfigError(f"{item!r} in the list of files; give paths (or patterns) of JSON Lines "
+                      f"files")
+
+
+def _expanded(pattern: str, kind: str) -> list[str]:
+    """The files ``pattern`` names: itself, the files it matches, or a folder's
+    ``.jsonl`` files. ConfigError when there are none."""
+    if storage.is_pattern(pattern) and not storage.exists(pattern):
+        found = storage.glob(pattern)
+        if not found:
+            raise ConfigError(f"{pattern!r} matches no file; give the {kind} files' pattern "
+                              f"(e.g. gs://bucket/export/*.jsonl)")
+        return found
+    if storage.isdir(pattern):
+        found = _json_lines_in(pattern)
+        if not found:
+            raise ConfigError(f"folder {pattern!r} is not a folder of .jsonl files (and no "
+                              f"other folders); give the {kind} files")
+        return found
+    if not storage.exists(pattern):
+        raise ConfigError(f"{pattern!r} does not exist; give the {kind} files")
+    return [pattern]
+
+
+def _json_lines_in(folder: str) -> list[str]:
+    """The ``.jsonl`` files of a folder of JSON Lines files (an export's); [] for a folder
+    with subfolders too: an image directory, which may hold a JSON Lines file of its own
+    (Hugging Face's ``metadata.jsonl``) beside its label folders."""
+    names = [n for n in storage.listdir(folder) if not is_litter(n)]
+    found = [storage.join(folder, n) for n in names if n.lower().endswith(JSON_LINES_SUFFIXES)]
+    if not found or any(storage.isdir(storage.join(folder, n)) for n in names
+                        if not n.lower().endswith(JSON_LINES_SUFFIXES)):
+        return []
+    return found
+
+
+def _is_json_lines(path: str) -> bool:
+    """True for a file named ``.jsonl``, or one not named ``.csv`` whose first non-blank
+    character is ``{`` (a custom training job's ``training-00000-of-00004``)."""
+    name = path.lower()
+    if name.endswith(JSON_LINES_SUFFIXES):
+        return True
+    if name.endswith((".csv", ".json", ".txt", ".tsv")):
+        return False
+    try:
+        head = storage.read_range(path, 0, 4096)
+    except OSError:
+        return False
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{"
+
+
+def _json_lines(paths: list[str]) -> list[str]:
+    """``paths``, checked to be JSON Lines files (a list or pattern reads those only)."""
+    other = [p for p in paths if not _is_json_lines(p)]
+    if other:
+        raise ConfigError(
+            f"{other[0]!r} is not a JSON Lines file; a list of files, a pattern or a folder "
+            f"of .jsonl files is read as Vertex AI JSON Lines (give one CSV on its own)")
+    return paths
+
+
+def _coco_splits(source: Mapping) -> list[tuple[str, str]]:
+    """``[(path, split)]`` of a dict of COCO files per split."""
+    out = []
+    for key, value in source.items():
+        try:
+            split = splits.canonical(key)
+        except (splits.UnknownSplit, TypeError):
+            split = None
+        if split is None:
+            raise ConfigError(f"{key!r} in the dict of COCO files; give each file's split: "
+                              f"train, validation or test")
+        path = _path_of(value)
+        if not path.lower().endswith(".json"):
+            raise ConfigError(f"{split}: {path!r}; a dict of files maps each split to its "
+                              f"COCO .json file (instances_train2017.json)")
+        if not storage.exists(path):
+            raise ConfigError(f"{split}: {path!r} does not exist")
+        out.append((path, split))
+    if not out:
+        raise ConfigError("an empty dict of COCO files; give {'train': 'instances_train.json'}")
+    return out
+
+
+def _json_chunks(kind: str, files: list, schema: Schema, names, size: int | None,
+                 images_dir, notes: list | None) -> Callable[[Problems], Iterator[Table]]:
+    """Tables of the JSON files of a Vertex AI or COCO source; their image paths are
+    written relative to the working directory, or absolute (base_dir None)."""
+    what = "Vertex AI JSON Lines" if kind == "jsonl" else "COCO files"
+    if schema is not IMAGE_CSV_SCHEMA or names is not None:
+        raise ConfigError(f"{what} are read in their own schema; leave schema= and names= out")
+    given = {split for _, split in files}
+    if isinstance(images_dir, Mapping) and (kind == "jsonl" or None in given):
+        raise ConfigError(f"images_dir={dict(images_dir)!r}: a folder per split is for COCO "
+                          f"files given per split; give one folder")
+    folders = images_dir.values() if isinstance(images_dir, Mapping) else [images_dir]
+    for folder in folders:
+        _images_dir(folder)
+    if isinstance(images_dir, Mapping):
+        try:
+            images_dir = {splits.canonical(k): os.fspath(v) for k, v in images_dir.items()}
+        except splits.UnknownSplit:
+            raise ConfigError(f"images_dir={dict(images_dir)!r}: give a folder per split "
+                              f"(train, validation, test)") from None
+        stray = sorted(set(images_dir) - given)
+        if stray:
+            raise ConfigError(f"images_dir names {stray}, which the dict of COCO files does "
+                              f"not; give a folder for each of {sorted(given)}")
+    elif images_dir is not None:
+        images_dir = os.fspath(images_dir)
+    read_files = vertex.read if kind == "jsonl" else coco.read
+
+    def tables(problems: Problems) -> Iterator[Table]:
+        for table_kind, data, ids in read_files(files, size, problems, images_dir, notes):
+            yield Table(ColumnFrame(data, len(ids), given=list(data)), ids, None, table_kind)
+
+    return tables
 
 
 def _match_columns(names, schema: Schema) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """The driver's one row path: any table, read in chunks, checked and spilled.
 
 Every source (a CSV on disk or gs://, a DataFrame, an image directory, an AutoML
-object-detection CSV) is read by ``sources.chunks`` in chunks of ``CHUNK_ROWS`` rows,
-twice:
+object-detection CSV, Vertex AI JSON Lines, a COCO file) is read by ``sources.chunks``
+in chunks of ``CHUNK_ROWS`` rows, twice:
 
 1. ``labels.tally``: the distinct values of the label and categorical columns (so that
    vocabularies are decided over the whole table, ``labels.fix_vocabularies``), whether
@@ -54,6 +54,9 @@ class Spilled:
     features: dict
     vocabularies: dict
     rows_in: int
+    #: What reading the source left out, one line each (keys of a JSON file that no
+    #: record holds), for the result to show.
+    notes: list = dataclasses.field(default_factory=list)
 
     def blocks(self, split: str) -> Iterator[Block]:
         with open(os.path.join(self.folder, split), "rb") as f:
@@ -148,15 +151,16 @@ class _Writer:
 
 def read(source, schema, header="infer", names=None, *, label_vocabulary=None,
          split_fractions=splits.DEFAULT_FRACTIONS, per_chunk=None,
-         multi_label: bool | None = None) -> Spilled:
+         multi_label: bool | None = None, images_dir=None) -> Spilled:
     """``source`` checked and spilled, split by split; one SchemaError with every problem.
 
-    ``per_chunk(row_ids, uris)`` sees the image URIs of each checked chunk.
+    ``per_chunk(row_ids, uris)`` sees the image URIs of each checked chunk;
+    ``images_dir``: where relative image paths resolve (``sources.chunks``).
     """
     with gc_paused():
         return _read(source, schema, header, names, label_vocabulary=label_vocabulary,
                      split_fractions=split_fractions, per_chunk=per_chunk,
-                     multi_label=multi_label)
+                     multi_label=multi_label, images_dir=images_dir)
 
 
 #: A table whose images listed under several labels are fewer than this share of its
@@ -165,8 +169,10 @@ FEW_REPEATED = 0.5
 
 
 def _read(source, schema, header, names, *, label_vocabulary, split_fractions, per_chunk,
-          multi_label=None):
-    chunks = sources.chunks(source, schema, header, names, CHUNK_ROWS)
+          multi_label=None, images_dir=None):
+    notes: list[str] = []
+    chunks = sources.chunks(source, schema, header, names, CHUNK_ROWS, images_dir=images_dir,
+                            notes=notes)
     fractions = splits.check_fractions(split_fractions)
     reading = Problems()
     cache = _ChunkCache(chunks)
@@ -183,9 +189,12 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
             fixed = labels.fix_vocabularies(schema, found.distinct, label_vocabulary)
             check = _table_check(schema, fixed, fractions, found.multi)
         if found.kind != "detection" and not found.multi:
-            return _spill(cache.replay(), check, per_chunk)
-        return _spill_grouped(cache.replay(), check, found.firsts, fractions, per_chunk,
-                              schema.column("image") or "image_uri")
+            spilled = _spill(cache.replay(), check, per_chunk)
+        else:
+            spilled = _spill_grouped(cache.replay(), check, found.firsts, fractions,
+                                     per_chunk, schema.column("image") or "image_uri")
+        spilled.notes = list(notes)
+        return spilled
     finally:
         cache.remove()
 
@@ -300,19 +309,21 @@ def _multi_label(label_col: str):
 
 
 def _detection_check(names: list[str]):
-    """The check of a chunk of an object-detection CSV, one row per box."""
+    """The check of a chunk of an object-detection table (AutoML's CSV, Vertex AI's JSON
+    Lines, COCO), one row per box."""
     index = {n: i for i, n in enumerate(names)}
-    specs = detection.feature_specs()
 
     def check(table, problems: Problems) -> _Chunk:
+        columns = tuple(detection.columns(table.frame))  # COCO's have is_crowd too
         row_splits, keys, boxes, values = detection.check(table.frame, table.row_ids,
                                                           index, problems)
         # Boxes travel in the labels column until the image's rows are grouped.
         block = Block(table.row_ids, keys, [], [], [list(c) for c in zip(*values)] or
-                      [[] for _ in detection.COLUMNS], boxes)
-        return _Chunk(block, row_splits, keys, tuple(detection.COLUMNS), specs,
+                      [[] for _ in columns], boxes)
+        return _Chunk(block, row_splits, keys, columns, detection.feature_specs(columns),
                       {detection.LABEL: names}, table.base_dir,
-                      lambda members, b: detection.record(members, b.labels, index), True)
+                      lambda members, b: detection.record(members, b.labels, index, columns),
+                      True)
 
     return check
 

@@ -118,6 +118,13 @@ def dirname(path: str) -> str:
     return os.path.dirname(os.path.abspath(_local(path)))
 
 
+def parent(path: str) -> str:
+    """The folder of ``path`` as written (not made absolute): "" for a bare file name."""
+    if is_remote(path):
+        return posixpath.dirname(path.rstrip("/"))
+    return os.path.dirname(_local(path))
+
+
 def basename(path: str) -> str:
     return posixpath.basename(str(path).rstrip("/")) if is_remote(path) else os.path.basename(path)
 
@@ -133,6 +140,19 @@ def resolve(path: str, base: str | None = None) -> str:
     if base is not None and is_remote(base):
         return posixpath.normpath(posixpath.join(base, path)).replace(":/", "://", 1)
     return os.path.normpath(os.path.join(base or os.getcwd(), path))
+
+
+def within(folder: str, path: str) -> str:
+    """``path`` as seen from where ``folder`` is: itself when absolute or a URI, else
+    ``folder/path`` (normalized), still relative when ``folder`` is. A relative path in
+    a file read from ``folder`` keys the same image on every machine, wherever the
+    working directory is, unlike its absolute form."""
+    path = str(path)
+    if is_remote(path) or os.path.isabs(os.path.expanduser(_local(path))) or not folder:
+        return path
+    if is_remote(folder):
+        return posixpath.normpath(posixpath.join(folder, path)).replace(":/", "://", 1)
+    return os.path.normpath(os.path.join(_local(folder), _local(path)))
 
 
 def all_on_gcs(uris) -> bool:
@@ -215,6 +235,26 @@ def walk_files(path: str) -> Iterator[str]:
         dirs.sort()
         for name in sorted(files):
             yield os.path.join(root, name)
+
+
+def is_pattern(path: str) -> bool:
+    """True when ``path`` holds a wildcard (``*``, ``?`` or ``[``), as Cloud Storage's and
+    the shell's patterns do (``gs://bucket/export/training-*``)."""
+    return any(c in str(path) for c in "*?[")
+
+
+def glob(pattern: str) -> list[str]:
+    """The files matching ``pattern``, as full paths, sorted; [] when none does."""
+    if is_remote(pattern):
+        fs = _fs(pattern)
+        protocol = pattern.split("://", 1)[0]
+        found = fs.glob(pattern, detail=True)
+        return sorted(p if "://" in p else f"{protocol}://{p}"
+                      for p, info in found.items() if info.get("type") != "directory")
+    import glob as globbing
+
+    return sorted(p for p in globbing.glob(os.path.expanduser(_local(pattern)))
+                  if os.path.isfile(p))
 
 
 def makedirs(path: str, private: bool = False) -> None:

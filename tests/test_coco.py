@@ -1,0 +1,277 @@
+"""COCO object-detection files, as the COCO tools write them: boxes in pixels made
+relative, categories as labels, iscrowd kept per box, images without annotations kept,
+one file per split, and every problem an annotation can have."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tfrecorder
+from tfrecorder import _example as example, _spill as spill, _splits as splits
+from tfrecorder._schema import IMAGE_CSV_SCHEMA
+from tfrecorder.access import Reader
+from tests.conftest import encode
+
+SIZES = [(40, 30), (20, 50), (32, 32), (16, 24)]  # width, height of each image
+
+
+def _images(folder, prefix=""):
+    os.makedirs(folder, exist_ok=True)
+    for i, size in enumerate(SIZES):
+        with open(os.path.join(str(folder), f"{prefix}{i}.jpg"), "wb") as f:
+            f.write(encode(seed=i, size=size))
+
+
+def _coco(annotations, prefix="", **extra):
+    """A COCO instances file's content: SIZES' images, three categories."""
+    return {
+        "info": {"description": "test"}, "licenses": [{"id": 1, "name": "x"}],
+        "images": [{"id": 100 + i, "file_name": f"{prefix}{i}.jpg", "width": w, "height": h,
+                    "license": 1, "coco_url": "http://x"} for i, (w, h) in enumerate(SIZES)],
+        "categories": [{"id": 1, "name": "person", "supercategory": "person"},
+                       {"id": 3, "name": "car", "supercategory": "vehicle"},
+                       {"id": 18, "name": "dog", "supercategory": "animal"}],
+        "annotations": annotations, **extra}
+
+
+def _ann(id, image, category, bbox, iscrowd=0):
+    return {"id": id, "image_id": image, "category_id": category, "bbox": bbox,
+            "iscrowd": iscrowd, "area": 1.0, "segmentation": [[0, 0, 1, 1]]}
+
+
+ANNOTATIONS = [
+    _ann(7, 100, 3, [4, 3, 20, 15]),
+    _ann(2, 100, 1, [0, 0, 40, 30], iscrowd=1),   # the whole image; lower id comes first
+    _ann(9, 101, 18, [5.5, 10, 10, 25.25]),
+    _ann(11, 103, 1, [0, 12, 16, 12]),
+    # image 102 has no annotation
+]
+
+
+def _write(path, content):
+    with open(path, "w") as f:
+        json.dump(content, f)
+    return str(path)
+
+
+def _records(out):
+    """{split: {image_name: features without the image bytes}} of a conversion."""
+    found = {}
+    for split in tfrecorder.info(str(out)).splits:
+        reader = Reader(str(out), split)
+        for i in range(len(reader)):
+            features = reader.features(i)
+            features.pop("image")
+            found.setdefault(split, {})[features.pop("image_name").decode()] = features
+    return found
+
+
+def _expected(annotations, categories):
+    """Per image file, its (label, [ymin, xmin, ymax, xmax], iscrowd), from the pixels."""
+    files = {100 + i: (f"{i}.jpg", size) for i, size in enumerate(SIZES)}
+    out = {name: [] for name, _ in files.values()}
+    for a in sorted(annotations, key=lambda a: a["id"]):
+        name, (w, h) = files[a["image_id"]]
+        x, y, bw, bh = a["bbox"]
+        out[name].append((categories[a["category_id"]], [y / h, x / w, (y + bh) / h, (x + bw) / w],
+                          a["iscrowd"]))
+    return out
+
+
+def _problems(source, **kw):
+    with pytest.raises(tfrecorder.SchemaError) as e:
+        spill.validate(source, IMAGE_CSV_SCHEMA, **kw)
+    return {(p.row, p.column): p for p in e.value.problems}
+
+
+# --- round trips -----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_boxes_labels_and_crowd_flags_round_trip(tmp_path):
+    _images(tmp_path)
+    src = _write(tmp_path / "instances_train.json", _coco(ANNOTATIONS))
+    result = tfrecorder.convert({"train": src}, str(tmp_path / "out"))
+    assert result.rows_in == 5 and result.rows_written == 5  # 4 boxes, 1 image without
+    assert result.rows_per_split == {"train": 4}
+    manifest = tfrecorder.info(str(tmp_path / "out"))
+    names = manifest.vocabularies["objects/label"]
+    assert names == ["car", "dog", "person"]  # sorted names, as for AutoML CSVs
+    expected = _expected(ANNOTATIONS, {1: "person", 3: "car", 18: "dog"})
+    found = _records(tmp_path / "out")["train"]
+    assert set(found) == set(expected)
+    for name, boxes in expected.items():
+        record = found[name]
+        assert [names[i] for i in record["objects/label"]] == [b[0] for b in boxes], name
+        assert record["objects/bbox"].ravel().tolist() == pytest.approx(
+            [c for b in boxes for c in b[1]]), name
+        assert record["objects/is_crowd"].tolist() == [b[2] for b in boxes], name
+        assert (record["image_width"], record["image_height"]) == SIZES[int(name[0])]
+    assert found["2.jpg"]["objects/bbox"].shape == (0, 4)  # kept, with no boxes
+
+
+@pytest.mark.slow
+def test_one_file_per_split_with_a_folder_per_split(tmp_path):
+    _images(tmp_path / "train2017", "t")
+    _images(tmp_path / "val2017", "v")
+    (tmp_path / "annotations").mkdir()
+    train = _write(tmp_path / "annotations" / "instances_train.json",
+                   _coco(ANNOTATIONS, prefix="t"))
+    val = _write(tmp_path / "annotations" / "instances_val.json",
+                 _coco([_ann(1, 101, 3, [0, 0, 20, 50])], prefix="v"))
+    result = tfrecorder.convert(
+        {"train": train, "validation": val}, str(tmp_path / "out"),
+        images_dir={"train": str(tmp_path / "train2017"), "validation": str(tmp_path / "val2017")})
+    assert result.rows_per_split == {"train": 4, "validation": 4}
+    found = _records(tmp_path / "out")
+    assert set(found["train"]) == {f"t{i}.jpg" for i in range(4)}
+    assert found["validation"]["v1.jpg"]["objects/bbox"].tolist() == [[0, 0, 1, 1]]
+    assert result.rows_quarantined == 0
+
+
+@pytest.mark.slow
+def test_file_names_start_from_images_dir_else_the_json_files_folder(tmp_path):
+    _images(tmp_path / "data")
+    beside = _write(tmp_path / "data" / "instances.json", _coco(ANNOTATIONS))
+    assert tfrecorder.convert(beside, str(tmp_path / "o1")).rows_quarantined == 0
+    apart = _write(tmp_path / "instances.json", _coco(ANNOTATIONS))
+    result = tfrecorder.convert(apart, str(tmp_path / "o2"), images_dir=str(tmp_path / "data"))
+    assert result.rows_quarantined == 0 and sum(result.rows_per_split.values()) == 4
+    with pytest.raises(tfrecorder.ConfigError, match="is not a folder"):
+        tfrecorder.convert(apart, str(tmp_path / "o3"), images_dir=str(tmp_path / "nope"))
+
+
+def test_a_file_without_splits_is_split_as_unassigned_rows_are(tmp_path):
+    _images(tmp_path)
+    src = _write(tmp_path / "instances.json", _coco(ANNOTATIONS))
+    checked = spill.validate(src, IMAGE_CSV_SCHEMA)
+    where = {os.path.basename(r.image_uri): r.split for r in checked.rows}
+    assert len(where) == 4
+    for name, split in where.items():
+        assert split == splits.assign(str(tmp_path / name), splits.DEFAULT_FRACTIONS)
+
+
+@pytest.mark.slow
+def test_unused_keys_are_one_note_of_the_result(tmp_path):
+    _images(tmp_path)
+    src = _write(tmp_path / "instances.json", _coco(ANNOTATIONS))
+    result = tfrecorder.convert(src, str(tmp_path / "out"))
+    assert result.notes == [
+        "COCO keys not converted: annotations[].area, annotations[].segmentation, "
+        "categories[].supercategory, images[].coco_url, images[].license, info, licenses"]
+    assert f"  note: {result.notes[0]}" in str(result).splitlines()
+
+
+# --- problems --------------------------------------------------------------------------
+
+def test_annotation_problems_name_the_file_and_the_annotation_id(tmp_path):
+    _images(tmp_path)
+    bad = ANNOTATIONS + [
+        _ann(20, 999, 1, [0, 0, 1, 1]),          # no such image
+        _ann(21, 100, 2, [0, 0, 1, 1]),          # no such category
+        _ann(22, 100, 1, [30, 0, 11, 5]),        # ends past the image's width (40)
+        _ann(23, 101, 1, [0, -1, 5, 5]),         # starts above the image
+        _ann(24, 101, 1, [0, 0, 5, 60]),         # ends below the image's height (50)
+        _ann(25, 101, 1, [0, 0, 5]),             # not four numbers
+        _ann(26, 101, 1, [0, 0, -5, 5]),         # negative width
+        _ann(27, 101, 1, [0, 0, 5, 5], iscrowd=2),
+    ]
+    src = _write(tmp_path / "instances.json", _coco(bad))
+    problems = _problems(src)
+    assert set(problems) == {
+        (f"{src} annotation 20", "image_id"), (f"{src} annotation 21", "category_id"),
+        (f"{src} annotation 22", "bbox"), (f"{src} annotation 23", "bbox"),
+        (f"{src} annotation 24", "bbox"), (f"{src} annotation 25", "bbox"),
+        (f"{src} annotation 26", "bbox"), (f"{src} annotation 27", "iscrowd")}
+    assert "no image with this id" in problems[(f"{src} annotation 20", "image_id")].reason
+    assert "no category" in problems[(f"{src} annotation 21", "category_id")].reason
+    assert "outside image 100 (40 x 30 pixels" in problems[(f"{src} annotation 22", "bbox")].reason
+    assert "negative" in problems[(f"{src} annotation 26", "bbox")].reason
+    assert "row " + f"{src} annotation 20" in str(tfrecorder.SchemaError(list(problems.values())))
+
+
+def test_a_box_ending_a_rounding_past_the_images_edge_is_cut_at_it(tmp_path):
+    _images(tmp_path)
+    # the tool that wrote the file rounded: x + width is 40.005 on an image 40 wide
+    src = _write(tmp_path / "instances.json",
+                 _coco([_ann(1, 100, 1, [0.1, 0.2, 39.905, 29.8])]))
+    (row,) = [r for r in spill.validate(src, IMAGE_CSV_SCHEMA).rows if r.labels]
+    _, box = example.parse(example.serialize(row.features))["objects/bbox"]
+    assert box == pytest.approx([0.2 / 30, 0.1 / 40, 30 / 30, 1.0])  # xmax cut at 1
+    past = _write(tmp_path / "past.json", _coco([_ann(1, 100, 1, [0.1, 0.2, 39.92, 29.8])]))
+    assert (f"{past} annotation 1", "bbox") in _problems(past)
+
+
+def test_image_and_category_entries_with_problems(tmp_path):
+    content = _coco(ANNOTATIONS)
+    content["images"] += [
+        {"id": 104, "file_name": "0.jpg", "width": 4, "height": 4},  # another image's file
+        {"id": 105, "width": 4, "height": 4},                       # no file name
+        {"id": 106, "file_name": "6.jpg", "width": 0, "height": 4},  # no size
+        {"id": 100, "file_name": "7.jpg", "width": 4, "height": 4},  # a second id 100
+    ]
+    content["categories"] += [{"id": 3, "name": "truck"}, {"id": 40}]
+    # annotations of those entries: the entry's problem is the one told
+    content["annotations"] = [_ann(1, 105, 1, [0, 0, 1, 1]), _ann(2, 100, 40, [0, 0, 1, 1])]
+    src = _write(tmp_path / "instances.json", content)
+    problems = _problems(src)
+    assert set(problems) == {
+        (f"{src} image 104", "file_name"), (f"{src} image 105", "file_name"),
+        (f"{src} image 106", "width"), (f"{src} image 100", "id"),
+        (f"{src} category 3", "id"), (f"{src} category 40", "name")}
+
+
+def test_the_same_image_in_two_split_files_is_a_problem(tmp_path):
+    _images(tmp_path)
+    train = _write(tmp_path / "train.json", _coco(ANNOTATIONS))
+    val = _write(tmp_path / "val.json", _coco([]))
+    problems = _problems({"train": train, "validation": val})
+    assert any("the same image is in splits ['train', 'validation']" in p.reason
+               for p in problems.values())
+
+
+@pytest.mark.parametrize("text,message", [
+    ("{not json", "not a JSON file"),
+    ('{"a": 1}\n{"b": 2}\n', "name it .jsonl"),
+    ('{"annotations": []}', "not a COCO file"),
+    ('{"images": [], "annotations": []}', "no images"),
+])
+def test_files_that_are_not_coco(tmp_path, text, message):
+    path = tmp_path / "x.json"
+    path.write_text(text)
+    with pytest.raises(tfrecorder.SchemaError, match=message):
+        spill.validate(str(path), IMAGE_CSV_SCHEMA)
+
+
+def test_a_dict_source_names_splits_and_coco_files(tmp_path):
+    src = _write(tmp_path / "a.json", _coco([]))
+    with pytest.raises(tfrecorder.ConfigError, match="give each file's split"):
+        spill.validate({"holdout": src}, IMAGE_CSV_SCHEMA)
+    with pytest.raises(tfrecorder.ConfigError, match="COCO .json file"):
+        spill.validate({"train": str(tmp_path / "a.csv")}, IMAGE_CSV_SCHEMA)
+    with pytest.raises(tfrecorder.ConfigError, match="leave schema= and names= out"):
+        tfrecorder.convert(src, str(tmp_path / "o"), schema={"image_uri": "ImageUri"})
+    with pytest.raises(tfrecorder.ConfigError, match="a folder per split is for COCO files"):
+        tfrecorder.convert(src, str(tmp_path / "o"), images_dir={"train": str(tmp_path)})
+    with pytest.raises(tfrecorder.ConfigError, match=r"images_dir names \['test'\]"):
+        tfrecorder.convert({"train": src}, str(tmp_path / "o"),
+                           images_dir={"train": str(tmp_path), "test": str(tmp_path)})
+
+
+@pytest.mark.slow
+def test_the_command_line_takes_coco_files_per_split(tmp_path):
+    _images(tmp_path / "train2017")
+    _images(tmp_path / "val2017")
+    train = _write(tmp_path / "instances_train.json", _coco(ANNOTATIONS))
+    val = _write(tmp_path / "instances_val.json", _coco([]))
+    p = subprocess.run(
+        [sys.executable, "-m", "tfrecorder", "convert", f"train={train},validation={val}",
+         str(tmp_path / "out"), "--images-dir",
+         f"train={tmp_path / 'train2017'},validation={tmp_path / 'val2017'}"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert p.returncode == 0, p.stderr
+    assert "note: COCO keys not converted" in p.stdout
+    m = tfrecorder.info(str(tmp_path / "out"))
+    assert {s: i.num_examples for s, i in m.splits.items()} == {"train": 4, "validation": 4}
