@@ -38,7 +38,8 @@ SAMPLE_DIGESTS = {
     "index/data-validation.tfrecord-00000-of-00001.idx":
         "298da40324d856f76a575e06c3984d6775d78b0c593bbef8e1e4676693e7f9f3",
     "label.labels.txt": "93e5345f0b90df40e97f0326ff45e4af5650a010706dfafd2d8a8431bc69a5a3",
-    "tfrecorder.json": "75bb118db7c14a9a7a318c7848aa17a9a0aafc58732505d3608c70710ea68579",
+    "quality.json": "efe40229bf72b76b7c676696417ee17dde586acad1b69c9ee4696f801c92adc7",
+    "tfrecorder.json": "566e62732fec6065156813ba4ccc28cfaf9bcad31657cc507b49d3d868857d0d",
 }
 
 

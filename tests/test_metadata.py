@@ -52,7 +52,7 @@ def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
     assert m.splits["train"].label_counts == {"cat": 1, "dog": 2}
     shards = sorted(s.filename for s in _stats())
     assert sorted(os.listdir(out)) == sorted(
-        ["dataset_info.json", "errors.jsonl", "features.json", "label.labels.txt",
+        ["dataset_info.json", "errors.jsonl", "features.json", "label.labels.txt", "quality.json",
          "tfrecorder.json", *shards])  # the run's folder is gone, its shards moved in
     assert open(tmp_path / "label.labels.txt").read() == "cat\ndog\n"
     (line,) = open(tmp_path / "errors.jsonl").read().splitlines()

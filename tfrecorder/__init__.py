@@ -43,6 +43,7 @@ from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
 from tfrecorder._options import Options
 from tfrecorder._output import build_index
 from tfrecorder._read import read
+from tfrecorder._report import Report, report
 from tfrecorder._result import ConversionResult, DataflowJob
 from tfrecorder._sources import create_image_csv
 from tfrecorder._vertex import from_vertex
@@ -65,6 +66,7 @@ __all__ = [
     "OutputChangedError",
     "OutputExistsError",
     "Problem",
+    "Report",
     "SchemaError",
     "ShardInfo",
     "SplitInfo",
@@ -82,6 +84,7 @@ __all__ = [
     "inspect",
     "load",
     "read",
+    "report",
     "types",
     "verify",
 ]

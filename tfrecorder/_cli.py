@@ -41,6 +41,9 @@ _FLAG_HELP = {
     "multi_label": (None, "one record per image with every label its rows give, even "
                     "when only a few images are listed under two labels (without it, such "
                     "a table is refused with those rows listed)"),
+    "near_duplicates": (None, "also report near duplicates (resized or re-encoded copies, "
+                        "by a perceptual hash) in quality.json; exact duplicates, conflicts "
+                        "and statistics are always reported"),
     "seed": ("SEED", "seed of the shuffle of rows into shards (default: 0)"),
     "images_dir": ("DIR", "folder that relative image paths start from (a COCO file's "
                    "file_names; default: the source file's folder); for COCO files per "
@@ -315,6 +318,39 @@ def _run_verify(args, _beam_flags) -> int:
     return 0
 
 
+def _report_parser(sub) -> None:
+    p = sub.add_parser(
+        "report", help="print the data report: duplicates, leaks, conflicts, statistics",
+        description="Print the data report a conversion wrote (quality.json): images "
+                    "that are the same in two splits (leaks) or within one "
+                    "(duplicates), the same bytes under different labels (conflicts), "
+                    "rows per label and split, image sizes, and Vertex AI's dataset "
+                    "warnings. Exit code 0; with --fail-on, 3 when any of the named "
+                    "findings is there, so that a data pipeline can stop on it; 2 when "
+                    "the folder is not a whole conversion.")
+    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
+    p.add_argument("--fail-on", "--fail_on", metavar="KINDS", default="",
+                   help="comma-separated findings that make the exit code 3: "
+                        "leaks, duplicates, conflicts, warnings (e.g. leaks,conflicts)")
+
+
+#: The exit code of ``report --fail-on`` when a named finding is there.
+FOUND = 3
+
+
+def _run_report(args, _beam_flags) -> int:
+    from tfrecorder._report import report
+
+    kinds = [k.strip() for k in args.fail_on.split(",") if k.strip()]
+    r = report(args.output_dir)
+    found = r.found(kinds) if kinds else {}  # unknown kinds: a ConfigError, before printing
+    print(r)
+    if found:
+        print("found: " + ", ".join(f"{n} {k}" for k, n in found.items()), file=sys.stderr)
+        return FOUND
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecorder",
@@ -327,11 +363,12 @@ def build_parser() -> argparse.ArgumentParser:
     _csv_parser(sub)
     _index_parser(sub)
     _verify_parser(sub)
+    _report_parser(sub)
     return parser
 
 
 COMMANDS = {"convert": _run_convert, "inspect": _run_inspect, "create-image-csv": _run_csv,
-            "index": _run_index, "verify": _run_verify}
+            "index": _run_index, "verify": _run_verify, "report": _run_report}
 
 
 def _tfrecorder_command(argv: list[str]) -> list[str]:

@@ -169,12 +169,12 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
         name=opts.name, compression=opts.compression, features=table.features,
         vocabularies=table.vocabularies, rows_in=table.rows_in,
         max_error_fraction=opts.max_error_fraction, image_options=image_options,
-        fail_in_pipeline=cloud)
+        fail_in_pipeline=cloud, near_duplicates=opts.near_duplicates)
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
               if opts.shorter_side is not None else None)
     settings = shard.WriteSettings(
         folder, table.columns, check=opts.check, max_image_bytes=opts.max_image_bytes,
-        sizing=sizing, index=opts.write_index,
+        sizing=sizing, index=opts.write_index, near_duplicates=opts.near_duplicates,
         image_column=(table.columns.index(image_column) if image_column in table.columns
                       else None))
     records = sum(table.counts.values())

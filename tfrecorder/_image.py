@@ -352,23 +352,24 @@ def _reencode_png(img) -> tuple[bytes, ImageInfo]:
     return data, ImageInfo("png", img.height, img.width, channels)
 
 
-def prepare(data: bytes, check: str = "header",
-            sizing: Sizing | None = None) -> tuple[bytes, ImageInfo]:
+def prepare(data: bytes, check: str = "header", sizing: Sizing | None = None,
+            seen=None) -> tuple[bytes, ImageInfo]:
     """The bytes to store for an image file's ``data`` and what they decode to.
 
     ``check="header"`` parses the header and the file's end only; ``check="decode"``
     also decodes every pixel. With ``sizing``, an image whose shorter side is longer than
     ``sizing.shorter_side`` is downscaled to it and re-encoded (see ``downscale``); others
-    are stored as they are. Raises ImageProblem with the reason when the bytes are empty,
+    are stored as they are; ``seen``, if given, is called with the downscaled image
+    (a PIL image) before it is encoded. Raises ImageProblem with the reason when the bytes are empty,
     not an image, truncated, too large to decode safely, or undecodable.
     """
     stored, info = _prepare(data, check)
     if sizing is not None and min(info.height, info.width) > sizing.shorter_side:
-        return downscale(stored, sizing)
+        return downscale(stored, sizing, seen)
     return stored, info
 
 
-def downscale(data: bytes, sizing: Sizing) -> tuple[bytes, ImageInfo]:
+def downscale(data: bytes, sizing: Sizing, seen=None) -> tuple[bytes, ImageInfo]:
     """``data`` decoded, turned upright by its EXIF orientation, downscaled so that its
     shorter side is ``sizing.shorter_side`` (aspect kept), and re-encoded: JPEG at
     ``sizing.jpeg_quality``, or PNG when it has transparency.
@@ -408,6 +409,8 @@ def downscale(data: bytes, sizing: Sizing) -> tuple[bytes, ImageInfo]:
         raise
     except Exception as e:  # Pillow raises many types for a file it cannot decode
         raise ImageProblem(f"image fails to decode for resizing ({type(e).__name__}: {e})") from None
+    if seen is not None:
+        seen(img)
     out = io.BytesIO()
     if alpha:
         img.save(out, "PNG")

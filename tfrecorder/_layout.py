@@ -24,6 +24,8 @@ MANIFEST = "tfrecorder.json"
 ERRORS = "errors.jsonl"
 DATASET_INFO = "dataset_info.json"
 FEATURES = "features.json"
+#: The data report (duplicates, leaks, conflicts, statistics) of the conversion.
+QUALITY = "quality.json"
 #: Where shards are written before they are renamed into place; removed at the end.
 TMP_DIR = ".tfrecorder-tmp"
 #: Held while a conversion writes the directory (see ``lock``).
@@ -129,6 +131,7 @@ _OUTPUT_NAME = re.compile(
     rf"(?:index/)?{_SHARD_PATTERN.pattern}(?:\.idx)?"
     r"|[^/\0]+\.labels\.txt"
     rf"|{re.escape(MANIFEST)}|{re.escape(ERRORS)}|{re.escape(DATASET_INFO)}|{re.escape(FEATURES)}"
+    rf"|{re.escape(QUALITY)}"
 )
 
 

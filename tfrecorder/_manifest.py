@@ -64,6 +64,8 @@ class Manifest:
     #: conversion whose manifest they opened. The same input gives the same generation,
     #: as it gives the same bytes; "" in directories written before it existed.
     generation: str = ""
+    #: The data report's file (``layout.QUALITY``), or None where none was written.
+    quality: str | None = None
 
     @property
     def label_key(self) -> str | None:
@@ -97,6 +99,8 @@ class Manifest:
         d["format"] = "tfrecorder"
         if self.multi_label:  # said in words too; readers derive it from the label's shape
             d["multi_label"] = True
+        if self.quality is None:
+            del d["quality"]
         return d
 
     @classmethod
@@ -127,6 +131,7 @@ class Manifest:
             rows_quarantined=d["rows_quarantined"], format_version=d["format_version"],
             image_options=dict(d.get("image_options", {})),
             generation=str(d.get("generation", "")),
+            quality=_quality_file(d.get("quality")),
         )
 
     def to_bytes(self) -> bytes:
@@ -138,6 +143,15 @@ class Manifest:
         """The Manifest in the text of a ``tfrecorder.json``; ValueError, KeyError,
         TypeError or AttributeError when the text is not one."""
         return cls.from_json(json.loads(data))
+
+
+def _quality_file(name) -> str | None:
+    # One name only: a manifest that lists another file would have readers read it and
+    # ``overwrite`` remove it.
+    if name is not None and name != layout.QUALITY:
+        raise ValueError(f"it lists {name!r} as its data report, which is not the file "
+                         f"name tfrecorder writes ({layout.QUALITY!r})")
+    return name
 
 
 def json_bytes(value) -> bytes:

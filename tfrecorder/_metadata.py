@@ -28,7 +28,8 @@ import re
 from typing import Any, Iterable, Mapping
 
 from tfrecorder import _labels as label_files
-from tfrecorder import _layout as layout, _legacy as legacy, _storage as storage
+from tfrecorder import _layout as layout, _legacy as legacy, _quality as quality
+from tfrecorder import _storage as storage
 from tfrecorder._errors import ConversionError, IncompleteOutputError
 from tfrecorder._layout import DATASET_INFO, FEATURES, MANIFEST, FeatureSpec
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, json_bytes
@@ -51,6 +52,7 @@ class DatasetSpec:
     # has it return instead, and the waiting caller raises: Beam's worker processes print
     # a failing step's traceback to the user's stderr.
     fail_in_pipeline: bool = True
+    near_duplicates: bool = False    # the data report pairs near duplicates too
 
 
 def _row_key(row) -> tuple:
@@ -102,8 +104,11 @@ class Built:
     first_reasons: list[str]
 
 
-def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Built:
-    """The metadata of a run from the ShardStats of every shard and every Quarantined row.
+def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
+          matches: tuple = ((), ())) -> Built:
+    """The metadata of a run from the ShardStats of every shard and every Quarantined row,
+    and its data report from them and the ``matches`` (exact groups, near pairs) the
+    pipeline found (``quality.build``).
 
     Every file is built with sorted keys and no timestamps: the same input gives the same
     bytes, whatever order the shards finished in.
@@ -135,7 +140,7 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Built:
         name=spec.name, compression=spec.compression, features=spec.features,
         vocabularies=spec.vocabularies, splits=splits, rows_in=spec.rows_in,
         rows_written=sum(s.rows for s in stats), rows_quarantined=rows_bad,
-        image_options=dict(spec.image_options),
+        image_options=dict(spec.image_options), quality=layout.QUALITY,
     )
     fingerprint = hashlib.blake2b(manifest.to_bytes(), digest_size=16)
     for s in stats:
@@ -143,6 +148,9 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable) -> Built:
     manifest = dataclasses.replace(manifest, generation=fingerprint.hexdigest())
     files = {layout.labels_file(key): label_files.format_labels_file(vocab).encode("utf-8")
              for key, vocab in spec.vocabularies.items()}
+    files[layout.QUALITY] = json_bytes(quality.build(
+        stats, *matches, label_names=names, multi_label=manifest.multi_label,
+        near_duplicates=spec.near_duplicates, row_json=_strict_json))
     files[DATASET_INFO] = json_bytes(tfds_dataset_info(manifest))
     files[FEATURES] = json_bytes(tfds_features(manifest, image_channels(channels),
                                                 decodable=TFDS_UNDECODABLE.isdisjoint(formats)))

@@ -87,6 +87,13 @@ class Options:
             "repeated under another label (fewer than half of its images) is a "
             "`SchemaError` listing those rows, since a stray duplicate row would otherwise "
             "turn every label into a list"))
+    near_duplicates: bool = _option(
+        False, "also find near duplicates (resized or re-encoded copies) for the data report",
+        cli={"flags": ["--near-duplicates"], "action": "store_true"}, doc=(
+            "adds near duplicates to the data report (`quality.json`, `tfrecorder.report`): "
+            "each image is decoded small and hashed (a 64-bit difference hash), and pairs "
+            "within a few bits are listed, across splits as leaks; see docs/quality.md. "
+            "Exact duplicates, conflicts and statistics are always reported"))
     split_fractions: Mapping[str, float] = _option(
         help="how UNASSIGNED rows are split: {'train': .8, 'validation': .1, 'test': .1}",
         factory=lambda: dict(splits.DEFAULT_FRACTIONS), doc=(
@@ -223,6 +230,8 @@ class Options:
                 else [self.images_dir] if self.images_dir is not None else [])):
             raise ConfigError(f"images_dir={self.images_dir!r}; give a folder (or a dict of "
                               f"one per split)")
+        if not isinstance(self.near_duplicates, bool):
+            raise ConfigError(f"near_duplicates={self.near_duplicates!r}; use True or False")
         if not isinstance(self.write_index, bool):
             raise ConfigError(f"write_index={self.write_index!r}; use True or False")
         for name in ("seed", "max_image_bytes"):

@@ -99,6 +99,8 @@ class Survey:
         names |= {index.name(s.file) for s in shards if s.index}
         names |= {layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES}
         names |= {layout.labels_file(k) for k in m.vocabularies}
+        if m.quality:
+            names.add(m.quality)
         return frozenset(names)
 
     def ours(self) -> frozenset[str]:
@@ -462,8 +464,9 @@ def release(lock_path: str, run_id: str) -> None:
 # --- the last step --------------------------------------------------------------------
 
 def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
-           quarantined: Iterable) -> Manifest | None:
+           quarantined: Iterable, matches: tuple = ((), ())) -> Manifest | None:
     """The run's last step: the error budget, then its files published, manifest last.
+    ``matches``: the exact groups and near pairs the data report lists (``quality``).
 
     Raises ConversionError over the error budget (returns None instead when
     ``spec.fail_in_pipeline`` is False: the caller reads it back with
@@ -471,7 +474,7 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     is written into the directory only when it held no complete output (else into the
     run's own folder, named in the error).
     """
-    built = metadata.build(spec, stats, quarantined)
+    built = metadata.build(spec, stats, quarantined, matches)
     output_dir, folder = run.output_dir, run.folder
     storage.write_bytes(storage.join(folder, layout.ERRORS), built.errors)
     failure = metadata.over_budget(spec, built.rows_bad, built.first_reasons,

@@ -1,13 +1,16 @@
-"""The Beam pipeline: shard tasks -> shards -> metadata. It builds, never runs.
+"""The Beam pipeline: shard tasks -> shards -> matches -> metadata. It builds, never runs.
 
 Every step only wires code that lives elsewhere: ``staging`` reads the staged shard
-tasks, ``shard.write`` writes a shard, ``output.finish`` publishes the run.
+tasks, ``shard.write`` writes a shard, ``quality`` keys and matches its records for the
+data report, ``output.finish`` publishes the run.
 
 The pipeline uses only what every Beam runner supports, so that any of them runs it the
 same way: one straight chain of steps, each with one input and one output, no tagged
 outputs and no side inputs (Beam's Dask runner, for one, mixes the tagged outputs of a
 step together). Each shard step emits one element, its statistics with its quarantined
-rows, and a group on one key brings them all to the last step.
+rows and its records' digests; one grouping by digest (and by bands of the perceptual
+hash) finds the matching records, and a group on one key brings the shards' statistics
+and the matches to the last step.
 
 The row table is never inlined in the job graph: the graph holds the folder of the staged
 tasks and one number per shard, whatever the number of rows.
@@ -16,14 +19,15 @@ tasks and one number per shard, whatever the number of rows.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 
 import apache_beam as beam
 import apache_beam.pipeline as beam_pipeline
 
 from tfrecorder import (
-    _metadata as metadata, _output as output, _progress as progress, _shard as shard,
-    _staging as staging)
+    _metadata as metadata, _output as output, _progress as progress, _quality as quality,
+    _shard as shard, _staging as staging)
 from tfrecorder._plan import gc_paused
 
 
@@ -82,21 +86,66 @@ def _one_worker(p: beam.Pipeline) -> bool:
             and p.options.view_as(DirectOptions).direct_num_workers == 1)
 
 
-def _one_key(written):
-    return 0, written
+def _match_keys(written):
+    """A shard's element keyed by the shard, then each of its records keyed by what
+    may match it (``quality.keyed``); the records leave the shard's element."""
+    stats, bad = written
+    look = stats.look
+    if look is not None:
+        stats = dataclasses.replace(stats, look=dataclasses.replace(look, seen=[]))
+    yield ("s", stats.split, stats.index), (stats, bad)
+    if look is not None:
+        yield from quality.keyed(look.seen, look.near)
+
+
+def _matches(group):
+    key, members = group
+    if key[0] == "s":
+        for written in members:
+            yield ("shard", written)
+    else:
+        yield from quality.found(key, members)
+
+
+class FindMatches(beam.PTransform):
+    """Every shard's ``(ShardStats, [Quarantined])`` -> the same, one per shard, as
+    ``("shard", ...)``, and the matches between records: ``("exact", ...)`` per digest
+    held by several records, ``("near", ...)`` per band with near pairs."""
+
+    def expand(self, written):
+        return (
+            written
+            # -> (("s", split, index), shard) and ((kind, ...), record) per record
+            | "Key" >> beam.FlatMap(_match_keys)
+            # -> (key, [shard] or [the records that key brings together])
+            | "Group" >> beam.GroupByKey()
+            # -> ("shard", shard), ("exact", ...), ("near", ...)
+            | "Match" >> beam.FlatMap(_matches)
+        )
+
+
+def _one_key(element):
+    return 0, element
 
 
 def _finish(keyed, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
-    _, written = keyed
-    written = list(written)
+    _, elements = keyed
+    written, exact, near = [], [], []
+    for e in elements:
+        if e[0] == "shard":
+            written.append(e[1])
+        elif e[0] == "exact":
+            exact.append(e[1:])
+        else:
+            near.append(e[1:])
     output.finish(run, spec, [s for s, _ in written],
-                  [q for _, bad in written for q in bad])
+                  [q for _, bad in written for q in bad], matches=(exact, near))
     return run.output_dir
 
 
 class WriteMetadata(beam.PTransform):
-    """After every shard: the shards moved into place, errors file, labels, TFDS
-    metadata, and the manifest last (``output.finish``)."""
+    """After every shard and match: the shards moved into place, errors file, labels,
+    TFDS metadata, the data report, and the manifest last (``output.finish``)."""
 
     def __init__(self, run: output.RunFolder, spec: metadata.DatasetSpec):
         super().__init__()
@@ -106,9 +155,9 @@ class WriteMetadata(beam.PTransform):
     def expand(self, written):
         return (
             written
-            # (ShardStats, [Quarantined]) -> (0, the same): one key for all shards
+            # ("shard" | "exact" | "near", ...) -> (0, the same): one key for all
             | "OneKey" >> beam.Map(_one_key)
-            # -> (0, every shard's (ShardStats, [Quarantined])), once all are written
+            # -> (0, every shard and match), once all are written
             | "Gather" >> beam.GroupByKey()
             # -> output_dir, published
             | "Finish" >> beam.Map(_finish, self._run, self._spec)
@@ -136,6 +185,7 @@ def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSet
             | "Shards" >> beam.Create(range(shards), reshuffle=False)
             | "WriteShards" >> WriteShards(task_dir, settings, progress_dir,
                                            spread=not _one_worker(p))
+            | "FindMatches" >> FindMatches()
             | "WriteMetadata" >> WriteMetadata(settings.run, spec)
         )
 

@@ -8,7 +8,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tfrecorder import _layout as layout, _metadata as metadata, _storage as storage
+from tfrecorder import _layout as layout, _metadata as metadata, _report
+from tfrecorder import _storage as storage
 from tfrecorder._manifest import Manifest
 
 
@@ -68,6 +69,8 @@ class ConversionResult(_Keys):
     #: show, one line each: the keys of a Vertex AI JSON Lines or COCO file that no
     #: record holds; lines whose ml_use differs from their file's split.
     notes: list[str] = dataclasses.field(default_factory=list)
+    #: The data report (``tfrecorder.report``): duplicates, leaks, conflicts, statistics.
+    report: Any = None
 
     @property
     def labels_without_records(self) -> list[str]:
@@ -127,6 +130,7 @@ class ConversionResult(_Keys):
             job_id=job_id,
             label_counts={sp: dict(i.label_counts) for sp, i in m.splits.items()},
             multi_label=m.multi_label,
+            report=_report.report(output_dir) if m.quality else None,
         )
 
     def label_distribution(self):
@@ -180,6 +184,8 @@ class ConversionResult(_Keys):
             for e in self.first_errors:
                 lines.append(f"    row {e['row']}: {e['reason']}")
         lines += [f"  note: {note}" for note in self.notes]
+        if self.report is not None:
+            lines.append(f"  {self.report.summary()} — tfrecorder report {self.output_dir}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -215,6 +221,9 @@ class ConversionResult(_Keys):
                 f"<div style='color:#b00'><b>{self.rows_quarantined} rows quarantined</b>, "
                 f"listed in <code>{esc(self.errors_file)}</code><ul>{items}</ul></div>")
         parts += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
+        if self.report is not None:
+            parts.append(f"<div><i>data report</i>: {esc(self.report.summary())} "
+                         f"(<code>result.report</code>)</div>")
         parts.append("</div>")
         return "".join(parts)
 

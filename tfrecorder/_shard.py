@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 from tfrecorder import (
     _example as example, _image as image, _index as index, _layout as layout,
-    _records as records, _storage as storage)
+    _quality as quality, _records as records, _storage as storage)
 from tfrecorder._output import RunFolder
 from tfrecorder._plan import ShardTask
 
@@ -51,6 +51,7 @@ class ShardStats:
     formats: dict[str, int] = dataclasses.field(default_factory=dict)  # image_format -> records
     digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
+    look: quality.Looker | None = None  # what its images showed, for the data report
 
 
 @dataclasses.dataclass
@@ -85,6 +86,7 @@ class WriteSettings:
     # Where a row's values hold its image column: its value as the table wrote it is
     # stored as image_uri. None: the resolved path is stored.
     image_column: int | None = None
+    near_duplicates: bool = False    # hash every image for the data report's near pairs
 
     def reader(self) -> Callable[[str], bytes]:
         return functools.partial(storage.read_file, max_bytes=self.max_image_bytes)
@@ -202,6 +204,10 @@ def write(task: ShardTask, settings: WriteSettings,
     threads = REMOTE_READ_THREADS if first is not None and storage.is_remote(first) else 1
 
     stats = ShardStats(task.split, task.index, task.count, task.filename, 0, 0)
+    # The report's statistics need pixels where the images are decoded anyway (pre-sizing)
+    # or hashed; each is then seen small, never decoded twice at full size.
+    look = stats.look = quality.Looker(near=settings.near_duplicates,
+                                       pixels=settings.sizing is not None)
     bad: list[Quarantined] = []
     digest = hashlib.blake2b(digest_size=16)
     framed: list[int] = []  # each record's framed length: the index, without a second pass
@@ -217,8 +223,11 @@ def write(task: ShardTask, settings: WriteSettings,
                 if isinstance(data, OSError):
                     reason = _read_reason(data, row.image_uri)
                 else:
+                    decoded: list = []
                     try:
-                        stored, info = image.prepare(data, settings.check, settings.sizing)
+                        stored, info = image.prepare(
+                            data, settings.check, settings.sizing,
+                            seen=decoded.append if look.wants_image() else None)
                     except image.ImageProblem as e:
                         reason, stage = _named(str(e), row.image_uri), "image"
                 if reason is not None:
@@ -231,6 +240,9 @@ def write(task: ShardTask, settings: WriteSettings,
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
+                look.look((row.split, task.index, stats.num_examples, row.row,
+                           row.image_uri if written is None else written, tuple(row.labels)),
+                          data, info.width, info.height, decoded[0] if decoded else None)
                 stats.source_bytes += len(data)
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
                 stats.formats[info.format] = stats.formats.get(info.format, 0) + 1

@@ -1,0 +1,236 @@
+"""The data report: exact and near duplicates, leaks, conflicts, statistics and warnings,
+from real conversions, and the pure functions that find them."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tfrecorder import _quality as quality
+
+
+def _photo(seed: int, size=(160, 120)) -> "Image":
+    """A smooth picture (a gradient and a few ellipses), unlike any other seed's."""
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(seed)
+    w, h = size
+    img = Image.linear_gradient("L").resize(size).convert("RGB")
+    if rng.random() < 0.5:
+        img = img.transpose(Image.Transpose.ROTATE_180)
+    draw = ImageDraw.Draw(img)
+    for _ in range(4):
+        x, y = rng.randrange(w), rng.randrange(h)
+        r = rng.randrange(10, 50)
+        draw.ellipse((x - r, y - r, x + r, y + r),
+                     fill=tuple(rng.randrange(256) for _ in range(3)))
+    return img
+
+
+def _jpeg(img, quality_=90) -> bytes:
+    out = io.BytesIO()
+    img.save(out, "JPEG", quality=quality_)
+    return out.getvalue()
+
+
+@pytest.fixture()
+def table(tmp_path):
+    """A CSV whose rows hold, by line: distinct photos, an exact copy in test (a leak), a
+    copy under another label in train (a conflict and a duplicate), and a half-size
+    re-encoded copy in validation (a near leak)."""
+    folder = tmp_path / "img"
+    folder.mkdir()
+    rows = []
+    labels = ["cat", "dog"]
+    for i in range(12):
+        (folder / f"{i}.jpg").write_bytes(_jpeg(_photo(i)))
+        rows.append(("TRAIN", f"img/{i}.jpg", labels[i % 2]))
+    (folder / "copy_of_3.jpg").write_bytes((folder / "3.jpg").read_bytes())
+    rows.append(("TEST", "img/copy_of_3.jpg", "dog"))             # line 13: leak of line 4
+    (folder / "again_4.jpg").write_bytes((folder / "4.jpg").read_bytes())
+    rows.append(("TRAIN", "img/again_4.jpg", "dog"))              # line 14: conflict, line 5
+    small = _photo(7).resize((80, 60))
+    (folder / "small_7.jpg").write_bytes(_jpeg(small, 75))
+    rows.append(("VALIDATION", "img/small_7.jpg", "dog"))         # line 15: near leak, line 8
+    for i in range(20, 23):
+        (folder / f"{i}.jpg").write_bytes(_jpeg(_photo(i)))
+        rows.append(("TEST", f"img/{i}.jpg", "cat"))
+    csv = tmp_path / "data.csv"
+    csv.write_text("".join(f"{s},{u},{lab}\n" for s, u, lab in rows))
+    return csv
+
+
+def test_exact_leaks_conflicts_and_duplicates_name_the_tables_rows(table, tmp_path):
+    result = tfrecorder.convert(str(table), str(tmp_path / "out"))
+    r = tfrecorder.report(str(tmp_path / "out"))
+    leaks = r.leaks[["kind", "split_a", "row_a", "image_uri_a", "split_b", "row_b",
+                     "image_uri_b"]].values.tolist()
+    assert leaks == [["exact", "train", 4, "img/3.jpg", "test", 13, "img/copy_of_3.jpg"]]
+    dups = r.duplicates[["kind", "row_a", "label_a", "row_b", "label_b"]].values.tolist()
+    assert dups == [["exact", 5, "cat", 14, "dog"]]
+    assert r.conflicts[["row", "label"]].values.tolist() == [[5, "cat"], [14, "dog"]]
+    assert r.conflicts["sha256"].nunique() == 1
+    # no hash without near_duplicates: the resized copy is not found
+    assert r.near_duplicates is None and "near" not in set(r.leaks["kind"])
+    assert r.found(["leaks", "conflicts"]) == {"leaks": 1, "conflicts": 1}
+    # the position reads the very record back
+    from tfrecorder.access import Reader
+
+    feats = Reader(str(tmp_path / "out"), "test").features(int(r.leaks["position_b"][0]))
+    assert feats["image_uri"] == b"img/copy_of_3.jpg" or feats["image_uri"] == "img/copy_of_3.jpg"
+    # the result carries the same report, and its summary says it in one line
+    assert result.report.counts == r.counts
+    assert "leaks: 1 exact; duplicates: 1 exact; conflicts: 1" in str(result)
+
+
+def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):
+    tfrecorder.convert(str(table), str(tmp_path / "out"), near_duplicates=True)
+    r = tfrecorder.report(str(tmp_path / "out"))
+    near = r.leaks[r.leaks["kind"] == "near"]
+    assert near[["split_a", "row_a", "split_b", "row_b"]].values.tolist() == [
+        ["train", 8, "validation", 15]]
+    assert 0 <= near["distance"].iloc[0] <= quality.MAX_DISTANCE
+    # the exact pairs are not listed again as near ones
+    assert len(r.leaks) == 2 and len(r.duplicates) == 1
+    assert r.near_duplicates == {"hash": quality.HASH, "max_distance": quality.MAX_DISTANCE}
+    mean, std = r.mean_std("train")
+    assert len(mean) == 3 and all(0 < m < 1 for m in mean) and all(0 < s < 0.5 for s in std)
+
+
+def test_statistics_per_split_and_label(table, tmp_path):
+    tfrecorder.convert(str(table), str(tmp_path / "out"))
+    r = tfrecorder.report(str(tmp_path / "out"))
+    stats = r.stats.set_index(["split", "label"])["rows"].to_dict()
+    assert stats == {("train", "cat"): 6, ("train", "dog"): 7, ("validation", "dog"): 1,
+                     ("test", "cat"): 3, ("test", "dog"): 1}
+    splits = r.splits
+    assert splits.loc["validation", "width_min"] == 80
+    assert splits.loc["train", ["width_min", "width_median", "width_max"]].tolist() == [160] * 3
+    assert splits.loc["train", "formats"] == {"jpeg": 13}
+    assert r.mean_std("train") is None  # nothing decoded: no colour statistics
+    # Vertex AI's warning: fewer than 10 images for a label (cat 9, dog 9)
+    assert {(w["kind"], w["label"]) for w in r.warnings} == {("few_images", "cat"),
+                                                             ("few_images", "dog")}
+
+
+def test_a_dataframe_reports_its_index_labels(tmp_path):
+    paths = []
+    for i in range(4):
+        p = tmp_path / f"{i}.jpg"
+        p.write_bytes(_jpeg(_photo(100 + i)))
+        paths.append(str(p))
+    dup = tmp_path / "dup.jpg"
+    dup.write_bytes((tmp_path / "0.jpg").read_bytes())
+    df = pd.DataFrame({"split": ["TRAIN"] * 4 + ["TEST"],
+                       "image_uri": paths + [str(dup)], "label": list("abab") + ["a"]},
+                      index=["r0", "r1", "r2", "r3", "r4"])
+    df.tensorflow.to_tfrecord(str(tmp_path / "out"))
+    r = tfrecorder.report(str(tmp_path / "out"))
+    assert r.leaks[["row_a", "row_b"]].values.tolist() == [["r0", "r4"]]
+
+
+def test_imbalance_warning(tmp_path):
+    rows = []
+    for i in range(110):
+        p = tmp_path / f"{i}.png"
+        from PIL import Image
+
+        Image.new("RGB", (4, 4), (i, 2 * i % 256, 3)).save(p)
+        rows.append(("TRAIN", str(p), "rare" if i == 0 else "common"))
+    df = pd.DataFrame(rows, columns=["split", "image_uri", "label"])
+    df.tensorflow.to_tfrecord(str(tmp_path / "out"))
+    r = tfrecorder.report(str(tmp_path / "out"))
+    assert {"kind": "imbalance", "largest": "common", "smallest": "rare",
+            "ratio": 109.0} in r.warnings
+
+
+@pytest.mark.slow
+def test_report_command_prints_and_fails_on_request(table, tmp_path):
+    out = str(tmp_path / "out")
+    tfrecorder.convert(str(table), out)
+    run = [sys.executable, "-m", "tfrecorder", "report", out]
+    plain = subprocess.run(run, capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    assert "leaks: 1 exact" in plain.stdout and "img/copy_of_3.jpg" in plain.stdout
+    failing = subprocess.run(run + ["--fail-on", "leaks,conflicts"], capture_output=True,
+                             text=True)
+    assert failing.returncode == 3 and "1 leaks, 1 conflicts" in failing.stderr
+    # a kind of finding the report does not know: a usage error
+    assert subprocess.run(run + ["--fail-on", "near"], capture_output=True).returncode == 2
+    clean = tmp_path / "clean.csv"
+    clean.write_text("".join(line + "\n" for line in table.read_text().splitlines()[:12]))
+    tfrecorder.convert(str(clean), str(tmp_path / "clean"), )
+    ok = subprocess.run([sys.executable, "-m", "tfrecorder", "report", str(tmp_path / "clean"),
+                         "--fail-on", "leaks,conflicts,duplicates"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_report_in_a_notebook_shows_bars_and_thumbnails(table, tmp_path):
+    tfrecorder.convert(str(table), str(tmp_path / "out"), near_duplicates=True)
+    page = tfrecorder.report(str(tmp_path / "out"))._repr_html_()
+    assert page.count("<svg") == 1 and "train cat: 6" in page
+    # two leak pairs and one duplicate pair, two thumbnails each; the conflict's two
+    assert page.count("data:image/jpeg;base64,") == 2 * 3 + 2
+
+
+def test_quality_json_is_listed_and_replaced_by_overwrite(table, tmp_path):
+    out = tmp_path / "out"
+    tfrecorder.convert(str(table), str(out))
+    manifest = json.loads((out / "tfrecorder.json").read_text())
+    assert manifest["quality"] == "quality.json"
+    tfrecorder.convert(str(table), str(out), overwrite=True, near_duplicates=True)
+    assert json.loads((out / "quality.json").read_text())["near_duplicates"] is not None
+    tfrecorder.verify(str(out))
+
+
+# --- the pure functions -----------------------------------------------------------------
+
+def test_bands_share_one_band_within_the_distance():
+    rng = random.Random(1)
+    for _ in range(2000):
+        a = rng.getrandbits(64)
+        flips = rng.sample(range(64), rng.randrange(quality.MAX_DISTANCE + 1))
+        b = a
+        for bit in flips:
+            b ^= 1 << bit
+        assert any(x == y for x, y in zip(quality.bands(a), quality.bands(b)))
+    # the bands cover all 64 bits
+    assert sum(64 // (quality.MAX_DISTANCE + 1) + (b < 64 % (quality.MAX_DISTANCE + 1))
+               for b in range(quality.MAX_DISTANCE + 1)) == 64
+
+
+def test_a_pair_agreeing_on_several_bands_is_found_once():
+    a, b = 0x0123456789ABCDEF, 0x0123456789ABCDEF ^ 0b1  # one bit apart: all bands but one
+    refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 3, "b.jpg", (0,))]
+    found = []
+    for key, value in [*quality.keyed([("x1", a, refs[0])], True),
+                       *quality.keyed([("x2", b, refs[1])], True)]:
+        found.append((key, value))
+    groups: dict = {}
+    for key, value in found:
+        groups.setdefault(key, []).append(value)
+    pairs = [p for key, members in groups.items() for kind, *rest in quality.found(key, members)
+             if kind == "near" for p in rest[0]]
+    assert pairs == [(1, refs[0], refs[1])]
+
+
+def test_dhash_survives_a_resize_and_tells_photos_apart():
+    img = _photo(3)
+    a = quality.dhash(img)
+    b = quality.dhash(quality.small(_jpeg(img.resize((64, 48)), 70)))
+    other = quality.dhash(_photo(4))
+    assert (a ^ b).bit_count() <= quality.MAX_DISTANCE
+    assert (a ^ other).bit_count() > quality.MAX_DISTANCE
+
+
+def test_median_of_a_histogram():
+    assert quality._median({3: 1, 5: 1, 9: 1}) == [3, 5, 9]
+    assert quality._median({1: 3, 100: 1}) == [1, 1, 100]
+    assert quality._median({}) == []

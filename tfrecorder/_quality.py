@@ -1,0 +1,333 @@
+"""The data report: duplicates, leaks between splits, label conflicts and statistics,
+found in the conversion's own pass.
+
+Each shard writer looks at every image it already holds (``Looker``): the SHA-256 of the
+bytes read, and with ``near_duplicates`` a 64-bit difference hash of a small decode. The
+pipeline then keys every record by its digest and by bands of its hash (``keyed``), so
+that one grouping brings together the records that may match and nothing else
+(``found``); the last step turns the matches and the shards' statistics into
+``quality.json`` (``build``). No step holds a row per record of the whole table.
+
+Pure functions on plain values: no Beam here, the pipeline only wires them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import itertools
+import math
+from typing import Any, Iterable, Iterator
+
+from tfrecorder._layout import split_order
+
+#: The perceptual hash of near duplicates: a difference hash of a 9x8 grey reduction.
+HASH = "dhash-64"
+#: Two images whose hashes differ in at most this many of their 64 bits are near
+#: duplicates (docs/quality.md has what it finds at each distance).
+MAX_DISTANCE = 4
+#: Pairs written to quality.json at most; ``truncated`` counts the rest.
+MAX_PAIRS = 10_000
+#: Members of one group of matching records that are compared (a folder of blank
+#: images hashes alike): the rest are counted in ``truncated``, never compared.
+GROUP_LIMIT = 256
+#: The side, in pixels, at least, of the small decode a JPEG is hashed from.
+SMALL_SIDE = 64
+#: Vertex AI's dataset warnings: fewer images than this for a label ...
+FEW_IMAGES = 10
+#: ... and more than this ratio between the largest and the smallest label.
+IMBALANCE = 100
+
+
+def digest(data: bytes) -> str:
+    """The SHA-256 of an image file's bytes, as read, before any re-encoding."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def small(data: bytes):
+    """``data`` decoded small and upright, RGB: a JPEG at the smallest DCT scale that
+    keeps both sides at least ``SMALL_SIDE`` (Pillow's draft), anything else decoded and
+    reduced. None when it does not decode."""
+    from tfrecorder._image import pil
+
+    Image = pil()
+    from PIL import ImageOps
+
+    try:
+        img = Image.open(io.BytesIO(data))
+        if img.format in ("JPEG", "MPO"):
+            img.draft("RGB", (SMALL_SIDE, SMALL_SIDE))
+        img = ImageOps.exif_transpose(img)
+        factor = min(img.size) // SMALL_SIDE
+        if factor > 1:
+            img = img.reduce(factor)
+        return img.convert("RGB") if img.mode != "RGB" else img
+    except Exception:  # the image was checked already; a hash is not worth a failure
+        return None
+
+
+def dhash(img) -> int:
+    """The 64-bit difference hash of a PIL image: its grey 9x8 reduction, one bit per
+    pair of horizontal neighbours, set where the left one is brighter."""
+    from tfrecorder._image import pil
+
+    Image = pil()
+    grey = img.convert("L").resize((9, 8), Image.Resampling.BOX)
+    px = grey.tobytes()
+    h = 0
+    for y in range(8):
+        row = px[9 * y: 9 * y + 9]
+        for x in range(8):
+            h = (h << 1) | (row[x] > row[x + 1])
+    return h
+
+
+def channel_sums(img) -> tuple[int, list[float], list[float]]:
+    """Pixels, and per channel (R, G, B, in 0..1) the sum and the sum of squares."""
+    import numpy as np
+
+    a = np.asarray(img.convert("RGB") if img.mode != "RGB" else img, dtype=np.float64)
+    a = a.reshape(-1, 3) / 255.0
+    return a.shape[0], a.sum(axis=0).tolist(), np.square(a).sum(axis=0).tolist()
+
+
+@dataclasses.dataclass
+class Looker:
+    """What one shard's images showed: per record its digest (and hash), and the
+    shard's size and colour statistics. ``seen`` holds one tuple per record:
+    ``(sha256, dhash or None, ref)`` with ``ref = (split, shard index, position in the
+    shard, row, image_uri, label ids)``."""
+
+    near: bool = False
+    pixels: bool = False
+    seen: list = dataclasses.field(default_factory=list)
+    widths: dict = dataclasses.field(default_factory=dict)
+    heights: dict = dataclasses.field(default_factory=dict)
+    sums: list | None = None          # [pixels, [sum per channel], [sum of squares]]
+
+    def wants_image(self) -> bool:
+        """Whether ``look`` needs the image decoded."""
+        return self.near or self.pixels
+
+    def look(self, ref: tuple, data: bytes, width: int, height: int, img=None) -> None:
+        """Takes in one record: its source ``data``, its stored size, and ``img``, its
+        decode where the writer made one (pre-sizing), else decoded small here when
+        the report needs pixels."""
+        self.widths[width] = self.widths.get(width, 0) + 1
+        self.heights[height] = self.heights.get(height, 0) + 1
+        h = None
+        if self.wants_image():
+            if img is None:
+                img = small(data)
+            if img is not None:
+                if self.near:
+                    h = dhash(img)
+                n, s, q = channel_sums(img)
+                if self.sums is None:
+                    self.sums = [0, [0.0] * 3, [0.0] * 3]
+                self.sums[0] += n
+                self.sums[1] = [a + b for a, b in zip(self.sums[1], s)]
+                self.sums[2] = [a + b for a, b in zip(self.sums[2], q)]
+        self.seen.append((digest(data), h, ref))
+
+
+# --- matching, in the pipeline ----------------------------------------------------------
+
+def bands(h: int, max_distance: int = MAX_DISTANCE) -> list[tuple[int, int]]:
+    """``(band, value)`` of the ``max_distance + 1`` bands a 64-bit hash is cut into: two
+    hashes within ``max_distance`` bits agree on at least one band (pigeonhole)."""
+    n = max_distance + 1
+    out, start = [], 0
+    for b in range(n):
+        width = 64 // n + (1 if b < 64 % n else 0)
+        out.append((b, (h >> start) & ((1 << width) - 1)))
+        start += width
+    return out
+
+
+def keyed(seen: Iterable[tuple], near: bool) -> Iterator[tuple]:
+    """The grouping keys of a shard's records: ``(("x", sha256), ref)`` for exact
+    matches, and with ``near`` ``(("n", band, value), (hash, sha256, ref))`` per band."""
+    for sha, h, ref in seen:
+        yield ("x", sha), ref
+        if near and h is not None:
+            for b, value in bands(h):
+                yield ("n", b, value), (h, sha, ref)
+
+
+def _ref_order(ref: tuple) -> tuple:
+    # train before validation before test, then file order: the same pair, the same way
+    return (split_order(ref[0]), ref[0], ref[1], ref[2])
+
+
+def found(key: tuple, members: Iterable) -> Iterator[tuple]:
+    """What one group holds: ``("exact", sha256, refs, k)`` for k > 1 records with the
+    same bytes (at most GROUP_LIMIT refs), ``("near", pairs, skipped)`` for the records
+    of a band within MAX_DISTANCE, each pair ``(distance, ref_a, ref_b)`` found in the
+    first band the two agree on and only where their bytes differ."""
+    members = list(members)
+    if len(members) < 2:
+        return
+    if key[0] == "x":
+        refs = sorted(members, key=_ref_order)
+        yield "exact", key[1], refs[:GROUP_LIMIT], len(refs)
+        return
+    band = key[1]
+    members.sort(key=lambda m: _ref_order(m[2]))
+    skipped = max(0, len(members) - GROUP_LIMIT)
+    members = members[:GROUP_LIMIT]
+    pairs = []
+    for (ha, sa, ra), (hb, sb, rb) in itertools.combinations(members, 2):
+        d = (ha ^ hb).bit_count()
+        if d > MAX_DISTANCE or sa == sb:
+            continue
+        first = next(b for (b, x), (_, y) in zip(bands(ha), bands(hb)) if x == y)
+        if first == band:
+            pairs.append((d, ra, rb))
+    if pairs or skipped:
+        yield "near", pairs, skipped
+
+
+# --- the report, in the last step -------------------------------------------------------
+
+def _median(counts: dict) -> list[int]:
+    """[min, median, max] of the values a ``{value: count}`` histogram holds."""
+    if not counts:
+        return []
+    items = sorted((int(k), n) for k, n in counts.items())
+    total = sum(n for _, n in items)
+    half, seen = (total - 1) // 2, 0
+    median = items[-1][0]
+    for value, n in items:
+        seen += n
+        if seen > half:
+            median = value
+            break
+    return [items[0][0], median, items[-1][0]]
+
+
+def _merge(into: dict, counts: dict) -> None:
+    for k, n in counts.items():
+        into[k] = into.get(k, 0) + n
+
+
+def build(shards: list, exact: list, near: list, *, label_names: list[str],
+          multi_label: bool, near_duplicates: bool, row_json, version: int = 1) -> dict:
+    """quality.json's content from every shard's stats (with their ``Looker``), the
+    ``found`` exact groups and near pairs. ``row_json`` turns a row id into strict JSON."""
+    offsets: dict[tuple, int] = {}
+    by_split: dict[str, list] = {}
+    for s in sorted(shards, key=lambda s: s.index):
+        by_split.setdefault(s.split, []).append(s)
+    for split, ss in by_split.items():
+        at = 0
+        for s in ss:
+            offsets[(split, s.index)] = at
+            at += s.num_examples
+
+    def side(ref) -> dict:
+        split, shard, pos, row, uri, labels = ref
+        names = [label_names[i] for i in labels if 0 <= i < len(label_names)]
+        return {"split": split, "row": row_json(row), "image_uri": uri,
+                "label": names if multi_label else (names[0] if names else None),
+                "position": offsets.get((split, shard), 0) + pos}
+
+    pairs, conflicts = [], []
+    truncated = {"pairs": 0, "members": 0}
+    for sha, refs, k in exact:
+        truncated["members"] += k - len(refs)
+        for a, b in itertools.combinations(refs, 2):
+            pairs.append((0, "exact", a, b))
+        if not multi_label and len({r[5] for r in refs}) > 1:
+            conflicts.append({"sha256": sha, "rows": [
+                {key: v for key, v in side(r).items()} for r in refs]})
+    for found_pairs, skipped in near:
+        truncated["members"] += skipped
+        for d, a, b in found_pairs:
+            pairs.append((d, "near", a, b))
+
+    def leak(p) -> bool:
+        return p[2][0] != p[3][0]
+
+    counts = {"leaks": {"exact": 0, "near": 0}, "duplicates": {"exact": 0, "near": 0},
+              "conflicts": len(conflicts)}
+    for p in pairs:
+        counts["leaks" if leak(p) else "duplicates"][p[1]] += 1
+    pairs.sort(key=lambda p: (not leak(p), p[1] != "exact", p[0], _ref_order(p[2]),
+                              _ref_order(p[3])))
+    truncated["pairs"] = max(0, len(pairs) - MAX_PAIRS)
+    written = [{"kind": kind, "distance": d, "a": side(a), "b": side(b)}
+               for d, kind, a, b in pairs[:MAX_PAIRS]]
+    return {
+        "version": version,
+        "near_duplicates": ({"hash": HASH, "max_distance": MAX_DISTANCE}
+                            if near_duplicates else None),
+        "counts": counts,
+        "pairs": written,
+        "conflicts": conflicts[:MAX_PAIRS],
+        "stats": _stats(by_split, label_names),
+        "warnings": _warnings(by_split, label_names),
+        "truncated": truncated,
+    }
+
+
+def _stats(by_split: dict, label_names: list[str]) -> dict:
+    out = {}
+    for split, ss in by_split.items():
+        labels: dict[str, int] = {}
+        formats: dict[str, int] = {}
+        widths: dict = {}
+        heights: dict = {}
+        sums = None
+        for s in ss:
+            for i, n in s.labels.items():
+                name = label_names[int(i)] if 0 <= int(i) < len(label_names) else str(i)
+                labels[name] = labels.get(name, 0) + n
+            _merge(formats, s.formats)
+            look = s.look
+            if look is None:
+                continue
+            _merge(widths, look.widths)
+            _merge(heights, look.heights)
+            if look.sums is not None:
+                if sums is None:
+                    sums = [0, [0.0] * 3, [0.0] * 3]
+                sums[0] += look.sums[0]
+                sums[1] = [a + b for a, b in zip(sums[1], look.sums[1])]
+                sums[2] = [a + b for a, b in zip(sums[2], look.sums[2])]
+        entry: dict[str, Any] = {
+            "rows": sum(s.rows for s in ss), "records": sum(s.num_examples for s in ss),
+            "labels": dict(sorted(labels.items())), "formats": dict(sorted(formats.items())),
+            "width": _median(widths), "height": _median(heights),
+            "stored_bytes": sum(s.num_bytes for s in ss),
+            "source_bytes": sum(s.source_bytes for s in ss)}
+        if sums is not None and sums[0]:
+            n = sums[0]
+            mean = [v / n for v in sums[1]]
+            entry["mean"] = [round(m, 4) for m in mean]
+            entry["std"] = [round(math.sqrt(max(0.0, q / n - m * m)), 4)
+                            for q, m in zip(sums[2], mean)]
+        out[split] = entry
+    return out
+
+
+def _warnings(by_split: dict, label_names: list[str]) -> list[dict]:
+    """Vertex AI's dataset warnings, over every split together."""
+    totals = {name: 0 for name in label_names}
+    for ss in by_split.values():
+        for s in ss:
+            for i, n in s.labels.items():
+                if 0 <= int(i) < len(label_names):
+                    totals[label_names[int(i)]] += n
+    out = [{"kind": "few_images", "label": name, "rows": n}
+           for name, n in sorted(totals.items()) if n < FEW_IMAGES]
+    present = {k: n for k, n in totals.items() if n}
+    if len(present) > 1:
+        largest = max(present, key=lambda k: (present[k], k))
+        smallest = min(present, key=lambda k: (present[k], k))
+        ratio = present[largest] / present[smallest]
+        if ratio > IMBALANCE:
+            out.append({"kind": "imbalance", "largest": largest, "smallest": smallest,
+                        "ratio": round(ratio, 1)})
+    return out

@@ -1,0 +1,322 @@
+"""``tfrecorder.report(out)``: the data report of a conversion (``quality.json``) as
+pandas DataFrames, as text for a terminal, and as HTML with thumbnails in a notebook."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from typing import Any
+
+from tfrecorder import _layout as layout, _metadata as metadata, _storage as storage
+from tfrecorder._errors import ConfigError
+
+#: What ``--fail-on`` (``Report.found``) can name.
+KINDS = ("leaks", "duplicates", "conflicts", "warnings")
+#: Pairs and conflicts shown with thumbnails in a notebook; the rest are counted.
+HTML_ROWS = 12
+_THUMB = 96
+
+_SIDE = ("split", "row", "image_uri", "label", "position")
+PAIR_COLUMNS = ["kind", "distance", *(f"{c}_a" for c in _SIDE), *(f"{c}_b" for c in _SIDE)]
+
+
+def _pairs_frame(pairs: list[dict]):
+    import pandas as pd
+
+    rows = [[p["kind"], p["distance"], *(p["a"].get(c) for c in _SIDE),
+             *(p["b"].get(c) for c in _SIDE)] for p in pairs]
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+class Report:
+    """The data report of the conversion in ``output_dir``: what ``quality.json`` holds.
+
+    - ``leaks``: pairs of records in different splits whose images are the same bytes
+      (``kind="exact"``) or near duplicates (``"near"``, ``distance`` in bits);
+    - ``duplicates``: such pairs within one split;
+    - ``conflicts``: records whose images are the same bytes under different labels,
+      one row per record, ``group`` numbering each set of records with the same bytes;
+    - ``stats``: rows per split and label; ``splits``: per split its rows, records,
+      formats, image sizes, bytes and, where the images were decoded, channel mean/std;
+    - ``warnings``: Vertex AI's dataset warnings (few images for a label, imbalance);
+    - ``counts``: every finding counted, also beyond what the file lists (``truncated``).
+
+    Rows are the table's own: CSV line numbers or DataFrame index labels, as in
+    ``SchemaError`` and ``errors.jsonl``; ``position`` is the record's place in its
+    split (``access.Reader(out, split)[position]``).
+    """
+
+    def __init__(self, output_dir: str, data: dict[str, Any]):
+        self.output_dir = str(output_dir)
+        self.data = data
+        pairs = data.get("pairs", [])
+        frame = _pairs_frame(pairs)
+        across = frame["split_a"] != frame["split_b"]
+        self.leaks = frame[across].reset_index(drop=True)
+        self.duplicates = frame[~across].reset_index(drop=True)
+        self.conflicts = self._conflicts_frame(data.get("conflicts", []))
+        self.counts: dict = data.get("counts", {})
+        self.truncated: dict = data.get("truncated", {})
+        self.warnings: list[dict] = list(data.get("warnings", []))
+        self.near_duplicates: dict | None = data.get("near_duplicates")
+
+    @staticmethod
+    def _conflicts_frame(conflicts: list[dict]):
+        import pandas as pd
+
+        rows = [[g, c["sha256"], *(r.get(k) for k in ("split", "row", "image_uri", "label",
+                                                       "position"))]
+                for g, c in enumerate(conflicts) for r in c["rows"]]
+        return pd.DataFrame(rows, columns=["group", "sha256", "split", "row", "image_uri",
+                                           "label", "position"])
+
+    @property
+    def stats(self):
+        """Rows per split and label: columns ``split``, ``label``, ``rows``, ``share``
+        (of the split's rows)."""
+        import pandas as pd
+
+        rows = []
+        for split, s in self.data.get("stats", {}).items():
+            total = sum(s.get("labels", {}).values()) or 1
+            for label, n in s.get("labels", {}).items():
+                rows.append([split, label, n, round(n / total, 4)])
+        return pd.DataFrame(rows, columns=["split", "label", "rows", "share"])
+
+    @property
+    def splits(self):
+        """One row per split: rows, records, formats, width and height (min, median,
+        max), stored and source bytes, and ``mean``/``std`` per channel where known."""
+        import pandas as pd
+
+        rows = {}
+        for split, s in self.data.get("stats", {}).items():
+            w, h = s.get("width") or [None] * 3, s.get("height") or [None] * 3
+            rows[split] = {
+                "rows": s.get("rows"), "records": s.get("records"),
+                "formats": s.get("formats"),
+                "width_min": w[0], "width_median": w[1], "width_max": w[2],
+                "height_min": h[0], "height_median": h[1], "height_max": h[2],
+                "stored_bytes": s.get("stored_bytes"), "source_bytes": s.get("source_bytes"),
+                "mean": s.get("mean"), "std": s.get("std")}
+        return pd.DataFrame.from_dict(rows, orient="index")
+
+    def mean_std(self, split: str = "train") -> tuple[list[float], list[float]] | None:
+        """Per-channel (R, G, B) mean and std, 0..1, of ``split``'s images, for
+        normalising: ``(mean, std)``, or None where the conversion did not decode its
+        images (neither ``shorter_side`` nor ``near_duplicates``)."""
+        s = self.data.get("stats", {}).get(split, {})
+        if "mean" not in s:
+            return None
+        return list(s["mean"]), list(s["std"])
+
+    def found(self, kinds=KINDS) -> dict[str, int]:
+        """How many of each of ``kinds`` (``KINDS``) the report holds, those above 0."""
+        c = self.counts
+        n = {"leaks": sum(c.get("leaks", {}).values()),
+             "duplicates": sum(c.get("duplicates", {}).values()),
+             "conflicts": c.get("conflicts", 0), "warnings": len(self.warnings)}
+        unknown = [k for k in kinds if k not in n]
+        if unknown:
+            raise ConfigError(f"{', '.join(map(repr, unknown))}: not a finding of the data "
+                              f"report; name any of {', '.join(KINDS)}")
+        return {k: n[k] for k in kinds if n[k]}
+
+    def summary(self) -> str:
+        """One line of counts: ``leaks: 8 exact, 29 near; conflicts: 4``."""
+        c = self.counts
+
+        def pair(name):
+            d = c.get(name, {})
+            parts = [f"{d[k]} {k}" for k in ("exact", "near") if d.get(k)]
+            return f"{name}: {', '.join(parts) if parts else 0}"
+
+        near = "" if self.near_duplicates else " (near duplicates not searched)"
+        return (f"{pair('leaks')}; {pair('duplicates')}; conflicts: {c.get('conflicts', 0)}; "
+                f"warnings: {len(self.warnings)}{near}")
+
+    # --- text -------------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        lines = [f"data report of {self.output_dir}", f"  {self.summary()}"]
+        for split, s in self.data.get("stats", {}).items():
+            size = ""
+            if s.get("width"):
+                size = (f", {s['width'][1]}x{s['height'][1]} px median "
+                        f"({s['width'][0]}x{s['height'][0]} to {s['width'][2]}x{s['height'][2]})")
+            lines.append(f"  {split}: {s.get('rows')} rows{size}")
+            labels = s.get("labels", {})
+            for label, n in sorted(labels.items(), key=lambda kv: (-kv[1], kv[0])):
+                lines.append(f"    {label:<20} {n:>8}")
+            if "mean" in s:
+                lines.append(f"    mean {s['mean']}  std {s['std']}")
+        for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
+            if len(frame):
+                lines.append(f"  {title}:")
+                lines += [f"    {_pair_text(r)}" for r in frame.head(20).itertuples()]
+                lines += _more(len(frame), 20, sum(self.counts.get(title, {}).values()))
+        if len(self.conflicts):
+            lines.append("  conflicts (the same bytes under different labels):")
+            groups = self.data.get("conflicts", [])
+            for g in groups[:20]:
+                lines.append("    " + "; ".join(
+                    f"{r['split']} row {r['row']} {r['label']!r} {r['image_uri']}"
+                    for r in g["rows"]))
+            lines += _more(len(groups), 20, self.counts.get("conflicts", 0))
+        for w in self.warnings:
+            lines.append(f"  warning: {_warning_text(w)}")
+        if self.truncated.get("members"):
+            lines.append(f"  note: {self.truncated['members']} records of very large groups "
+                         f"of matching images were not compared (docs/quality.md)")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Report {self.output_dir}: {self.summary()}>"
+
+    # --- HTML -------------------------------------------------------------------------
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        parts = [f"<div><b>data report</b> of <code>{esc(self.output_dir)}</code>: "
+                 f"{esc(self.summary())}</div>", self._bars_svg()]
+        thumbs = _Thumbnails(self.output_dir)
+        for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
+            if not len(frame):
+                continue
+            parts.append(f"<h4>{title}</h4><table>")
+            for r in frame.head(HTML_ROWS).itertuples():
+                parts.append(
+                    "<tr>" + thumbs.cell(r.split_a, r.position_a, r.row_a, r.label_a)
+                    + thumbs.cell(r.split_b, r.position_b, r.row_b, r.label_b)
+                    + f"<td>{esc(r.kind)}" + (f", {r.distance} bits" if r.kind == "near" else "")
+                    + "</td></tr>")
+            parts.append("</table>")
+            more = sum(self.counts.get(title, {}).values()) - min(len(frame), HTML_ROWS)
+            if more > 0:
+                parts.append(f"<div>... and {more} more</div>")
+        groups = self.data.get("conflicts", [])
+        if groups:
+            parts.append("<h4>conflicts</h4><table>")
+            for g in groups[:HTML_ROWS]:
+                parts.append("<tr>" + "".join(
+                    thumbs.cell(r["split"], r.get("position"), r["row"], r["label"])
+                    for r in g["rows"][:6]) + "</tr>")
+            parts.append("</table>")
+            if len(groups) > HTML_ROWS:
+                parts.append(f"<div>... and {self.counts.get('conflicts', 0) - HTML_ROWS} "
+                             f"more</div>")
+        for w in self.warnings:
+            parts.append(f"<div><i>warning</i>: {esc(_warning_text(w))}</div>")
+        return "\n".join(parts)
+
+    def _bars_svg(self) -> str:
+        """Rows per label per split as horizontal bars, one group per label."""
+        stats = self.data.get("stats", {})
+        labels = sorted({k for s in stats.values() for k in s.get("labels", {})})
+        if not labels:
+            return ""
+        splits = list(stats)
+        colours = ["#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2"]
+        top = max((n for s in stats.values() for n in s.get("labels", {}).values()), default=1)
+        bar, gap, left, width = 10, 6, 140, 260
+        rows = []
+        y = 0
+        for label in labels:
+            rows.append(f"<text x='{left - 6}' y='{y + bar * len(splits) / 2 + 4:.0f}' "
+                        f"text-anchor='end' font-size='11'>{html.escape(str(label))}</text>")
+            for i, split in enumerate(splits):
+                n = stats[split].get("labels", {}).get(label, 0)
+                w = width * n / top if top else 0
+                rows.append(f"<rect x='{left}' y='{y}' width='{w:.1f}' height='{bar - 1}' "
+                            f"fill='{colours[i % len(colours)]}'><title>"
+                            f"{html.escape(split)} {html.escape(str(label))}: {n}</title></rect>"
+                            f"<text x='{left + w + 4:.1f}' y='{y + bar - 2}' font-size='9'>{n}</text>")
+                y += bar
+            y += gap
+        legend = "".join(
+            f"<tspan fill='{colours[i % len(colours)]}'>&#9632; {html.escape(s)}</tspan> "
+            for i, s in enumerate(splits))
+        rows.append(f"<text x='{left}' y='{y + 10}' font-size='11'>{legend}</text>")
+        return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + width + 60}' "
+                f"height='{y + 16}'>{''.join(rows)}</svg>")
+
+
+def _pair_text(r) -> str:
+    how = "same bytes" if r.kind == "exact" else f"near, {r.distance} bits"
+    return (f"{r.split_a} row {r.row_a} ({r.label_a!r}) {r.image_uri_a}  ~  "
+            f"{r.split_b} row {r.row_b} ({r.label_b!r}) {r.image_uri_b}  [{how}]")
+
+
+def _more(shown: int, limit: int, total: int) -> list[str]:
+    rest = max(total, shown) - min(shown, limit)
+    return [f"    ... and {rest} more"] if rest > 0 else []
+
+
+def _warning_text(w: dict) -> str:
+    if w.get("kind") == "few_images":
+        return (f"label {w['label']!r} has {w['rows']} images; Vertex AI asks for at least "
+                f"10 per label")
+    if w.get("kind") == "imbalance":
+        return (f"label {w['largest']!r} has {w['ratio']}x the images of {w['smallest']!r}; "
+                f"Vertex AI warns above 100x")
+    return json.dumps(w)
+
+
+class _Thumbnails:
+    """Small images of records, read from the conversion itself (the table's files may
+    have moved since), as HTML cells."""
+
+    def __init__(self, output_dir: str):
+        self._dir = output_dir
+        self._readers: dict = {}
+
+    def _image(self, split: str, position) -> bytes | None:
+        if position is None:
+            return None
+        try:
+            if split not in self._readers:
+                from tfrecorder.access import Reader
+
+                self._readers[split] = Reader(self._dir, split)
+            reader = self._readers[split]
+            feats = reader.features(int(position))
+            data = feats.get(layout.IMAGE)
+            return data if isinstance(data, bytes) else None
+        except Exception:  # a thumbnail is a nicety: a gzip or changed output shows none
+            return None
+
+    def cell(self, split, position, row, label) -> str:
+        data = self._image(split, position)
+        img = ""
+        if data is not None:
+            try:
+                from tfrecorder._image import pil
+
+                Image = pil()
+                im = Image.open(io.BytesIO(data))
+                im.thumbnail((_THUMB, _THUMB))
+                buf = io.BytesIO()
+                im.convert("RGB").save(buf, "JPEG", quality=80)
+                img = (f"<img src='data:image/jpeg;base64,"
+                       f"{base64.b64encode(buf.getvalue()).decode()}'><br>")
+            except Exception:
+                img = ""
+        return (f"<td style='text-align:center'>{img}{html.escape(str(split))} row "
+                f"{html.escape(str(row))}<br>{html.escape(str(label))}</td>")
+
+
+def report(output_dir: str) -> Report:
+    """The data report of the conversion in ``output_dir`` (its ``quality.json``).
+
+    IncompleteOutputError when there is no finished conversion there; ConfigError when
+    the conversion was written without a report (before tfrecorder wrote one).
+    """
+    output_dir = str(output_dir)
+    manifest = metadata.read_manifest(output_dir)
+    if not manifest.quality:
+        raise ConfigError(f"{output_dir} was converted without a data report (quality.json); "
+                          f"convert it again with overwrite=True to get one")
+    data = json.loads(storage.read_bytes(storage.join(output_dir, manifest.quality)))
+    return Report(output_dir, data)
