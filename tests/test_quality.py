@@ -218,7 +218,33 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
         groups.setdefault(key, []).append(value)
     pairs = [p for key, members in groups.items() for kind, *rest in quality.found(key, members)
              if kind == "near" for p in rest[0]]
-    assert pairs == [(1, refs[0], refs[1])]
+    assert pairs == [(1, "near", refs[0], refs[1])]
+
+
+def test_a_large_group_is_counted_in_full_and_listed_within_bounds(monkeypatch):
+    """300 records with the same bytes, 200 in train and 100 in test: every pair is
+    counted, the first GROUP_LIMIT records are listed, and at most MAX_PAIRS pairs."""
+    from tfrecorder._shard import ShardStats
+
+    monkeypatch.setattr(quality, "MAX_PAIRS", 50)
+    refs = [("train" if i < 200 else "test", 0, i % 200, i + 1, f"{i}.jpg", (0,))
+            for i in range(300)]
+    (group,) = quality.found(("x", "f00d"), reversed(refs))
+    _, sha, listed_refs, counts = group
+    assert counts == {"leaks": {"exact": 200 * 100, "near": 0},
+                      "duplicates": {"exact": 200 * 199 // 2 + 100 * 99 // 2, "near": 0},
+                      "members": 300 - quality.GROUP_LIMIT}
+    assert listed_refs == refs[:quality.GROUP_LIMIT]  # train first, in file order
+    shards = [ShardStats("train", 0, 1, "d-train", 200, 1, rows=200, labels={0: 200}),
+              ShardStats("test", 0, 1, "d-test", 100, 1, rows=100, labels={0: 100})]
+    q = quality.build(shards, [group[1:]], [], label_names=["cat"], multi_label=False,
+                      near_duplicates=False, row_json=lambda r: r)
+    assert q["counts"]["leaks"]["exact"] == 20000 and q["conflicts"] == []
+    assert len(q["pairs"]) == 50 and all(p["a"]["split"] != p["b"]["split"] for p in q["pairs"])
+    total = 20000 + 200 * 199 // 2 + 100 * 99 // 2
+    assert q["truncated"] == {"pairs": total - 50, "members": 300 - quality.GROUP_LIMIT}
+    assert q["pairs"][0]["a"] == {"split": "train", "row": 1, "image_uri": "0.jpg",
+                                  "label": "cat", "position": 0}
 
 
 def test_dhash_survives_a_resize_and_tells_photos_apart():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import heapq
 import io
 import itertools
 import math
@@ -161,17 +162,44 @@ def _ref_order(ref: tuple) -> tuple:
     return (split_order(ref[0]), ref[0], ref[1], ref[2])
 
 
+def _pair_order(p: tuple) -> tuple:
+    """Leaks first, exact before near, closest first, then by the two records' places."""
+    d, kind, a, b = p
+    return (a[0] == b[0], kind != "exact", d, _ref_order(a), _ref_order(b))
+
+
+def _pair_counts(pairs: Iterable[tuple]) -> dict:
+    counts = {"leaks": {"exact": 0, "near": 0}, "duplicates": {"exact": 0, "near": 0}}
+    for _, kind, a, b in pairs:
+        counts["leaks" if a[0] != b[0] else "duplicates"][kind] += 1
+    return counts
+
+
 def found(key: tuple, members: Iterable) -> Iterator[tuple]:
-    """What one group holds: ``("exact", sha256, refs, k)`` for k > 1 records with the
-    same bytes (at most GROUP_LIMIT refs), ``("near", pairs, skipped)`` for the records
-    of a band within MAX_DISTANCE, each pair ``(distance, ref_a, ref_b)`` found in the
-    first band the two agree on and only where their bytes differ."""
+    """What one group holds, bounded whatever its size:
+
+    - ``("exact", sha256, refs, counts)`` for records with the same bytes: the first
+      GROUP_LIMIT refs, and ``counts`` of every pair among all of them
+      (``{"leaks": {"exact": n, ...}, "duplicates": {...}, "members": left out}``);
+    - ``("near", pairs, counts)`` for the records of a band: the pairs
+      ``(distance, "near", ref_a, ref_b)`` within MAX_DISTANCE whose bytes differ, each
+      found in the first band its two hashes agree on, at most MAX_PAIRS of them, and
+      the counts of all that were found among the first GROUP_LIMIT members.
+    """
     members = list(members)
     if len(members) < 2:
         return
     if key[0] == "x":
         refs = sorted(members, key=_ref_order)
-        yield "exact", key[1], refs[:GROUP_LIMIT], len(refs)
+        per_split: dict[str, int] = {}
+        for r in refs:
+            per_split[r[0]] = per_split.get(r[0], 0) + 1
+        k = len(refs)
+        within = sum(n * (n - 1) // 2 for n in per_split.values())
+        counts = {"leaks": {"exact": k * (k - 1) // 2 - within, "near": 0},
+                  "duplicates": {"exact": within, "near": 0},
+                  "members": max(0, k - GROUP_LIMIT)}
+        yield "exact", key[1], refs[:GROUP_LIMIT], counts
         return
     band = key[1]
     members.sort(key=lambda m: _ref_order(m[2]))
@@ -184,9 +212,11 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
             continue
         first = next(b for (b, x), (_, y) in zip(bands(ha), bands(hb)) if x == y)
         if first == band:
-            pairs.append((d, ra, rb))
+            pairs.append((d, "near", ra, rb))
     if pairs or skipped:
-        yield "near", pairs, skipped
+        counts = _pair_counts(pairs)
+        counts["members"] = skipped
+        yield "near", heapq.nsmallest(MAX_PAIRS, pairs, key=_pair_order), counts
 
 
 # --- the report, in the last step -------------------------------------------------------
@@ -233,39 +263,41 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
                 "label": names if multi_label else (names[0] if names else None),
                 "position": offsets.get((split, shard), 0) + pos}
 
-    pairs, conflicts = [], []
-    truncated = {"pairs": 0, "members": 0}
-    for sha, refs, k in exact:
-        truncated["members"] += k - len(refs)
-        for a, b in itertools.combinations(refs, 2):
-            pairs.append((0, "exact", a, b))
-        if not multi_label and len({r[5] for r in refs}) > 1:
-            conflicts.append({"sha256": sha, "rows": [
-                {key: v for key, v in side(r).items()} for r in refs]})
-    for found_pairs, skipped in near:
-        truncated["members"] += skipped
-        for d, a, b in found_pairs:
-            pairs.append((d, "near", a, b))
-
-    def leak(p) -> bool:
-        return p[2][0] != p[3][0]
-
     counts = {"leaks": {"exact": 0, "near": 0}, "duplicates": {"exact": 0, "near": 0},
-              "conflicts": len(conflicts)}
-    for p in pairs:
-        counts["leaks" if leak(p) else "duplicates"][p[1]] += 1
-    pairs.sort(key=lambda p: (not leak(p), p[1] != "exact", p[0], _ref_order(p[2]),
-                              _ref_order(p[3])))
-    truncated["pairs"] = max(0, len(pairs) - MAX_PAIRS)
+              "conflicts": 0}
+    members = 0
+    conflicts = []
+    for sha, refs, c in exact:
+        if not multi_label and len({r[5] for r in refs}) > 1:
+            counts["conflicts"] += 1
+            if len(conflicts) < MAX_PAIRS:
+                conflicts.append({"sha256": sha, "rows": [side(r) for r in refs]})
+    for c in [e[-1] for e in exact] + [e[-1] for e in near]:
+        members += c["members"]
+        for finding in ("leaks", "duplicates"):
+            for kind in ("exact", "near"):
+                counts[finding][kind] += c[finding][kind]
+
+    def every_pair():
+        for _, refs, _ in exact:
+            for a, b in itertools.combinations(refs, 2):
+                yield 0, "exact", a, b
+        for pairs, _ in near:
+            yield from pairs
+
+    # The pairs listed: the first MAX_PAIRS in order, never all of them held at once.
+    listed = heapq.nsmallest(MAX_PAIRS, every_pair(), key=_pair_order)
+    total = sum(counts[f][k] for f in ("leaks", "duplicates") for k in ("exact", "near"))
+    truncated = {"pairs": max(0, total - len(listed)), "members": members}
     written = [{"kind": kind, "distance": d, "a": side(a), "b": side(b)}
-               for d, kind, a, b in pairs[:MAX_PAIRS]]
+               for d, kind, a, b in listed]
     return {
         "version": version,
         "near_duplicates": ({"hash": HASH, "max_distance": MAX_DISTANCE}
                             if near_duplicates else None),
         "counts": counts,
         "pairs": written,
-        "conflicts": conflicts[:MAX_PAIRS],
+        "conflicts": conflicts,
         "stats": _stats(by_split, label_names),
         "warnings": _warnings(by_split, label_names),
         "truncated": truncated,
