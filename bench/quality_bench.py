@@ -1,0 +1,98 @@
+"""What the data report costs a conversion: the package before the report against this
+one, whole processes, interleaved rounds.
+
+    python bench/make_corpus.py /tmp/corpus --images 10000
+    git worktree add /tmp/before <commit before the data report>
+    python bench/quality_bench.py /tmp/corpus/data.csv --before /tmp/before [--runs 5]
+
+Each round runs, on the same CSV, each a fresh process with the output folder removed
+and the file system synced first:
+
+- ``before``: ``tfrecorder convert`` of the package at ``--before`` (no report);
+- ``report``: this package's, default options (exact duplicates and statistics);
+- ``near``: this package's with ``--near-duplicates``;
+- ``sized before`` / ``sized`` / ``sized near``: the same three with ``--shorter-side``;
+- ``baseline``: bench/baseline_loop.py, the hand-written loop.
+
+Prints the medians of wall time and peak memory, the median of the per-round ratios
+(report / before, near / before, sized near / sized before) and report / baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from convert_bench import HERE, input_stats, run  # noqa: E402
+
+ROOT = os.path.dirname(HERE)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("csv", help="data.csv made by bench/make_corpus.py")
+    ap.add_argument("--before", required=True,
+                    help="a checkout of the package before the data report")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--shorter-side", type=int, default=256)
+    ap.add_argument("--work", default=None)
+    args = ap.parse_args()
+
+    rows, in_bytes = input_stats(args.csv)
+    work = args.work or tempfile.mkdtemp(prefix="tfr-quality-")
+    sized = ["--shorter-side", str(args.shorter_side)]
+
+    def convert(package: str, *flags: str):
+        # the package on the path first: `python -m tfrecorder` runs that one
+        return lambda out: ["env", f"PYTHONPATH={package}", sys.executable, "-m", "tfrecorder",
+                            "convert", args.csv, out, "--overwrite", *flags]
+
+    writers = {
+        "before": convert(args.before),
+        "report": convert(ROOT),
+        "near": convert(ROOT, "--near-duplicates"),
+        "sized before": convert(args.before, *sized),
+        "sized": convert(ROOT, *sized),
+        "sized near": convert(ROOT, *sized, "--near-duplicates"),
+        "baseline": lambda out: [sys.executable, os.path.join(HERE, "baseline_loop.py"),
+                                 args.csv, out],
+    }
+    results: dict[str, list[tuple[float, int]]] = {w: [] for w in writers}
+    for i in range(args.runs):
+        for name, cmd in writers.items():
+            out = os.path.join(work, name.replace(" ", "_"))
+            shutil.rmtree(out, ignore_errors=True)
+            os.sync()
+            wall, peak = run(cmd(out))
+            results[name].append((wall, peak))
+            shutil.rmtree(out, ignore_errors=True)
+            print(f"run {i + 1} {name:<12} {wall:7.2f} s  peak {peak / 2**20:6.0f} MiB",
+                  flush=True)
+
+    print(f"\n{rows} rows, {in_bytes / 2**20:.0f} MiB of images, {os.cpu_count()} cores; "
+          f"medians of {args.runs} interleaved runs:")
+    med = {}
+    for name, rs in results.items():
+        med[name] = statistics.median(r[0] for r in rs)
+        print(f"  {name:<12} {med[name]:7.2f} s  peak "
+              f"{statistics.median(r[1] for r in rs) / 2**20:6.0f} MiB")
+
+    def ratio(a: str, b: str) -> str:
+        per_round = [x[0] / y[0] for x, y in zip(results[a], results[b])]
+        return (f"{a} / {b}: {statistics.median(per_round):.3f}x (median of rounds; "
+                f"{', '.join(f'{r:.3f}' for r in per_round)})")
+
+    print("  " + ratio("report", "before"))
+    print("  " + ratio("near", "before"))
+    print("  " + ratio("sized", "sized before"))
+    print("  " + ratio("sized near", "sized before"))
+    print("  " + ratio("report", "baseline"))
+
+
+if __name__ == "__main__":
+    main()
