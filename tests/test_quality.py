@@ -260,3 +260,29 @@ def test_median_of_a_histogram():
     assert quality._median({3: 1, 5: 1, 9: 1}) == [3, 5, 9]
     assert quality._median({1: 3, 100: 1}) == [1, 1, 100]
     assert quality._median({}) == []
+
+
+def test_palette_bilevel_and_16_bit_grey_copies_hash_near_their_photo():
+    """Copies in modes Pillow cannot reduce directly, or that clip white when converted
+    (16-bit grey), are hashed like the photo they copy."""
+    from PIL import Image
+
+    photo = _photo(5, size=(256, 192))
+    grey = photo.convert("L")
+    wide = Image.fromarray(__import__("numpy").asarray(grey).astype("uint16") * 257)
+    copies = {"P": photo.convert("P"), "1": photo.convert("1"), "I;16": wide}
+    ref = quality.dhash(quality.small(_png(grey)))
+    other = quality.dhash(quality.small(_png(_photo(6, size=(256, 192)))))
+    for mode, img in copies.items():
+        got = quality.small(_png(img))
+        assert got is not None, mode  # reduce() refuses P and 1: converted first
+        d = (quality.dhash(got) ^ ref).bit_count()
+        assert d < (other ^ ref).bit_count(), mode  # nearer its photo than another photo
+    wide_hash = quality.dhash(quality.small(_png(wide)))
+    assert wide_hash == ref  # 16-bit grey is scaled to 8 bits, not clipped white
+
+
+def _png(img) -> bytes:
+    out = io.BytesIO()
+    img.save(out, "PNG")
+    return out.getvalue()

@@ -180,9 +180,10 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
     records = sum(table.counts.values())
     workers = runners.local_workers(opts)
     in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(shards) == 1
-    if sizing is not None and len(shards) > 1:
-        # Resizing is CPU work that Pillow does without the GIL: threads use every core
-        # from a few rows on, without starting worker processes.
+    if (sizing is not None or opts.near_duplicates) and len(shards) > 1:
+        # Resizing, and decoding small for the near-duplicate hash, is CPU work that Pillow
+        # does without the GIL: threads use every core from a few rows on, without
+        # starting worker processes.
         return runners.Run(opts, task_dir, tuple(shards), settings, spec, records, workers,
                            threads=in_process)
     return runners.Run(opts, task_dir, tuple(shards), settings, spec, records,

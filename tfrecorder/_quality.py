@@ -27,14 +27,15 @@ from tfrecorder._layout import split_order
 HASH = "dhash-64"
 #: Two images whose hashes differ in at most this many of their 64 bits are near
 #: duplicates (docs/quality.md has what it finds at each distance).
-MAX_DISTANCE = 4
+MAX_DISTANCE = 6
 #: Pairs written to quality.json at most; ``truncated`` counts the rest.
 MAX_PAIRS = 10_000
 #: Members of one group of matching records that are compared (a folder of blank
 #: images hashes alike): the rest are counted in ``truncated``, never compared.
 GROUP_LIMIT = 256
-#: The side, in pixels, at least, of the small decode a JPEG is hashed from.
-SMALL_SIDE = 64
+#: The side, in pixels, at least, of the small decode an image is hashed from: a JPEG
+#: of 256 pixels or more is decoded at 1/8 scale, its DC coefficients only.
+SMALL_SIDE = 32
 #: Vertex AI's dataset warnings: fewer images than this for a label ...
 FEW_IMAGES = 10
 #: ... and more than this ratio between the largest and the smallest label.
@@ -60,12 +61,24 @@ def small(data: bytes):
         if img.format in ("JPEG", "MPO"):
             img.draft("RGB", (SMALL_SIDE, SMALL_SIDE))
         img = ImageOps.exif_transpose(img)
-        factor = min(img.size) // SMALL_SIDE
-        if factor > 1:
-            img = img.reduce(factor)
-        return img.convert("RGB") if img.mode != "RGB" else img
+        return _reduced(img)
     except Exception:  # the image was checked already; a hash is not worth a failure
         return None
+
+
+def _reduced(img):
+    """``img`` in RGB, reduced (box filter, in C) to a shorter side of SMALL_SIDE to
+    2 * SMALL_SIDE pixels where it is larger."""
+    from tfrecorder._image import _WIDE_GREY, _eight_bit
+
+    if img.mode in _WIDE_GREY:  # 16-bit grey: as TensorFlow decodes it, not clipped white
+        img = _eight_bit(img)
+    elif img.mode not in ("L", "RGB", "RGBA", "LA"):  # palette, 1-bit, CMYK: reduce refuses
+        img = img.convert("RGBA" if "transparency" in img.info or "A" in img.mode else "RGB")
+    factor = min(img.size) // SMALL_SIDE
+    if factor > 1:
+        img = img.reduce(factor)
+    return img.convert("RGB") if img.mode != "RGB" else img
 
 
 def dhash(img) -> int:
@@ -85,12 +98,13 @@ def dhash(img) -> int:
 
 
 def channel_sums(img) -> tuple[int, list[float], list[float]]:
-    """Pixels, and per channel (R, G, B, in 0..1) the sum and the sum of squares."""
-    import numpy as np
+    """Pixels, and per channel (R, G, B, in 0..1) the sum and the sum of squares, from
+    the image's histogram (Pillow's ImageStat, in C)."""
+    from PIL import ImageStat
 
-    a = np.asarray(img.convert("RGB") if img.mode != "RGB" else img, dtype=np.float64)
-    a = a.reshape(-1, 3) / 255.0
-    return a.shape[0], a.sum(axis=0).tolist(), np.square(a).sum(axis=0).tolist()
+    stat = ImageStat.Stat(img.convert("RGB") if img.mode != "RGB" else img)
+    return (stat.count[0], [v / 255 for v in stat.sum],
+            [v / (255 * 255) for v in stat.sum2])
 
 
 @dataclasses.dataclass
@@ -119,8 +133,7 @@ class Looker:
         self.heights[height] = self.heights.get(height, 0) + 1
         h = None
         if self.wants_image():
-            if img is None:
-                img = small(data)
+            img = small(data) if img is None else _reduced(img)
             if img is not None:
                 if self.near:
                     h = dhash(img)
