@@ -89,3 +89,40 @@ def test_files_that_are_not_regular_or_too_large_are_quarantined_unread(tmp_path
     assert "character device" in reasons[0] and "character device" in reasons[1]
     assert "FIFO" in reasons[2] and "socket" in reasons[3] and "directory" in reasons[4]
     assert "too large" in reasons[5] and "max_image_bytes" in reasons[5]
+
+
+def test_read_all_prepares_images_in_its_threads_and_keeps_their_order():
+    # Two jobs must be in flight at once to pass the barrier: with one thread it breaks.
+    import threading
+
+    barrier = threading.Barrier(2, timeout=10)
+    threads_seen = set()
+
+    def prepare(data: bytes) -> bytes:
+        threads_seen.add(threading.get_ident())
+        if data in (b"0", b"1"):
+            barrier.wait()
+        return data.upper()
+
+    uris = ["0", "1", None, "x", "y"]
+    got = list(shard.read_all(uris, 2, read=lambda u: u.encode(), then=prepare))
+    assert got == [b"0", b"1", None, b"X", b"Y"]
+    assert len(threads_seen) == 2
+
+
+def test_a_pre_sized_shard_is_the_same_prepared_in_one_thread_or_several(tmp_path, image_table):
+    from tfrecorder import _image as image
+
+    uris = [image_table(f"{i}.jpg", encode("RGB", size=(90 + i, 60), fmt="JPEG", seed=i))
+            for i in range(12)]
+    broken = image_table("broken.jpg", encode("RGB", fmt="JPEG")[:-30])
+    rows = [_row(i, u, i % 3) for i, u in enumerate(uris)] + [_row(20, broken)]
+    written = {}
+    for threads in (1, 3):
+        task = ShardTask("train", 0, 1, f"t{threads}-train.tfrecord-00000-of-00001", rows)
+        stats, bad = shard.write(task, _settings(
+            tmp_path, sizing=image.Sizing(32, 90), near_duplicates=True, work_threads=threads))
+        assert [q.row for q in bad] == [20]
+        written[threads] = (stats.digest, stats.look.seen, stats.look.sums, stats.source_bytes)
+    assert written[1] == written[3]
+    assert len(written[1][1]) == 12 and all(h is not None for _, h, _ in written[1][1])

@@ -172,20 +172,18 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
         fail_in_pipeline=cloud, near_duplicates=opts.near_duplicates)
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
               if opts.shorter_side is not None else None)
+    records = sum(table.counts.values())
+    workers = runners.local_workers(opts)
+    in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(shards) == 1
     settings = shard.WriteSettings(
         folder, table.columns, check=opts.check, max_image_bytes=opts.max_image_bytes,
         sizing=sizing, index=opts.write_index, near_duplicates=opts.near_duplicates,
         image_column=(table.columns.index(image_column) if image_column in table.columns
-                      else None))
-    records = sum(table.counts.values())
-    workers = runners.local_workers(opts)
-    in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(shards) == 1
-    if (sizing is not None or opts.near_duplicates) and len(shards) > 1:
-        # Resizing, and decoding small for the near-duplicate hash, is CPU work that Pillow
-        # does without the GIL: threads use every core from a few rows on, without
-        # starting worker processes.
-        return runners.Run(opts, task_dir, tuple(shards), settings, spec, records, workers,
-                           threads=in_process)
+                      else None),
+        # Pre-sizing and the report's small decodes are CPU work that Pillow does without
+        # the GIL: a run in the calling process has its shard writer use every worker as
+        # a thread, rather than Beam's multi-threaded mode.
+        work_threads=workers if in_process and opts.runner == "DirectRunner" else 1)
     return runners.Run(opts, task_dir, tuple(shards), settings, spec, records,
                        1 if in_process else workers)
 

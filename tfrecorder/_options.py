@@ -39,8 +39,9 @@ class Options:
         "or any other Beam runner (FlinkRunner, SparkRunner, PortableRunner, PrismRunner...)",
         cli={}, doc=(
             '`"DirectRunner"` runs on this machine: in the calling process for inputs under '
-            "20,000 rows or of one shard, else `num_workers` worker processes (with `shorter_side`, threads "
-            'of the calling process). `"DataflowRunner"` runs on Google Cloud '
+            "20,000 rows or of one shard, else `num_workers` worker processes. In the calling "
+            "process, pre-sizing, `near_duplicates` and `check=\"decode\"` decode images in "
+            '`num_workers` threads. `"DataflowRunner"` runs on Google Cloud '
             '([dataflow.md](dataflow.md)); `"DaskRunner"` on a Dask cluster; any other Beam '
             "runner name works too ([runners.md](runners.md))"))
     num_shards: int | Mapping[str, int] = _option(

@@ -125,25 +125,37 @@ class Looker:
         """Whether ``look`` needs the image decoded."""
         return self.near or self.pixels
 
-    def look(self, ref: tuple, data: bytes, width: int, height: int, img=None) -> None:
-        """Takes in one record: its source ``data``, its stored size, and ``img``, its
-        decode where the writer made one (pre-sizing), else decoded small here when
-        the report needs pixels."""
-        self.widths[width] = self.widths.get(width, 0) + 1
-        self.heights[height] = self.heights.get(height, 0) + 1
-        h = None
+    def measure(self, data: bytes, img=None) -> tuple:
+        """What ``look`` keeps of one image, computed without touching the Looker (so
+        any thread may): ``(sha256, dhash or None, channel sums or None)``. ``img`` is the
+        writer's decode where it made one (pre-sizing); else the image is decoded small
+        here when the report needs pixels."""
+        h = sums = None
         if self.wants_image():
             img = small(data) if img is None else _reduced(img)
             if img is not None:
                 if self.near:
                     h = dhash(img)
-                n, s, q = channel_sums(img)
-                if self.sums is None:
-                    self.sums = [0, [0.0] * 3, [0.0] * 3]
-                self.sums[0] += n
-                self.sums[1] = [a + b for a, b in zip(self.sums[1], s)]
-                self.sums[2] = [a + b for a, b in zip(self.sums[2], q)]
-        self.seen.append((digest(data), h, ref))
+                sums = channel_sums(img)
+        return digest(data), h, sums
+
+    def add(self, ref: tuple, width: int, height: int, measured: tuple) -> None:
+        """Takes in one record, in file order: its stored size and its ``measure``."""
+        self.widths[width] = self.widths.get(width, 0) + 1
+        self.heights[height] = self.heights.get(height, 0) + 1
+        sha, h, sums = measured
+        if sums is not None:
+            n, s, q = sums
+            if self.sums is None:
+                self.sums = [0, [0.0] * 3, [0.0] * 3]
+            self.sums[0] += n
+            self.sums[1] = [a + b for a, b in zip(self.sums[1], s)]
+            self.sums[2] = [a + b for a, b in zip(self.sums[2], q)]
+        self.seen.append((sha, h, ref))
+
+    def look(self, ref: tuple, data: bytes, width: int, height: int, img=None) -> None:
+        """``add`` of ``measure``: one record taken in where it is read."""
+        self.add(ref, width, height, self.measure(data, img))
 
 
 # --- matching, in the pipeline ----------------------------------------------------------

@@ -302,7 +302,6 @@ class Run:
     spec: metadata.DatasetSpec      # what the last step writes
     records: int                    # records the tasks will write
     workers: int                    # DirectRunner workers (1: in this process)
-    threads: bool = False           # workers are threads of this process, not processes
 
     @property
     def output_dir(self) -> str:
@@ -450,8 +449,7 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
     if name == "DirectRunner":
         extra["direct_num_workers"] = run.workers
         if run.workers > 1:
-            extra["direct_running_mode"] = ("multi_threading" if run.threads
-                                            else "multi_processing")
+            extra["direct_running_mode"] = "multi_processing"
     flags, keywords = run.opts.beam_flags(), run.opts.beam_keywords()
     if name == "DaskRunner":
         flags, keywords = dask_arguments(run.opts)

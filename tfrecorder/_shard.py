@@ -87,33 +87,40 @@ class WriteSettings:
     # stored as image_uri. None: the resolved path is stored.
     image_column: int | None = None
     near_duplicates: bool = False    # hash every image for the data report's near pairs
+    # Images prepared at once where preparing is CPU work (pre-sizing, a full decode, the
+    # report's small decode), which Pillow does without the GIL: the workers of a run
+    # in the calling process; one where each worker is a process of its own.
+    work_threads: int = 1
 
     def reader(self) -> Callable[[str], bytes]:
         return functools.partial(storage.read_file, max_bytes=self.max_image_bytes)
 
 
-def _read(uri: str, read=storage.read_bytes) -> bytes | OSError:
+def _read(uri: str, read=storage.read_bytes, then=None):
     try:
-        return read(uri)
+        data = read(uri)
     except OSError as e:
         return e
+    return data if then is None else then(data)
 
 
-def read_all(uris: list[str | None], threads: int,
-             read=storage.read_bytes) -> Iterator[bytes | OSError | None]:
-    """The bytes (or the OSError) of each uri, in order, with ``threads`` reads in flight.
+def read_all(uris: list[str | None], threads: int, read=storage.read_bytes,
+             then: Callable[[bytes], Any] | None = None) -> Iterator[Any]:
+    """The bytes (or the OSError) of each uri, in order, with ``threads`` reads in flight;
+    with ``then``, ``then(bytes)`` computed in the same thread instead of the bytes.
 
     ``read`` fetches one uri; remote object stores answer each read after a latency,
-    so overlapping a few keeps a shard from waiting on them one by one.
+    so overlapping a few keeps a shard from waiting on them one by one. ``then`` is the
+    CPU work on an image (decoding, resizing), which Pillow does without the GIL.
     """
     if threads <= 1:
         for uri in uris:
-            yield None if uri is None else _read(uri, read)
+            yield None if uri is None else _read(uri, read, then)
         return
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         window: collections.deque = collections.deque()
         for uri in uris:
-            window.append(None if uri is None else pool.submit(_read, uri, read))
+            window.append(None if uri is None else pool.submit(_read, uri, read, then))
             if len(window) >= 2 * threads:
                 f = window.popleft()
                 yield None if f is None else f.result()
@@ -208,28 +215,37 @@ def write(task: ShardTask, settings: WriteSettings,
     # or hashed; each is then seen small, never decoded twice at full size.
     look = stats.look = quality.Looker(near=settings.near_duplicates,
                                        pixels=settings.sizing is not None)
+    wants_image = look.wants_image()
+    if settings.sizing is not None or wants_image or settings.check == "decode":
+        threads = max(threads, settings.work_threads)
+
+    def prepared(data: bytes):
+        """In a reading thread: the bytes to store, what they decode to, the report's
+        measure and the source size, or the ImageProblem."""
+        decoded: list = []
+        try:
+            stored, info = image.prepare(data, settings.check, settings.sizing,
+                                         seen=decoded.append if wants_image else None)
+        except image.ImageProblem as e:
+            return e
+        return stored, info, look.measure(data, decoded[0] if decoded else None), len(data)
+
     bad: list[Quarantined] = []
     digest = hashlib.blake2b(digest_size=16)
     framed: list[int] = []  # each record's framed length: the index, without a second pass
     out, raw = _open_for_write(tmp, gzipped)
     try:
-        for done, (row, data) in enumerate(zip(task.rows, read_all(uris, threads,
-                                                                    settings.reader()))):
+        for done, (row, ready) in enumerate(zip(task.rows, read_all(
+                uris, threads, settings.reader(), then=prepared))):
             if progress is not None and done % REPORT_EVERY == 0:
                 progress(done)
             features = row.features
             if row.image_uri is not None:
                 reason, stage = None, "read"
-                if isinstance(data, OSError):
-                    reason = _read_reason(data, row.image_uri)
-                else:
-                    decoded: list = []
-                    try:
-                        stored, info = image.prepare(
-                            data, settings.check, settings.sizing,
-                            seen=decoded.append if look.wants_image() else None)
-                    except image.ImageProblem as e:
-                        reason, stage = _named(str(e), row.image_uri), "image"
+                if isinstance(ready, OSError):
+                    reason = _read_reason(ready, row.image_uri)
+                elif isinstance(ready, image.ImageProblem):
+                    reason, stage = _named(str(ready), row.image_uri), "image"
                 if reason is not None:
                     # One line per input row: rows merged into one record (an image
                     # listed with several labels) are quarantined each with its values.
@@ -237,13 +253,14 @@ def write(task: ShardTask, settings: WriteSettings,
                         bad.append(Quarantined(rid, row.split, row.image_uri,
                                                dict(zip(columns, values)), stage, reason))
                     continue
+                stored, info, measured, source_size = ready
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
-                look.look((row.split, task.index, stats.num_examples, row.row,
-                           row.image_uri if written is None else written, tuple(row.labels)),
-                          data, info.width, info.height, decoded[0] if decoded else None)
-                stats.source_bytes += len(data)
+                look.add((row.split, task.index, stats.num_examples, row.row,
+                          row.image_uri if written is None else written, tuple(row.labels)),
+                         info.width, info.height, measured)
+                stats.source_bytes += source_size
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
                 stats.formats[info.format] = stats.formats.get(info.format, 0) + 1
             framed.append(records.write_record_parts(out, example.serialize_parts(features),
