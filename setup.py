@@ -1,7 +1,9 @@
 from setuptools import find_packages, setup
 
 setup(
-    name="tfrecorder",
+    # The import name is tfrecorder; the package index's "tfrecorder" is another project
+    # (Google's TFRecorder, archived), so the distribution has a name of its own.
+    name="tfrecorder-tables",
     version="0.1.0",
     description="Convert image and tabular datasets (CSV or pandas) to sharded TFRecord files, and load them back.",
     long_description=open("README.md", encoding="utf-8").read(),

@@ -224,3 +224,24 @@ def test_only_the_runner_code_imports_beam():
             if any(n == "apache_beam" or n.startswith("apache_beam.") for n in names):
                 importers.add(path.stem)
     assert importers == {"_pipeline", "_runners"}
+
+
+def test_no_install_line_asks_the_package_index_for_another_projects_tfrecorder():
+    # The index's "tfrecorder" is Google's archived TFRecorder: a line that installs
+    # "tfrecorder" or "tfrecorder[extra]" by name would give a user that project.
+    import importlib.metadata
+
+    from tfrecorder import _runners as runners
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    installed = importlib.metadata.distribution(runners.DISTRIBUTION)
+    assert installed.metadata["Name"] == runners.DISTRIBUTION
+    assert f'name="{runners.DISTRIBUTION}"' in (root / "setup.py").read_text(encoding="utf-8")
+    named = re.compile(r"""pip install\s+(?:-\S+\s+)*["']?tfrecorder(?:\[[^\]]*\])?["']?(?=\s|$|`)""")
+    assert named.search('pip install "tfrecorder[torch]"') and named.search("pip install tfrecorder")
+    assert not named.search('pip install -e ".[torch]"')
+    lines = [f"{path.name}:{i}: {line.strip()}"
+             for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if named.search(line)]
+    assert lines == []

@@ -51,7 +51,7 @@ def test_the_environment_holds_only_beam_and_the_wheels_requirements(worker_env)
     frozen = subprocess.run([python, "-m", "pip", "freeze"], capture_output=True, text=True,
                             check=True).stdout.lower()
     names = {line.split("==")[0].split(" @ ")[0] for line in frozen.splitlines()}
-    assert {"apache-beam", "tfrecorder", "pillow", "gcsfs", "google-crc32c"} <= names
+    assert {"apache-beam", runners.DISTRIBUTION, "pillow", "gcsfs", "google-crc32c"} <= names
     assert not names & {"tensorflow", "pandas", "tqdm", "dask"}
     where = subprocess.run([python, "-I", "-c", "import tfrecorder; print(tfrecorder.__file__)"],
                            capture_output=True, text=True, check=True, cwd="/").stdout

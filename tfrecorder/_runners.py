@@ -595,12 +595,18 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
+#: The distribution's name (setup.py): the package index's "tfrecorder" is another project.
+DISTRIBUTION = "tfrecorder-tables"
+
+
 def build_wheel(dest_dir: str) -> str:
-    """Writes ``tfrecorder-<version>-py3-none-any.whl`` into ``dest_dir``; returns its path."""
+    """Writes ``tfrecorder_tables-<version>-py3-none-any.whl`` into ``dest_dir``; returns
+    its path."""
     from tfrecorder import __version__ as version
 
     package_dir = os.path.dirname(os.path.abspath(__file__))
-    dist_info = f"tfrecorder-{version}.dist-info"
+    stem = f"{DISTRIBUTION.replace('-', '_')}-{version}"
+    dist_info = f"{stem}.dist-info"
     files: list[tuple[str, bytes]] = []
     for root, dirs, names in os.walk(package_dir):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -611,14 +617,14 @@ def build_wheel(dest_dir: str) -> str:
                 with open(path, "rb") as f:
                     files.append((arcname, f.read()))
     metadata = "\n".join([
-        "Metadata-Version: 2.1", "Name: tfrecorder", f"Version: {version}",
+        "Metadata-Version: 2.1", f"Name: {DISTRIBUTION}", f"Version: {version}",
         "Summary: tfrecorder, as staged to remote workers",
         *(f"Requires-Dist: {r}" for r in WORKER_REQUIREMENTS), "", ""]).encode()
     wheel = b"Wheel-Version: 1.0\nGenerator: tfrecorder\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     files += [(f"{dist_info}/METADATA", metadata), (f"{dist_info}/WHEEL", wheel)]
     record = "\n".join([_record_line(n, d) for n, d in files] + [f"{dist_info}/RECORD,,", ""])
     os.makedirs(dest_dir, exist_ok=True)
-    path = os.path.join(dest_dir, f"tfrecorder-{version}-py3-none-any.whl")
+    path = os.path.join(dest_dir, f"{stem}-py3-none-any.whl")
     with zipfile.ZipFile(path, "w") as z:
         for name, data in [*files, (f"{dist_info}/RECORD", record.encode())]:
             # A fixed date: the same sources give the same wheel. A ZipInfo is stored
