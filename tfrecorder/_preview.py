@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tfrecorder._errors import ConfigError
+
 #: Longest side, in pixels, of an ``inspect`` thumbnail.
 THUMBNAIL_SIDE = 128
 #: Longest side, in pixels, of an image ``show`` embeds: a model's input up to this
@@ -125,8 +127,7 @@ class Preview:
             cells.append(
                 "<figure style='display:inline-block;margin:4px;text-align:center;"
                 "vertical-align:top'>"
-                f"<img src='{data_uri(data, mime)}' style='max-width:{SHOW_SIDE}px;"
-                f"image-rendering:pixelated'/>"
+                f"<img src='{data_uri(data, mime)}'/>"
                 f"<figcaption style='max-width:{SHOW_SIDE}px;overflow-wrap:anywhere'>"
                 f"{esc(caption)}</figcaption></figure>")
         return (f"<div class='tfrecorder-show'><div>{esc(str(self))}</div>"
@@ -148,14 +149,10 @@ def show(batch_or_dataset, n: int = SHOW_COUNT, label_names=None) -> Preview:
     (mean/std normalised) stretched from the shown images' minimum to maximum.
     """
     if not (isinstance(n, numbers.Integral) and not isinstance(n, bool) and n > 0):
-        from tfrecorder._errors import ConfigError
-
         raise ConfigError(f"n={n!r}; give how many images to show, 1 or more")
     source, names = _unwrap(batch_or_dataset, label_names)
     images, labels, total = _collect(source, int(n))
     if not images:
-        from tfrecorder._errors import ConfigError
-
         raise ConfigError("nothing to show: the dataset or batch holds no image")
     encoded, shape, dtype, scaling = _encode_all(images)
     captions = [_caption(label, names) for label in labels] if labels else []
@@ -211,8 +208,6 @@ def _split(element) -> tuple[Any, Any]:
 
 
 def _unshowable(element):
-    from tfrecorder._errors import ConfigError
-
     return ConfigError(f"no image in the element's features {sorted(element)}; show() takes "
                        f"what load() yields: (images, labels) pairs or dicts with an "
                        f"'image' feature")
