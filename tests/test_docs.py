@@ -1,8 +1,10 @@
 """The docs run as written: every Python and shell block of README.md and docs/*.md.
 
-Each file's blocks run in order, in one Python namespace, in a fresh folder laid out like a
-clone of the repository after its install step (``samples/`` copied, ``tfrecorder``,
-``python`` and ``.venv/bin/...`` on hand). A block is left out only by a marker in the
+Each block is saved as a file and run by itself (``python block.py``, ``bash block.sh``),
+as a newcomer who copies it into a script does; a file's blocks run in order in one fresh
+folder laid out like a clone of the repository after its install step (``samples/``
+copied, ``tfrecorder``, ``python`` and ``.venv/bin/...`` on hand), so a block finds the
+files the ones before it wrote, never their variables. A block is left out only by a marker in the
 Markdown just before it, which the test report lists with its reason::
 
     <!-- test: skip (needs Google Cloud) -->
@@ -118,7 +120,6 @@ def test_every_linked_doc_and_anchor_exists():
 
 import functools
 import importlib.util
-import json
 import shutil
 import subprocess
 import sys
@@ -178,10 +179,13 @@ def _why_not_run(block: dict) -> str | None:
                          f"'skip (reason)' or 'needs: module, ...'")
 
 
-_DRIVER = r'''
-import ast, contextlib, io, json, os, subprocess, sys, traceback
-blocks, report, max_repr = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3])
-results, ns = {}, {"__name__": "__main__"}
+#: Runs one block saved as a file, as ``python FILE`` does: the file is ``__main__`` (so
+#: worker processes that multiprocessing spawns import it again, as they would a user's
+#: script), its folder is first on ``sys.path``. A bare expression is shown as a REPL
+#: shows it, and one that would print more than ``max_repr`` characters fails.
+_LAUNCHER = r'''
+import ast, builtins, os, sys, types
+path, max_repr = sys.argv[1], int(sys.argv[2])
 shown = []
 
 def display(value):  # what a REPL prints for a bare expression
@@ -191,45 +195,38 @@ def display(value):  # what a REPL prints for a bare expression
     shown.append(len(text))
     print(text[:500] + (" ..." if len(text) > 500 else ""))
 
+main = types.ModuleType("__main__")
+main.__file__, main.__builtins__, main.__spec__ = path, builtins, None
+sys.modules["__main__"] = main
+sys.argv[:] = [path]
+sys.path[0] = os.path.dirname(os.path.abspath(path))
 sys.displayhook = display
-for b in blocks:
-    failed = next((r for r in results.values() if r["status"] == "fail"), None)
-    if failed is not None:
-        results[b["id"]] = {"status": "fail", "error": "not run: an earlier block failed"}
-        continue
-    print(f"----- {b['id']} ({b['kind']})", flush=True)
-    try:
-        if b["kind"] == "python":
-            tree = ast.parse(b["source"], b["id"])
-            ast.increment_lineno(tree, b["line"] - 1)
-            for stmt in tree.body:
-                if isinstance(stmt, ast.Expr):
-                    code = compile(ast.Interactive([stmt]), b["id"], "single")
-                else:
-                    code = compile(ast.Module([stmt], []), b["id"], "exec")
-                del shown[:]
-                exec(code, ns)
-                sys.stdout.flush()
-                if shown and shown[0] > max_repr:
-                    raise AssertionError(
-                        f"line {stmt.lineno}: `{ast.unparse(stmt)}` shows {shown[0]} "
-                        f"characters in a REPL (more than {max_repr})")
-        else:
-            lines = b["source"].splitlines()
-            if b["kind"] == "console":
-                lines = [l[2:] for l in lines if l.startswith("$ ")]
-            script = "\n".join(lines)
-            p = subprocess.run(["bash", "-euo", "pipefail", "-c", script],
-                               capture_output=True, text=True)
-            sys.stdout.write(p.stdout[-3000:])
-            if p.returncode != 0:
-                raise AssertionError(f"exit code {p.returncode}\n{p.stderr[-3000:]}")
-        results[b["id"]] = {"status": "ok"}
-    except BaseException:
-        results[b["id"]] = {"status": "fail", "error": traceback.format_exc()[-4000:]}
-    json.dump(results, open(report, "w"))
-json.dump(results, open(report, "w"))
+source = open(path, encoding="utf-8").read()
+for stmt in ast.parse(source, path).body:
+    if isinstance(stmt, ast.Expr):
+        code = compile(ast.Interactive([stmt]), path, "single")
+    else:
+        code = compile(ast.Module([stmt], []), path, "exec")
+    del shown[:]
+    exec(code, main.__dict__)
+    sys.stdout.flush()
+    if shown and shown[0] > max_repr:
+        raise AssertionError(f"line {stmt.lineno}: `{ast.unparse(stmt)}` shows {shown[0]} "
+                             f"characters in a REPL (more than {max_repr})")
 '''
+
+
+def _block_file(folder: str, block: dict) -> str:
+    """``block`` saved as a file in ``folder/blocks``, as a newcomer saves it."""
+    os.makedirs(os.path.join(folder, "blocks"), exist_ok=True)
+    name = re.sub(r"\W", "_", block["id"].replace(".md:", "_line"))
+    path = os.path.join(folder, "blocks", name + (".py" if block["kind"] == "python" else ".sh"))
+    source = block["source"]
+    if block["kind"] == "console":
+        source = "\n".join(line[2:] for line in source.splitlines() if line.startswith("$ "))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source + "\n")
+    return path
 
 
 def _shims(folder, names=("tfrecorder", "python", "python3")):
@@ -242,26 +239,54 @@ def _shims(folder, names=("tfrecorder", "python", "python3")):
         os.chmod(path, 0o755)
 
 
-@functools.lru_cache(maxsize=None)
-def _run_doc(doc: str, folder: str) -> tuple[dict, str]:
-    """Runs ``doc``'s blocks that are not skipped, in order, in ``folder``."""
-    todo = [b for b in blocks(doc) if _why_not_run(b) is None]
-    if not todo:
-        return {}, ""
+def _prepare(folder: str) -> dict:
+    """``folder`` laid out as a clone after its install step; the environment to run in."""
     shutil.copytree(os.path.join(ROOT, "samples"), os.path.join(folder, "samples"),
                     ignore=shutil.ignore_patterns("*.ipynb", "out", ".ipynb_checkpoints"))
     _shims(os.path.join(folder, "bin"))
     _shims(os.path.join(folder, ".venv", "bin"))  # the install step is done
-    with open(os.path.join(folder, "blocks.json"), "w") as f:
-        json.dump(todo, f)
-    report = os.path.join(folder, "report.json")
-    env = {**os.environ, "PATH": os.path.join(folder, "bin") + os.pathsep + os.environ["PATH"],
-           "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg",
-           "PYTHONWARNINGS": "ignore"}
-    p = subprocess.run([sys.executable, "-c", _DRIVER, "blocks.json", report, str(MAX_REPR)],
-                       cwd=folder, env=env, capture_output=True, text=True, timeout=900)
-    results = json.load(open(report)) if os.path.exists(report) else {}
-    return results, (p.stdout[-6000:] + p.stderr[-4000:])
+    return {**os.environ, "PATH": os.path.join(folder, "bin") + os.pathsep + os.environ["PATH"],
+            "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg",
+            "PYTHONWARNINGS": "ignore"}
+
+
+def _run_block(folder: str, block: dict, env: dict) -> tuple[dict, str]:
+    """``block`` saved as a file and run in a process of its own in ``folder``: its
+    result (``status``, ``error``) and what it printed."""
+    path = _block_file(folder, block)
+    name = os.path.relpath(path, folder)
+    command = ([sys.executable, "-c", _LAUNCHER, path, str(MAX_REPR)]
+               if block["kind"] == "python" else ["bash", "-euo", "pipefail", path])
+    try:
+        p = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
+                           timeout=900)
+    except subprocess.TimeoutExpired:
+        return {"status": "fail", "error": f"{name}: no end after 900 s"}, ""
+    printed = f"----- {block['id']} ({block['kind']}, {name})\n{p.stdout[-3000:]}"
+    if p.returncode != 0:
+        return {"status": "fail", "error": f"{name}: exit code {p.returncode}\n"
+                                           f"{p.stderr[-4000:]}"}, printed
+    return {"status": "ok"}, printed
+
+
+@functools.lru_cache(maxsize=None)
+def _run_doc(doc: str, folder: str) -> tuple[dict, str]:
+    """Runs ``doc``'s blocks that are not skipped, in order, each saved as a file and run
+    in a process of its own (``python FILE``, ``bash FILE``), all in ``folder``: what one
+    block leaves on disk the next finds, but no variable carries over. After a failing
+    block the later ones are not run."""
+    todo = [b for b in blocks(doc) if _why_not_run(b) is None]
+    if not todo:
+        return {}, ""
+    env = _prepare(folder)
+    results, output = {}, []
+    for b in todo:
+        if any(r["status"] == "fail" for r in results.values()):
+            results[b["id"]] = {"status": "fail", "error": "not run: an earlier block failed"}
+            continue
+        results[b["id"]], printed = _run_block(folder, b, env)
+        output.append(printed)
+    return results, "".join(output)[-8000:]
 
 
 def _all_blocks():
@@ -331,3 +356,24 @@ def test_docs_name_the_pythons_setup_py_requires():
         for minor in re.findall(r"Python 3\.(\d+)", text):
             assert int(minor) >= least, f"{doc} names Python 3.{minor}; setup.py needs 3.{least}"
     assert f"Python 3.{least}" in open(os.path.join(ROOT, "docs", "getting-started.md")).read()
+
+
+@pytest.mark.slow
+def test_the_readme_first_block_runs_again_after_try_it(tmp_path):
+    """README's first block, in a folder where the "Try it" conversion wrote
+    ``out/samples``, then once more: a newcomer runs it again."""
+    import tfrecorder
+
+    first = next(b for b in blocks("README.md") if b["kind"] == "python")
+    env = _prepare(str(tmp_path))
+    (main,) = [c for c in _readme_commands() if "pytest" not in c]
+    try_it = " && ".join(s for s in main.split(" && ") if not _INSTALLS.search(s))
+    p = subprocess.run(["bash", "-euo", "pipefail", "-c", try_it], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (tmp_path / "out" / "samples" / "tfrecorder.json").exists()
+    for run in (1, 2):
+        result, printed = _run_block(str(tmp_path), first, env)
+        assert result["status"] == "ok", f"run {run}: {result.get('error')}\n{printed}"
+        assert tfrecorder.verify(str(tmp_path / "out")).records == 36
+    assert tfrecorder.verify(str(tmp_path / "out" / "samples")).records == 36  # left alone

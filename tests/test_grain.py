@@ -80,7 +80,9 @@ def test_the_grain_snippet_in_the_docs_runs(tmp_path):
 
     (snippet,) = docs_snippets("loading.md", "JAX and Grain")
     tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"))
-    done = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True,
+    # Saved as a script: Grain's spawned workers import it again (``python -c`` hid that).
+    (tmp_path / "snippet.py").write_text(snippet)
+    done = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": ROOT})
     assert done.returncode == 0, done.stderr[-3000:]
     n = len(tfrecorder.grain.DataSource(str(tmp_path / "out"), "train"))

@@ -101,3 +101,71 @@ def test_a_cell_that_would_start_a_formula_gets_a_quote(value, cell):
     from tfrecorder._inspection import _cell
 
     assert _cell(value) == cell
+
+
+def _photo(size, seed, fmt="JPEG", mode="RGB", orientation=None) -> bytes:
+    """A large noisy image, the worst case for a JPEG's size (a phone photo's scale)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    bands = len(mode)
+    pixels = rng.integers(0, 256, (size[1], size[0], bands), np.uint8)
+    img = Image.fromarray(pixels if bands > 1 else pixels[..., 0], mode)
+    out = io.BytesIO()
+    save = {"quality": 95} if fmt == "JPEG" else {}
+    if orientation is not None:
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        save["exif"] = exif.tobytes()
+    img.save(out, fmt, **save)
+    return out.getvalue()
+
+
+@pytest.mark.slow
+def test_a_notebook_shows_small_thumbnails_of_large_images(tmp_path):
+    import base64
+    import io
+    import re
+
+    import pandas as pd
+    from PIL import Image
+
+    images = {  # name: (bytes, the thumbnail's expected size and format)
+        "wide.jpg": (_photo((2400, 1800), 0), (128, 96), "JPEG"),
+        "tall.jpg": (_photo((1800, 2400), 1), (96, 128), "JPEG"),
+        # stored 2400 x 1800, shown turned upright by its EXIF orientation (6: 90 degrees)
+        "turned.jpg": (_photo((2400, 1800), 2, orientation=6), (96, 128), "JPEG"),
+        "clear.png": (_photo((1000, 500), 3, "PNG", "RGBA"), (128, 64), "PNG"),
+        "opaque.png": (_photo((600, 600), 4, "PNG"), (128, 128), "JPEG"),
+        "small.png": (_photo((40, 30), 5, "PNG"), (40, 30), "JPEG"),
+    }
+    for name, (data, _, _) in images.items():
+        (tmp_path / name).write_bytes(data)
+    stored = sum(len(d) for d, _, _ in images.values())
+    assert stored > 10_000_000  # what the notebook held when the files were embedded
+    table = pd.DataFrame({"split": "TRAIN", "image_uri": [str(tmp_path / n) for n in images],
+                          "label": list(images)})
+    out = str(tmp_path / "out")
+    tfrecorder.convert(table, out)
+    result = tfrecorder.inspect(out, num_records=len(images), output_dir=str(tmp_path / "i"))
+    html = result._repr_html_()
+    assert len(html) < 120_000, len(html)
+
+    found = re.findall(r"<img src='data:image/(\w+);base64,([^']+)'/><figcaption>([^<]*)<",
+                       html)
+    assert sorted(c for _, _, c in found) == sorted(images)
+    for kind, data, caption in found:
+        thumb = Image.open(io.BytesIO(base64.b64decode(data)))
+        _, size, fmt = images[caption]
+        assert (thumb.format, thumb.size) == (fmt, size), caption
+        assert kind == fmt.lower()
+        if caption == "clear.png":  # transparency kept
+            assert thumb.mode == "RGBA"
+            assert thumb.getchannel("A").getextrema()[0] < 255
+    # The files inspect writes are still the stored images, whole.
+    written = {row["image_name"]: row["image_file"] for row in result.rows}
+    for name, (data, _, _) in images.items():
+        assert (tmp_path / "i" / written[name]).read_bytes() == data

@@ -245,3 +245,38 @@ def test_no_install_line_asks_the_package_index_for_another_projects_tfrecorder(
              for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if named.search(line)]
     assert lines == []
+
+
+@pytest.mark.slow
+def test_pytest_hides_other_packages_deprecations_and_shows_every_warning_of_ours(tmp_path):
+    """pytest.ini's filters, applied by pytest itself to warnings attributed to modules
+    (``warn_explicit``'s ``module``, as ``warnings.warn`` attributes them by stacklevel)."""
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    (tmp_path / "test_w.py").write_text(
+        "import warnings\n\n"
+        "def warn(category, module):\n"
+        "    warnings.warn_explicit(f'{category.__name__} from {module}', category, 'x.py', 1,\n"
+        "                           module=module)\n\n"
+        "def test_theirs():\n"
+        "    warn(DeprecationWarning, 'tensorflow.python.util')\n"
+        "    warn(PendingDeprecationWarning, 'apache_beam.io')\n"
+        "    warn(DeprecationWarning, 'multiprocessing.popen_fork')\n\n"
+        "def test_ours():\n"
+        "    warn(DeprecationWarning, 'tfrecorder._loading')\n"
+        "    warn(UserWarning, 'tfrecorder')\n"
+        "    warn(DeprecationWarning, 'tests.test_load')\n"
+        "    warn(UserWarning, 'keras.src.trainers')  # not a deprecation: shown\n"
+        "    warn(ResourceWarning, 'tfrecorder.access')  # hidden by Python, shown here\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-c", os.path.join(root, "pytest.ini"),
+                        "--rootdir", str(tmp_path), "-p", "no:cacheprovider", "-q",
+                        str(tmp_path / "test_w.py")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "2 passed, 5 warnings" in p.stdout, p.stdout[-3000:]
+    for shown in ["DeprecationWarning from tfrecorder._loading", "UserWarning from tfrecorder",
+                  "ResourceWarning from tfrecorder.access",
+                  "DeprecationWarning from tests.test_load", "UserWarning from keras.src.trainers"]:
+        assert shown in p.stdout
+    assert "from tensorflow" not in p.stdout and "from apache_beam" not in p.stdout
+    assert "multiprocessing" not in p.stdout

@@ -134,3 +134,129 @@ def test_glob_lists_the_files_a_pattern_matches_sorted(tmp_path):
         str(tmp_path / "training-00000.jsonl"), str(tmp_path / "training-00001.jsonl")]
     assert storage.glob(str(tmp_path / "validation-*")) == []
     assert storage.is_pattern("gs://b/training-*") and not storage.is_pattern("a.jsonl")
+
+
+# --- gs:// without credentials: one line, at once ---------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _without_credentials(tmp_path) -> dict:
+    """A user's environment with no way to Google Cloud: an empty HOME, no key file, no
+    emulator, and none of the test suite's google.auth settings."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": ROOT,
+            "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def _cli(tmp_path, *args):
+    import subprocess
+    import sys
+    import time
+
+    began = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "tfrecorder", *args], cwd=tmp_path,
+                       env=_without_credentials(tmp_path), capture_output=True, text=True,
+                       timeout=300)
+    return p, time.monotonic() - began
+
+
+@pytest.fixture
+def off_google_cloud(monkeypatch):
+    monkeypatch.delenv("NO_GCE_CHECK", raising=False)
+    for name in storage._SERVERLESS:
+        monkeypatch.delenv(name, raising=False)
+    if storage.on_google_cloud():  # there, the metadata server has credentials
+        pytest.skip("this machine is Google's: its metadata server gives credentials")
+
+
+def _says_how_to_give_credentials(p, target):
+    assert p.returncode == 2, (p.returncode, p.stderr[-3000:])
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr[-3000:]  # no traceback, no retry warnings
+    (line,) = lines
+    assert line.startswith(f"Error: {target}: no Google Cloud credentials found"), line
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in line
+    assert "`gcloud auth application-default login`" in line
+    assert "application_default_credentials.json does not exist" in line
+
+
+@pytest.mark.slow
+def test_a_gs_output_without_credentials_is_one_line_before_anything_runs(tmp_path,
+                                                                           off_google_cloud):
+    import shutil
+
+    shutil.copytree(os.path.join(ROOT, "samples"), tmp_path / "samples",
+                    ignore=shutil.ignore_patterns("*.ipynb", "out"))
+    p, seconds = _cli(tmp_path, "convert", "samples/data.csv", "gs://tfr-nowhere/out")
+    _says_how_to_give_credentials(p, "gs://tfr-nowhere/out")
+    # It was 30 s and more of retries (gcsfs going on anonymously), then 108 lines.
+    assert seconds < 20, seconds
+    assert p.stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_gs_inputs_without_credentials_are_one_line_too(tmp_path, off_google_cloud):
+    p, seconds = _cli(tmp_path, "convert", "gs://tfr-nowhere/data.csv", "out")
+    _says_how_to_give_credentials(p, "gs://tfr-nowhere/data.csv")
+    assert seconds < 20, seconds
+    # A local table of gs:// images: refused when the first image is looked at.
+    (tmp_path / "t.csv").write_text("split,image_uri,label\nTRAIN,gs://tfr-nowhere/a.jpg,cat\n"
+                                    "TEST,gs://tfr-nowhere/b.jpg,dog\n")
+    p, seconds = _cli(tmp_path, "convert", "t.csv", "out")
+    _says_how_to_give_credentials(p, "gs://tfr-nowhere/a.jpg")
+    assert seconds < 20, seconds
+    assert not (tmp_path / "out").exists()  # refused before the output folder was made
+    p, _ = _cli(tmp_path, "inspect", "gs://tfr-nowhere/out")
+    _says_how_to_give_credentials(p, "gs://tfr-nowhere/out/tfrecorder.json")
+
+
+def test_credentials_are_found_where_google_auth_looks(tmp_path, monkeypatch, off_google_cloud):
+    import fsspec.config
+
+    for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG",
+                 "GCE_METADATA_HOST", "GCE_METADATA_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    missing = storage.credentials_problem("gs://b/x")
+    adc = tmp_path / ".config" / "gcloud" / storage.ADC_FILE
+    assert missing is not None and f"{adc} does not exist" in missing
+
+    # gcloud's application-default file, in its usual folder or in CLOUDSDK_CONFIG's
+    adc.parent.mkdir(parents=True)
+    adc.write_text("{}")
+    assert storage.credentials_problem("gs://b/x") is None
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "elsewhere"))
+    assert storage.credentials_problem("gs://b/x") is not None
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / storage.ADC_FILE).write_text("{}")
+    assert storage.credentials_problem("gs://b/x") is None
+    monkeypatch.delenv("CLOUDSDK_CONFIG")
+    adc.unlink()
+
+    # a key file named by GOOGLE_APPLICATION_CREDENTIALS, which must exist
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "key.json"))
+    problem = storage.credentials_problem("gs://b/x")
+    assert problem == (f"gs://b/x: GOOGLE_APPLICATION_CREDENTIALS={tmp_path / 'key.json'} is "
+                       f"not a file; set it to a service account key file (JSON), or unset it "
+                       f"and run `gcloud auth application-default login`")
+    (tmp_path / "key.json").write_text("{}")
+    assert storage.credentials_problem("gs://b/x") is None
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+
+    # no credentials needed: an emulator, or fsspec told to go anonymously
+    assert storage.credentials_problem("gs://b/x") is not None
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
+    assert storage.credentials_problem("gs://b/x") is None
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+    monkeypatch.setitem(fsspec.config.conf, "gs", {"token": "anon"})  # FSSPEC_GS_TOKEN=anon
+    assert storage.credentials_problem("gs://b/x") is None
+    monkeypatch.delitem(fsspec.config.conf, "gs")
+
+    # a Google Cloud runtime, where the metadata server has them
+    monkeypatch.setenv("K_SERVICE", "my-service")
+    assert storage.credentials_problem("gs://b/x") is None
+    monkeypatch.setenv("NO_GCE_CHECK", "true")  # google.auth then ignores the metadata server
+    assert storage.credentials_problem("gs://b/x") is not None

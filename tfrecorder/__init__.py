@@ -42,6 +42,7 @@ from tfrecorder._loading import Datasets, info, load
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
 from tfrecorder._options import Options
 from tfrecorder._output import build_index
+from tfrecorder._preview import Preview, show
 from tfrecorder._read import read
 from tfrecorder._report import Report, report
 from tfrecorder._result import ConversionResult, DataflowJob
@@ -65,6 +66,7 @@ __all__ = [
     "OutputBusyError",
     "OutputChangedError",
     "OutputExistsError",
+    "Preview",
     "Problem",
     "Report",
     "SchemaError",
@@ -85,6 +87,7 @@ __all__ = [
     "load",
     "read",
     "report",
+    "show",
     "types",
     "verify",
 ]

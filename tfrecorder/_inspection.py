@@ -7,7 +7,6 @@ through ``storage``, so it needs no TensorFlow and works on ``gs://`` as on loca
 
 from __future__ import annotations
 
-import base64
 import csv
 import dataclasses
 import gzip
@@ -20,11 +19,11 @@ from typing import Iterator
 
 from tfrecorder import (
     _example as example, _index as index, _layout as layout, _legacy as legacy,
-    _metadata as metadata, _records as records, _splits as splits, _storage as storage)
+    _metadata as metadata, _preview as preview, _records as records, _splits as splits,
+    _storage as storage)
 from tfrecorder._errors import ConfigError, CorruptRecordError, IncompleteOutputError
 from tfrecorder._manifest import Manifest
 
-_MIME = {"jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif", "bmp": "image/bmp"}
 _EXT = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp"}
 #: The CSV ``inspect`` writes, under TFRecorder's name for it.
 CSV_NAME = "data.csv"
@@ -32,7 +31,9 @@ CSV_NAME = "data.csv"
 
 @dataclasses.dataclass
 class Inspection:
-    """What ``inspect`` found; renders as a thumbnail grid in a notebook.
+    """What ``inspect`` found; renders as a grid of thumbnails in a notebook (each
+    image's longest side at most 128 pixels, JPEG or, with transparency, PNG; the files
+    written to ``output_dir`` are the stored images, whole).
 
     It is also the path of the folder it wrote (``os.PathLike``), as TFRecorder's
     ``inspect`` returned that folder: ``os.path.join(tfrecorder.inspect(d), "data.csv")``.
@@ -66,11 +67,15 @@ class Inspection:
         esc = html.escape
         cells = []
         for data, fmt, caption in self.images:
-            src = f"data:{_MIME.get(fmt, 'image/png')};base64,{base64.b64encode(data).decode()}"
+            # A thumbnail, not the stored file: the notebook keeps it (8 phone photos
+            # embedded as stored made a 7 MB cell).
+            small = preview.thumbnail(data)
+            img = (f"<img src='{preview.data_uri(*small)}'/>" if small is not None else
+                   f"<div style='width:{preview.THUMBNAIL_SIDE}px'>({esc(fmt)}: not "
+                   f"decodable here)</div>")
             cells.append(
-                "<figure style='display:inline-block;margin:4px;text-align:center'>"
-                f"<img src='{src}' style='max-height:128px;max-width:128px'/>"
-                f"<figcaption>{esc(caption)}</figcaption></figure>")
+                "<figure style='display:inline-block;margin:4px;text-align:center;"
+                f"vertical-align:top'>{img}<figcaption>{esc(caption)}</figcaption></figure>")
         labels = sorted({name for c in self.label_counts.values() for name in c})
         head = "".join(f"<th>{esc(s)}</th>" for s in self.split_counts)
         body = "".join(
