@@ -28,13 +28,13 @@ from typing import Iterable
 
 from tfrecorder import (
     _index as index, _layout as layout, _legacy as legacy, _metadata as metadata,
-    _storage as storage)
+    _storage as storage, _view as view)
 from tfrecorder._errors import (ConfigError, ConversionError, CorruptRecordError,
                                OutputBusyError, OutputExistsError, TFRecorderError)
 from tfrecorder._lock import (  # noqa: F401  (the lock's names, as callers know them)
     BOOT_ID, DATAFLOW_LOCK_TTL, LOCK_TTL, RENEW_EVERY, Lock, _read_holder, _stale, acquire,
     describe, identity, release)
-from tfrecorder._manifest import Manifest
+from tfrecorder._manifest import Manifest, json_bytes
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,9 @@ class Survey:
     manifest: Manifest | None               # a complete previous output
     leftovers: frozenset[str]                # files listed by ledgers of unfinished runs
     damaged: str | None = None               # why its manifest cannot be trusted, if so
+    #: Every file some published version lists (``versions/*.json`` and what each of
+    #: them lists: shards, index, live index and rows files), the version files too.
+    versioned: frozenset[str] = frozenset()
 
     @property
     def complete_files(self) -> frozenset[str]:
@@ -95,7 +98,7 @@ class Survey:
         names |= {layout.labels_file(k) for k in m.vocabularies}
         if m.quality:
             names.add(m.quality)
-        return frozenset(names)
+        return frozenset(names | self.versioned)
 
     def ours(self) -> frozenset[str]:
         names = self.complete_files | self.leftovers | {layout.LOCK, layout.TMP_DIR}
@@ -140,10 +143,13 @@ def survey(output_dir: str) -> Survey:
                           f"give a folder you can write to") from None
     # Another run's lock, written whole before it is linked in, is there for a moment.
     entries = tuple(e for e in entries if not layout.is_lock_in_the_making(e))
-    manifest, damaged = None, None
+    manifest, damaged, versioned = None, None, frozenset()
     if layout.MANIFEST in entries:
         try:
-            manifest = metadata.read_manifest(output_dir)
+            latest = view.open_version(output_dir)
+            manifest = latest.manifest
+            # Every version's files are the output's, so overwrite removes them all.
+            versioned = latest.files | _versioned(output_dir, entries)
         except TFRecorderError as e:
             # a damaged or crafted manifest: not a complete output, and nothing it
             # lists is taken as ours
@@ -165,8 +171,60 @@ def survey(output_dir: str) -> Survey:
                 continue
             # A ledger names what its run wrote; only names a run writes are taken from
             # it (never "../x" or "/etc/x"), and only as names inside this folder.
-            leftovers.update(n for n in files if layout.is_output_name(n))
-    return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged)
+            leftovers.update(n for n in files
+                             if layout.is_output_name(n) or view.is_version_name(n))
+    return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged, versioned)
+
+
+def _versioned(output_dir: str, entries: tuple[str, ...]) -> frozenset[str]:
+    """The files every published version lists, its manifest file included; a
+    damaged version manifest is a TFRecorderError (nothing of it is taken as ours)."""
+    if view.VERSIONS not in entries:
+        return frozenset()
+    names: set[str] = set()
+    for number in view.versions(output_dir):
+        names |= view.open_version(output_dir, number).files
+    return frozenset(names)
+
+
+def _remove_previous(output_dir: str, before: Survey, new: set) -> None:
+    """Removes the previous output's files that the run does not replace: its manifest
+    first (the folder then reads as incomplete, so no reader opens a half-removed
+    version), then every version's files, then the version manifests, which readers
+    of an older version check, last."""
+    here = functools.partial(_inside, output_dir)
+    storage.remove(here(layout.MANIFEST))
+    gone = sorted(before.complete_files - new)
+    manifests = [n for n in gone if view.is_version_file(n)]
+    for name in [n for n in gone if not view.is_version_file(n)] + manifests:
+        storage.remove(here(name))
+    if not storage.is_remote(output_dir):  # (an object store has no empty folders)
+        for folder in sorted(_folders(gone) - {index.DIR}):
+            _remove_empty_tree(here(folder))
+
+
+def _all_versions(output_dir: str, latest: "view.Version") -> list:
+    """Every published version of ``output_dir``, the latest (already open) last."""
+    if latest.manifest.format_version < 2:
+        return [latest]
+    return [view.open_version(output_dir, n) for n in view.versions(output_dir)
+            if n != latest.number] + [latest]
+
+
+def _order(latest, path: str):
+    """Index files in the manifest's order of their shards (splits, then shards)."""
+    names = [index.name(s.file) for listed in latest.shards.values() for s in listed]
+    name = path.rsplit("/", 2)
+    name = f"{name[-2]}/{name[-1]}"
+    return (names.index(name) if name in names else len(names), name)
+
+
+def _remove_empty_tree(folder: str) -> None:
+    """Removes the empty folders under ``folder`` and it, bottom up; a file in it (the
+    user's) keeps it and the folders on its way."""
+    for root, dirs, files in os.walk(folder, topdown=False):
+        if not os.listdir(root):
+            os.rmdir(root)
 
 
 def _inside(output_dir: str, *parts: str) -> str:
@@ -268,11 +326,9 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     before = survey(output_dir)
     here = functools.partial(_inside, output_dir)
     # From here on the directory reads as incomplete, until the new manifest is in.
-    storage.remove(here(layout.MANIFEST))
     new = (set(built.shards) | set(built.indexes) | set(built.files)
            | {layout.ERRORS, layout.MANIFEST})
-    for name in sorted(before.complete_files - new):
-        storage.remove(here(name))
+    _remove_previous(output_dir, before, new)
     if run.moved:
         if built.indexes and not storage.is_remote(output_dir):
             storage.makedirs(here(index.DIR))
@@ -326,7 +382,8 @@ def build_index(output_dir: str) -> list[str]:
     runs beside a conversion of the same directory.
     """
     output_dir = str(output_dir)
-    manifest = metadata.read_manifest(output_dir)
+    latest = view.open_version(output_dir)
+    manifest = latest.manifest
     if manifest.compression == "gzip":
         raise ConfigError(
             f"{output_dir} holds gzip shards: a gzip stream cannot be entered at a record's "
@@ -338,28 +395,32 @@ def build_index(output_dir: str) -> list[str]:
         # index folder is refused (what it points to is outside); a link at an index
         # file's or the manifest's name is replaced by ``write_atomic``, never followed.
         here = functools.partial(_inside, output_dir)
-        targets = {s.file: here(index.name(s.file))
-                   for info in manifest.splits.values() for s in info.shards}
+        # Every shard some version reads: a reader of an older version needs its index too.
+        shards = {s.file: s for v in _all_versions(output_dir, latest)
+                  for listed in v.shards.values() for s in listed}
+        targets = {name: here(index.name(name)) for name in shards}
         if not storage.is_remote(output_dir):
             storage.makedirs(here(index.DIR))
-        written, splits = [], {}
-        for split, info in manifest.splits.items():
-            shards = []
-            for shard in info.shards:
-                shard_path = here(shard.file)
-                with storage.open_file(shard_path, "rb") as f:
-                    entries = list(index.scan(f, shard_path))
-                if 0 <= shard.num_examples != len(entries):
-                    raise CorruptRecordError(
-                        f"{shard_path}: {len(entries)} records, the manifest says "
-                        f"{shard.num_examples}; the shard was truncated or replaced")
-                storage.write_atomic(targets[shard.file], index.format(entries))
-                written.append(targets[shard.file])
-                shards.append(dataclasses.replace(shard, index=index.name(shard.file)))
-            splits[split] = dataclasses.replace(info, shards=shards)
+        written = []
+        for name, shard in sorted(shards.items()):
+            shard_path = here(name)
+            with storage.open_file(shard_path, "rb") as f:
+                entries = list(index.scan(f, shard_path))
+            if 0 <= shard.num_examples != len(entries):
+                raise CorruptRecordError(
+                    f"{shard_path}: {len(entries)} records, the manifest says "
+                    f"{shard.num_examples}; the shard was truncated or replaced")
+            storage.write_atomic(targets[name], index.format(entries))
+            written.append(targets[name])
         if manifest.format_version != legacy.FORMAT_VERSION:  # TFRecorder's has no manifest
-            updated = dataclasses.replace(manifest, splits=splits)
-            storage.write_atomic(here(layout.MANIFEST), updated.to_bytes())
-        return written
+            # The manifest's own text with each shard's index entry added: what a later
+            # format adds to it is kept. A version's file (versions/KKKKK.json) is never
+            # rewritten; readers find index files by their name.
+            d = json.loads(storage.read_bytes(here(layout.MANIFEST)))
+            for info in d["splits"].values():
+                for shard in info["shards"]:
+                    shard["index"] = index.name(shard["file"])
+            storage.write_atomic(here(layout.MANIFEST), json_bytes(d))
+        return sorted(written, key=lambda p: _order(latest, p))
     finally:
         lock.release()
