@@ -120,8 +120,8 @@ def iter_records(v: view.View) -> Iterator[bytes]:
             continue
         v.refuse_retired(i)
         for offset, length in v.entries(i):
-            data = storage.read_range(shard.path, offset, length)
-            yield from records.read_records(io.BytesIO(data), f"{shard.path} at byte {offset}")
+            yield records.unframe(storage.read_range(shard.path, offset, length), length,
+                                  f"{shard.path}, record at byte {offset}")
 
 
 @dataclasses.dataclass(frozen=True)

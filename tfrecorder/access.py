@@ -44,11 +44,10 @@ from typing import Sequence
 import numpy as np
 
 from tfrecorder import (
-    _example as example, _index as index, _layout as layout, _records as records,
+    _example as example, _layout as layout, _partition as partition, _records as records,
     _storage as storage, _view)
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 
-_HEADER = 12  # length (8) and its checksum (4) before a record's data
 
 
 class Reader:
@@ -177,7 +176,7 @@ class Reader:
                     framed, remote = storage.read_range(path, offset, length), True
                 else:
                     framed = os.pread(self._fd(shard), length, offset)
-                out.append(_unframe(framed, length, f"{path}, record at byte {offset}"))
+                out.append(records.unframe(framed, length, f"{path}, record at byte {offset}"))
         except (OSError, CorruptRecordError) as e:
             if not isinstance(e, OutputChangedError):
                 self._check_generation(shard)  # a shard gone or cut: the directory replaced?
@@ -276,23 +275,6 @@ def _refuse_a_file(output_dir: str) -> None:
             f"folder (the one that holds {layout.MANIFEST}), not the table it was made from")
 
 
-def _unframe(framed: bytes, length: int, where: str) -> bytes:
-    if len(framed) != length:
-        raise CorruptRecordError(f"{where}: the shard ends {length - len(framed)} bytes "
-                                 f"early; the shard or its index file is damaged")
-    size = int.from_bytes(framed[:8], "little")
-    if records.masked_crc32c(framed[:8]) != int.from_bytes(framed[8:_HEADER], "little"):
-        raise CorruptRecordError(f"{where}: bad length checksum (is the index file the "
-                                 f"shard's own?)")
-    if size + index.FRAMING != length:
-        raise CorruptRecordError(f"{where}: a record of {size} bytes where the index says "
-                                 f"{length - index.FRAMING}; rebuild the index files")
-    data = framed[_HEADER:_HEADER + size]
-    if records.masked_crc32c(data) != int.from_bytes(framed[-4:], "little"):
-        raise CorruptRecordError(f"{where}: bad data checksum")
-    return data
-
-
 def values(data: bytes, specs: dict[str, layout.FeatureSpec]) -> dict:
     """A serialized ``tf.train.Example`` as plain values, shaped by the manifest's
     feature ``specs``: a scalar bytes feature is ``bytes``, a scalar int64 or float
@@ -340,5 +322,5 @@ def part(indices: Sequence[int] | int, rank: int, world_size: int):
                           f"0 <= rank < world_size")
     if isinstance(indices, (int, np.integer)):
         indices = range(int(indices))
-    n = len(indices)
-    return indices[n * rank // world_size:n * (rank + 1) // world_size]
+    start, end = partition.span(len(indices), rank, world_size)  # as load(shard=) cuts
+    return indices[start:end]
