@@ -407,3 +407,27 @@ def test_versions_on_cloud_storage(tf, gcs, versioned):
     d = json.loads(gcs.cat(f"{BUCKET}/versioned/versions/00002.json"))
     gcs.pipe(f"{BUCKET}/versioned/{layout.MANIFEST}", _json({**d, "published": "later"}))
     assert reader.records(range(27)) == before
+
+
+@pytest.mark.parametrize("kwargs", [{"shard": (1, 2)}, {"shuffle": "global", "seed": 5}])
+def test_a_checkpoint_of_version_2_resumes_over_its_live_records(tf, versioned, tmp_path,
+                                                                 kwargs):
+    out, _, after = versioned
+
+    def dataset():
+        return tfrecorder.load(out, "train", version=2, batch_size=3, decode_images=False,
+                               **kwargs)
+
+    whole = [n.decode() for b in dataset() for n in b["image_name"].numpy()]
+    it = iter(dataset())
+    ckpt = tf.train.Checkpoint(data=it)
+    first = [n.decode() for _ in range(2) for n in next(it)["image_name"].numpy()]
+    saved = ckpt.save(str(tmp_path / "ckpt"))
+    again = iter(dataset())
+    tf.train.Checkpoint(data=again).restore(saved).assert_consumed()
+    rest = [n.decode() for b in again for n in b["image_name"].numpy()]
+    assert first + rest == whole
+    if "shuffle" in kwargs:
+        assert sorted(whole) == sorted(_names(after))
+    else:  # reader 1 of 2: the second half of the live records, in file order per shard
+        assert sorted(whole) == sorted(_names(after)[len(after) // 2:])
