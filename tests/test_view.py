@@ -431,3 +431,41 @@ def test_a_checkpoint_of_version_2_resumes_over_its_live_records(tf, versioned, 
         assert sorted(whole) == sorted(_names(after))
     else:  # reader 1 of 2: the second half of the live records, in file order per shard
         assert sorted(whole) == sorted(_names(after)[len(after) // 2:])
+
+
+def test_a_live_index_may_skip_records_but_never_go_back():
+    assert index.parse(b"0 20\n50 16\n66 30\n", gaps=True) == [(0, 20), (50, 16), (66, 30)]
+    with pytest.raises(CorruptRecordError, match="line 2: .*previous one ends at byte 20; "
+                                                 "the version's live index is damaged"):
+        index.parse(b"0 20\n10 16\n", gaps=True)
+    with pytest.raises(CorruptRecordError, match="line 2"):
+        index.parse(b"0 20\n50 16\n")  # a shard's own index has no gaps
+
+
+@pytest.mark.parametrize("field, value", [
+    ("live_index", "../../secret.idx"),
+    ("live_index", "versions/00002/index/data-test.tfrecord-00000-of-00001.idx"),
+    ("rows", "rows/../notes.txt"),
+    ("file", "data-train-v2.tfrecord-00000-of-00001"),
+])
+def test_a_version_listing_names_tfrecorder_does_not_write_is_refused(versioned, tmp_path,
+                                                                      field, value):
+    src, _, _ = versioned
+    out = str(tmp_path / "out")
+    shutil.copytree(src, out)
+    d = _manifest(out)
+    d["splits"]["train"]["shards"][0][field] = value
+    for name in ("versions/00002.json", layout.MANIFEST):
+        _write(out, name, _json(d))
+    for read in (lambda: access.Reader(out, "train"), lambda: tfrecorder.verify(out),
+                 lambda: tfrecorder.load(out, "train"), lambda: tfrecorder.info(out)):
+        with pytest.raises(tfrecorder.IncompleteOutputError, match=f"it lists '{value}'|"
+                                                                   f"{value}"):
+            read()
+    # Version 1 is whole and still reads; overwrite takes nothing the bad version lists
+    # as its own, so it refuses to replace the shards.
+    assert access.Reader(out, "train", version=1).version == 1
+    assert "versions" in output.survey(out).foreign()
+    with pytest.raises(tfrecorder.OutputExistsError):
+        tfrecorder.convert(DATA, out, num_shards={"train": 3, "validation": 1, "test": 1},
+                           overwrite=True)

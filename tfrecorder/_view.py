@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import json
+import operator
 import os
 import re
 
@@ -294,17 +295,16 @@ def check_version(version) -> int | None:
     """``version`` as an int, or None; ConfigError unless a whole number >= 1."""
     if version is None:
         return None
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        try:
-            import numpy as np
-
-            if isinstance(version, np.integer) and version >= 1:
-                return int(version)
-        except ImportError:  # pragma: no cover
-            pass
+    try:
+        if isinstance(version, bool) or type(version).__name__ == "bool_":
+            raise TypeError
+        number = operator.index(version)  # an int, or NumPy's
+    except TypeError:
+        number = 0
+    if number < 1:
         raise ConfigError(f"version={version!r}; give a version number (1, 2, ...), or None "
                           f"for the latest")
-    return version
+    return number
 
 
 def open_version(output_dir: str, version: int | None = None) -> Version:
@@ -355,7 +355,7 @@ def _open_once(output_dir: str, version: int | None) -> Version:
             own = storage.read_bytes(pinned)
         except (FileNotFoundError, NotADirectoryError):
             own = None
-        if own is not None and _generation_of(own) == _generation_of(data):
+        if own is not None and generation_of(own) == generation_of(data):
             return _version(output_dir, own, pinned, number)
     return _version(output_dir, data, latest, number)
 
@@ -395,7 +395,7 @@ def _version(output_dir: str, data: bytes | None, pin: str, number: int) -> Vers
             f"overwrite=True.") from None
     if pin.endswith(version_file(number)):
         files = files | {version_file(number)}
-    return Version(output_dir, number, manifest, shards, pin, _generation_of(data), files)
+    return Version(output_dir, number, manifest, shards, pin, generation_of(data), files)
 
 
 def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
@@ -403,7 +403,7 @@ def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
     format-2 fields are read here; every name is checked to be one a conversion
     writes for that shard, since readers read what a manifest lists and overwrite
     removes it."""
-    splits_json, files = {}, set()
+    splits_json, files, indexed = {}, set(), set()
     shards: dict[str, list[Shard]] = {}
     for name, s in d["splits"].items():
         listed = []
@@ -433,6 +433,8 @@ def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
                                  + ("" if live_index else " without a live index"))
             listed.append(_shard(output_dir, file, n, int(x["num_bytes"]), live,
                                  x.get("index"), live_index, rows))
+            if x.get("index") is not None:
+                indexed.add(file)
             files.add(file)
             files.update(v for v in (x.get("index"), live_index, rows) if v)
         shards[name] = listed
@@ -446,8 +448,8 @@ def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
     split_infos = {
         name: SplitInfo(info.name, info.num_examples, info.num_bytes,
                         [ShardInfo(sh.file, sh.num_examples, sh.num_bytes,
-                                   index.name(sh.file) if d_index else None)
-                         for sh, d_index in zip(shards[name], _listed_index(d, name))],
+                                   index.name(sh.file) if sh.file in indexed else None)
+                         for sh in shards[name]],
                         info.label_counts)
         for name, info in base.splits.items()}
     manifest = dataclasses.replace(base, splits=split_infos, quality=quality)
@@ -456,10 +458,6 @@ def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
     if quality:
         files.add(quality)
     return manifest, {name: shards[name] for name in base.splits}, frozenset(files)
-
-
-def _listed_index(d: dict, split: str) -> list[bool]:
-    return [x.get("index") is not None for x in d["splits"][split]["shards"]]
 
 
 def _shard(output_dir, file, n, size, live, listed_index, live_index, rows) -> Shard:
@@ -479,10 +477,11 @@ def _generation(path: str):
         data = storage.read_bytes(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return _generation_of(data)
+    return generation_of(data)
 
 
-def _generation_of(data: bytes | None):
+def generation_of(data: bytes | None):
+    """The ``generation`` field of a manifest's text, or None."""
     if data is None:
         return None
     try:
@@ -529,6 +528,3 @@ def open_pin(path: str):
         raise
 
 
-def generation_of(data: bytes):
-    """The ``generation`` field of a manifest's text, or None."""
-    return _generation_of(data)
