@@ -469,3 +469,10 @@ def test_a_version_listing_names_tfrecorder_does_not_write_is_refused(versioned,
     with pytest.raises(tfrecorder.OutputExistsError):
         tfrecorder.convert(DATA, out, num_shards={"train": 3, "validation": 1, "test": 1},
                            overwrite=True)
+
+
+def test_a_version_of_a_folder_that_holds_no_conversion_says_so(tmp_path):
+    with pytest.raises(tfrecorder.IncompleteOutputError, match="does not exist"):
+        access.Reader(str(tmp_path / "nothing"), "train", version=2)
+    with pytest.raises(tfrecorder.IncompleteOutputError, match="does not exist"):
+        tfrecorder.load(str(tmp_path / "nothing"), "train", version=1)

@@ -209,6 +209,14 @@ class View:
             got = self._entries[shard] = self.read_entries(shard)
         return got
 
+    def known(self, shard: int) -> list[tuple[int, int]] | None:
+        """The entries of shard ``shard`` if they were read already, else None."""
+        return self._entries[shard]
+
+    def keep(self, shard: int, entries: list[tuple[int, int]]) -> None:
+        """Keeps ``entries`` as shard ``shard``'s (read and checked by the caller)."""
+        self._entries[shard] = entries
+
     def read_entries(self, shard: int) -> list[tuple[int, int]]:
         """The entries of shard ``shard``, read now (not kept): the live index where
         there is one, else the index file, else a scan of the shard's length fields.
@@ -337,6 +345,8 @@ def _open_once(output_dir: str, version: int | None) -> Version:
                 data = None
             if data is None or _number(data) == 1:
                 return _version(output_dir, data, latest, 1)
+        elif not storage.exists(latest):
+            metadata.read_manifest(output_dir)  # no conversion there: says so
         held = versions(output_dir)
         raise ConfigError(
             f"{output_dir} has no version {version}; it has version"

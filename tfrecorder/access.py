@@ -204,14 +204,14 @@ class Reader:
         return self.view.position(i)
 
     def _shard_entries(self, shard: int) -> list[tuple[int, int]]:
-        entries = self.view._entries[shard]
+        entries = self.view.known(shard)
         if entries is None:
             # Read, then checked: an index read from another conversion is refused here
             # (on gs:// the check after each read covers it).
             entries = self.view.read_entries(shard)
             if not storage.is_remote(self.files[shard]):
                 self._check_generation(shard)
-            self.view._entries[shard] = entries
+            self.view.keep(shard, entries)
         return entries
 
     def _check_generation(self, shard: int) -> None:
