@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import logging
 import os
 import uuid
 from typing import Iterable
@@ -35,8 +34,6 @@ from tfrecorder._lock import (  # noqa: F401  (the lock's names, as callers know
     BOOT_ID, DATAFLOW_LOCK_TTL, LOCK_TTL, RENEW_EVERY, Lock, _read_holder, _stale, acquire,
     describe, identity, release)
 from tfrecorder._manifest import Manifest, json_bytes
-
-log = logging.getLogger(__name__)
 
 LEDGER = "ledger.json"
 
