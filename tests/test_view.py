@@ -312,6 +312,9 @@ def test_a_reader_of_version_1_keeps_reading_it_while_version_2_is_published(tf,
     v1_names = sorted(_names(access.Reader(out, "train").records(range(27))))
     reader = access.Reader(out, "train")            # the latest: version 1
     first = reader.record(0)
+    from tfrecorder import grain
+
+    source = grain.DataSource(out, "train")
     ds = tfrecorder.load(out, "train", decode_images=False)
     parts = tfrecorder.load(out, "train", decode_images=False, shard=(0, 2))
     it = iter(ds)
@@ -320,6 +323,7 @@ def test_a_reader_of_version_1_keeps_reading_it_while_version_2_is_published(tf,
     assert access.Reader(out, "train").version == 2
     assert reader.version == 1 and reader.record(0) == first
     assert len(reader.records(range(27))) == 27     # no error: its version is whole
+    assert sorted(source[i]["image_name"].decode() for i in range(len(source))) == v1_names
     seen += [ex["image_name"].numpy().decode() for ex in it]
     assert sorted(seen) == v1_names
     assert len([ex for ex in parts]) == 13
