@@ -293,7 +293,7 @@ def _tabular(tmp_path, image_table):
 ], ids=["images", "tabular", "detection"])
 def test_every_record_holds_exactly_the_features_the_manifest_declares(tmp_path, image_table,
                                                                       make):
-    from tfrecorder import _example as example, _inspection as inspection
+    from tfrecorder import _example as example, _inspection as inspection, _view as view
 
     source, schema = make(tmp_path, image_table)
     out = str(tmp_path / "out")
@@ -302,7 +302,7 @@ def test_every_record_holds_exactly_the_features_the_manifest_declares(tmp_path,
     declared = set(m.features)
     seen = 0
     for split in m.splits:
-        for raw in inspection.iter_records(out, m, split):
+        for raw in inspection.iter_records(view.open_version(out).view(split)):
             assert set(example.parse(raw)) == declared
             seen += 1
     assert seen == sum(s.num_examples for s in m.splits.values()) > 0

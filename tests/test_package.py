@@ -101,9 +101,11 @@ def test_public_functions_show_their_real_parameters():
 
     assert params(tfrecorder.load)[:4] == ["tfrecord_dir", "split", "batch_size", "image_size"]
     assert "as_supervised" in params(tfrecorder.load)
-    assert params(tfrecorder.inspect) == ["tfrecord_dir", "split", "num_records", "output_dir"]
-    assert params(tfrecorder.verify) == ["tfrecord_dir"]
-    assert params(tfrecorder.info) == ["tfrecord_dir"]
+    assert params(tfrecorder.inspect) == ["tfrecord_dir", "split", "num_records", "output_dir",
+                                          "version"]
+    assert params(tfrecorder.verify) == ["tfrecord_dir", "version"]
+    assert params(tfrecorder.info) == ["tfrecord_dir", "version"]
+    assert params(tfrecorder.load)[-1] == params(tfrecorder.read)[-1] == "version"
     for fn in (tfrecorder.load, tfrecorder.inspect, tfrecorder.verify, tfrecorder.info):
         assert not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
         assert fn.__doc__ and fn.__module__.startswith("tfrecorder."), fn

@@ -56,12 +56,16 @@ def offsets(record_lengths: Iterable[int]) -> list[tuple[int, int]]:
 
 
 def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
-          size: int | None = None) -> list[tuple[int, int]]:
+          size: int | None = None, gaps: bool = False) -> list[tuple[int, int]]:
     """The ``(offset, length)`` entries of an index file's text; CorruptRecordError
     naming ``where`` and the line when a line is not two whole numbers, when the
     records do not follow each other, when a record ends past ``size`` (the shard's
     bytes, from the manifest), or when there are not ``count`` entries. A damaged line
-    is thus refused here, before any reader sizes a buffer from it."""
+    is thus refused here, before any reader sizes a buffer from it.
+
+    ``gaps=True`` reads a version's live index, which lists only the records the
+    version keeps: a record may start after the previous one's end (the retired ones
+    between), never before it."""
     entries, at = [], 0
     for number, line in enumerate(data.decode("ascii", "replace").splitlines(), 1):
         parts = line.split()
@@ -73,16 +77,15 @@ def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
             raise CorruptRecordError(
                 f"{where}, line {number}: {line!r} is not 'OFFSET LENGTH'; rebuild the "
                 f"index with `tfrecorder index`") from None
-        if offset != at or length < FRAMING:
+        if (offset < at if gaps else offset != at) or length < FRAMING:
             raise CorruptRecordError(
                 f"{where}, line {number}: a record at byte {offset} of length {length}, "
-                f"where the previous one ends at byte {at}; rebuild the index with "
-                f"`tfrecorder index`")
+                f"where the previous one ends at byte {at}; " + _REBUILD[gaps])
         if size is not None and offset + length > size:
             raise CorruptRecordError(
                 f"{where}, line {number}: a record at byte {offset} of length {length} "
-                f"ends past the shard's {size} bytes; the index file is damaged: rebuild "
-                f"it with `tfrecorder index`")
+                f"ends past the shard's {size} bytes; the index file is damaged: "
+                + _REBUILD[gaps])
         entries.append((offset, length))
         at = offset + length
     if count is not None and len(entries) != count:
@@ -91,6 +94,13 @@ def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
             f"holds {count} (an index cut short, or another shard's); rebuild it with "
             f"`tfrecorder index`")
     return entries
+
+
+#: What to do about a damaged index file, or a damaged live index (which lists what
+#: a version kept: nothing else knows it).
+_REBUILD = {False: "rebuild the index with `tfrecorder index`",
+            True: "the version's live index is damaged; read another version, or convert "
+                  "again with overwrite=True"}
 
 
 def scan(file: BinaryIO, where: str = "<stream>") -> Iterator[tuple[int, int]]:

@@ -19,10 +19,9 @@ from typing import Iterator
 
 from tfrecorder import (
     _example as example, _index as index, _layout as layout, _legacy as legacy,
-    _metadata as metadata, _preview as preview, _records as records, _splits as splits,
-    _storage as storage)
+    _preview as preview, _records as records, _splits as splits, _storage as storage,
+    _view as view)
 from tfrecorder._errors import ConfigError, CorruptRecordError, IncompleteOutputError
-from tfrecorder._manifest import Manifest
 
 _EXT = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp"}
 #: The CSV ``inspect`` writes, under TFRecorder's name for it.
@@ -117,10 +116,17 @@ def shard_records(path: str, compression: str | None) -> Iterator[bytes]:
             raise records.CorruptRecordError(f"{path}: {e}") from None
 
 
-def iter_records(tfrecord_dir: str, manifest: Manifest, split: str) -> Iterator[bytes]:
-    """Every record of ``split``, in file order, checksums verified."""
-    for name in manifest.files(split):
-        yield from shard_records(storage.join(tfrecord_dir, name), manifest.compression)
+def iter_records(v: view.View) -> Iterator[bytes]:
+    """Every live record of the split of view ``v``, in file order, checksums verified:
+    a shard whose version retired records is read through its live index."""
+    for i, shard in enumerate(v.shards):
+        if shard.live_index is None:
+            yield from shard_records(shard.path, v.manifest.compression)
+            continue
+        v.refuse_retired(i)
+        for offset, length in v.entries(i):
+            yield records.unframe(storage.read_range(shard.path, offset, length), length,
+                                  f"{shard.path}, record at byte {offset}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,33 +137,49 @@ class Verification:
     files: int
     records: int
     records_per_split: dict[str, int]
+    #: The version verified (1 for a folder without versions).
+    version: int = 1
 
 
-def verify(tfrecord_dir: str) -> Verification:
-    """Reads every record of every shard, checking each CRC, every shard's count and
-    every index file the manifest lists (each entry must match the shard's framing).
+def verify(tfrecord_dir: str, version: int | None = None) -> Verification:
+    """Reads every record of every shard of version ``version`` (None: the latest),
+    checking each CRC, every shard's count and every index file the manifest lists
+    (each entry must match the shard's framing); where the version retired records of
+    a shard, its live index must list records of the shard, as many as the manifest's
+    ``live``. ``records`` counts the live records.
 
-    Raises CorruptRecordError naming the damaged file, or IncompleteOutputError.
+    Raises CorruptRecordError naming the damaged file, IncompleteOutputError, or
+    ConfigError for a version the folder does not hold.
     """
     tfrecord_dir = str(tfrecord_dir)
-    manifest = metadata.read_manifest(tfrecord_dir)
+    opened = view.open_version(tfrecord_dir, version)
+    manifest = opened.manifest
     per_split, files = {}, 0
-    for split, info in manifest.splits.items():
+    for split in manifest.splits:
+        v = opened.view(split)
         total = 0
-        for shard in info.shards:
-            path = storage.join(tfrecord_dir, shard.file)
-            framed = [16 + len(r) for r in shard_records(path, manifest.compression)]
+        for i, (shard, info) in enumerate(zip(v.shards, manifest.splits[split].shards)):
+            framed = [16 + len(r) for r in shard_records(shard.path, manifest.compression)]
             n = len(framed)
             if n != shard.num_examples and shard.num_examples >= 0:  # -1: not recorded
                 raise records.CorruptRecordError(
-                    f"{path}: {n} records, the manifest says {shard.num_examples}")
-            if shard.index:  # the index the manifest lists must describe the shard exactly
+                    f"{shard.path}: {n} records, the manifest says {shard.num_examples}")
+            if info.index:  # the index the manifest lists must describe the shard exactly
                 index.check(index.read(tfrecord_dir, shard.file), framed,
                             index.path(tfrecord_dir, shard.file))
+            if shard.live_index:  # every entry one of the shard's records, none twice
+                whole = set(index.offsets(framed))
+                for line, entry in enumerate(v.read_entries(i), 1):
+                    if entry not in whole:
+                        raise CorruptRecordError(
+                            f"{shard.live_index}, line {line}: {entry[0]} {entry[1]} is no "
+                            f"record of {shard.file}; the live index is damaged")
+                n = shard.live
             total += n
             files += 1
         per_split[split] = total
-    return Verification(tfrecord_dir, files, sum(per_split.values()), per_split)
+    return Verification(tfrecord_dir, files, sum(per_split.values()), per_split,
+                        opened.number)
 
 
 def _safe_name(name: str) -> str:
@@ -180,20 +202,18 @@ def _cell(value):
 
 
 def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
-            output_dir: str | None = None) -> Inspection:
+            output_dir: str | None = None, version: int | None = None) -> Inspection:
     """Writes the first ``num_records`` of ``split`` as a CSV plus image files.
 
     The CSV ``data.csv`` has one row per record: every non-image feature, the label
     name, and the image file's name. ``output_dir`` defaults to a new temporary folder.
+    ``version=k`` inspects version ``k`` of an updated folder (None: the latest): its
+    live records and its label names.
     """
     tfrecord_dir = str(tfrecord_dir)
-    manifest = metadata.read_manifest(tfrecord_dir)
-    try:
-        name = splits.canonical(split) or str(split)
-    except splits.UnknownSplit:
-        name = str(split)
-    if name not in manifest.splits:
-        raise ConfigError(f"split {split!r} is not in {tfrecord_dir}; it has {sorted(manifest.splits)}")
+    opened = view.open_version(tfrecord_dir, version)
+    manifest = opened.manifest
+    name = opened.split_name(split)
     if output_dir is None:
         output_dir = tempfile.mkdtemp(prefix="tfrecorder-inspect-")
     storage.makedirs(output_dir)
@@ -201,7 +221,7 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
     names = manifest.label_names
 
     rows, images = [], []
-    for i, raw in zip(range(num_records), iter_records(tfrecord_dir, manifest, name)):
+    for i, raw in zip(range(num_records), iter_records(opened.view(name))):
         feats = example.parse(raw)
         row: dict = {"record": i}
         for key, (_, values) in sorted(feats.items()):

@@ -25,8 +25,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from tfrecorder import (
-    _index as index, _layout as layout, _legacy as legacy, _metadata as metadata,
-    _partition as partition, _splits as splits, _storage as storage)
+    _layout as layout, _legacy as legacy, _view as view,
+    _partition as partition, _splits as splits)
 from tfrecorder._errors import ConfigError
 from tfrecorder._manifest import Manifest
 
@@ -76,9 +76,10 @@ def _split_key(key, available) -> str:
     return name
 
 
-def info(tfrecord_dir: str) -> Manifest:
-    """The manifest of ``tfrecord_dir``: splits, counts, features, label names."""
-    return metadata.read_manifest(str(tfrecord_dir))
+def info(tfrecord_dir: str, version: int | None = None) -> Manifest:
+    """The manifest of ``tfrecord_dir`` (of its version ``version``; the latest by
+    default): splits, live record counts, features, label names."""
+    return view.open_version(str(tfrecord_dir), version).manifest
 
 
 def load(
@@ -99,6 +100,7 @@ def load(
     with_info: bool = False,
     shard: tuple[int, int] | None = None,
     input_context=None,
+    version: int | None = None,
 ):
     """``tf.data`` datasets of the splits written to ``tfrecord_dir``.
 
@@ -115,12 +117,18 @@ def load(
     ``shuffle=True`` shuffles file order and a window of ``shuffle_buffer`` records;
     ``shuffle="global"`` reads every record once per epoch in a seeded permutation of the
     whole split, a new one each epoch.
+
+    ``version=k`` reads version ``k`` of a folder that updates have changed (None: the
+    latest): only its live records, with its label names, even while a newer version
+    is published (docs/loading.md); ConfigError naming the versions there are when
+    there is no version ``k``.
     """
     image_size = _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels)
     import tensorflow as tf
 
     tfrecord_dir = str(tfrecord_dir)
-    manifest = info(tfrecord_dir)
+    opened = view.open_version(tfrecord_dir, version)
+    manifest = opened.manifest
     image_key, label_key = manifest.image_key, manifest.label_key
     if as_supervised and (image_key is None or label_key is None):
         raise ConfigError("as_supervised=True needs an image and a label feature; this "
@@ -145,16 +153,9 @@ def load(
             "batch_size with decoded images needs image_size=(height, width): images of "
             "different sizes cannot be stacked in one batch (or pass decode_images=False)")
 
-    if split is None:
-        names = list(manifest.splits)
-    else:
-        try:
-            names = [_split_key(split, manifest.splits)]
-        except KeyError:
-            raise ConfigError(f"split {split!r} is not in {tfrecord_dir}; it has "
-                              f"{sorted(manifest.splits)}") from None
+    names = list(manifest.splits) if split is None else [opened.split_name(split)]
     built = {
-        name: _pipeline(tf, tfrecord_dir, manifest, name, decode=decode, batch_size=batch_size,
+        name: _pipeline(tf, opened.view(name), decode=decode, batch_size=batch_size,
                         image_size=image_size, channels=channels, as_supervised=as_supervised,
                         shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, cache=cache,
                         deterministic=deterministic, drop_remainder=drop_remainder,
@@ -363,9 +364,10 @@ def _counted_records(tf, path, expected, compression, first=None, offset=None):
             .map(lambda record, last: record))
 
 
-def _same_conversion(tf, root: str, generation: str):
+def _same_conversion(tf, root: str, pin: str, generation: str):
     """A function of records already read, making an op that fails, with a message
-    saying what happened, when the manifest of ``root`` is gone or is another
+    saying what happened, when the manifest file ``pin`` of ``root`` (the version's
+    own, ``versions/KKKKK.json``, or ``tfrecorder.json``) is gone or is another
     conversion's than ``generation``.
 
     A conversion replacing a directory removes the old manifest before it touches any
@@ -373,10 +375,11 @@ def _same_conversion(tf, root: str, generation: str):
     read, still names the reader's conversion, no shard had been replaced when they were
     read: they are that conversion's, local or ``gs://``, whatever was open.
     """
-    path = storage.join(root, layout.MANIFEST)
+    path = pin
     pattern = f'(?s).*"generation": "{generation}".*'
     message = (f"{root} was replaced by another conversion while this dataset was reading "
-               f"it (its {layout.MANIFEST} is missing or of another conversion now), so "
+               f"it (its {pin.rsplit('/', 1)[-1]} is missing or of another conversion "
+               f"now), so "
                f"this epoch would mix two conversions. Call load() again to read the new "
                f"one.")
 
@@ -472,39 +475,18 @@ def _cache_file(cache: str, manifest: Manifest, split: str, reader) -> str:
     return f"{cache}.{manifest.generation or 'legacy'}.{split}.part-{i}-of-{n}"
 
 
-def _indexes(root, manifest, split, wanted=None) -> dict[int, list[tuple[int, int]]]:
-    """The index entries of the split's shards (of the files numbered in ``wanted``, or
-    all); ConfigError when a shard has no index, CorruptRecordError naming the index
-    file when it does not list the manifest's count of records within the shard's bytes
-    (an empty or cut index would have records read at another shard's offsets, and a
-    damaged length would size a buffer from it)."""
-    out = {}
-    for i, shard in enumerate(manifest.splits[split].shards):
-        if wanted is not None and i not in wanted:
-            continue
-        if manifest.compression == "gzip" or not shard.index:
-            raise ConfigError(
-                f"{root}: shard {shard.file} has no index file, which reading single records "
-                f"needs. " + ("gzip shards cannot be indexed; convert again without "
-                              "compression." if manifest.compression == "gzip" else
-                              f"Write them with `tfrecorder index {root}`."))
-        out[i] = index.read(root, shard.file, count=shard.num_examples,
-                            size=shard.num_bytes)
-    return out
-
-
-def _reader_records(tf, root, manifest, split, files, counts, compression, reader, shuffle,
-                    seed, deterministic):
-    """The records reader ``(i, n)`` reads of ``split``, and how many there are."""
-    total = sum(counts)
+def _reader_records(tf, v: view.View, compression, reader, shuffle, seed, deterministic):
+    """The records reader ``(i, n)`` reads of the split of view ``v``, and how many
+    there are."""
+    total = len(v)
     start, end = partition.span(total, *reader)
     if shuffle == "global":
-        entries = _indexes(root, manifest, split)
-        file_of = np.concatenate([np.full(c, i, np.int32) for i, c in enumerate(counts)]
+        entries = [v.entries(i) for i in range(len(v.shards))]
+        file_of = np.concatenate([np.full(c, i, np.int32) for i, c in enumerate(v.counts)]
                                  or [np.zeros(0, np.int32)])
-        offsets = np.array([o for i in range(len(files)) for o, _ in entries[i]], np.int64)
-        lengths = np.array([n for i in range(len(files)) for _, n in entries[i]], np.int64)
-        paths = tf.constant(files)
+        offsets = np.array([o for e in entries for o, _ in e], np.int64)
+        lengths = np.array([n for e in entries for _, n in e], np.int64)
+        paths = tf.constant(v.files)
         file_of, offsets, lengths = (tf.constant(a) for a in (file_of, offsets, lengths))
         last = tf.constant(max(total - 1, 0), tf.int64)
 
@@ -523,18 +505,24 @@ def _reader_records(tf, root, manifest, split, files, counts, compression, reade
             deterministic=deterministic)
         return ds, end - start
 
-    run_list = partition.pieces(partition.runs(counts, start, end), MAX_PARALLEL_READS,
-                                MIN_RUN)
-    indexed = compression == "" and all(s.index for s in manifest.splits[split].shards)
-    starts = [0] * len(run_list)
-    if indexed:
-        entries = _indexes(root, manifest, split, {f for f, _, _ in run_list})
-        starts = [entries[f][first][0] for f, first, _ in run_list]
+    # Each reader's part cut into pieces read in parallel, and each piece into runs of
+    # records the shard holds back to back (a retired record ends one), read from
+    # their byte offset; gzip shards are read from their start, the records before
+    # dropped.
+    indexed = compression == ""
+    run_list = []  # (file, first record, records, byte offset or -1)
+    for f, first, n in partition.pieces(partition.runs(v.counts, start, end),
+                                        MAX_PARALLEL_READS, MIN_RUN):
+        if indexed:
+            run_list += [(f, first, k, at) for at, k in v.contiguous(f, first, n)]
+        else:
+            v.refuse_retired(f)
+            run_list.append((f, first, n, -1))
     ds = tf.data.Dataset.from_tensor_slices((
-        tf.constant([files[f] for f, _, _ in run_list], tf.string),
-        tf.constant([first for _, first, _ in run_list], tf.int64),
-        tf.constant([n for _, _, n in run_list], tf.int64),
-        tf.constant(starts, tf.int64)))
+        tf.constant([v.files[f] for f, _, _, _ in run_list], tf.string),
+        tf.constant([first for _, first, _, _ in run_list], tf.int64),
+        tf.constant([n for _, _, n, _ in run_list], tf.int64),
+        tf.constant([at for _, _, _, at in run_list], tf.int64)))
     if shuffle:
         ds = ds.shuffle(max(1, len(run_list)), seed=seed, reshuffle_each_iteration=True)
     ds = ds.interleave(
@@ -545,11 +533,12 @@ def _reader_records(tf, root, manifest, split, files, counts, compression, reade
     return ds, end - start
 
 
-def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, channels,
-              as_supervised, shuffle, shuffle_buffer, seed, cache, deterministic, drop_remainder,
+def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_supervised,
+              shuffle, shuffle_buffer, seed, cache, deterministic, drop_remainder,
               reader=(0, 1)):
     AUTOTUNE = tf.data.AUTOTUNE
-    files = [storage.join(root, f) for f in manifest.files(split)]
+    root, manifest, split = v.output_dir, v.manifest, v.split
+    files = v.files
     compression = "GZIP" if manifest.compression == "gzip" else ""
     spec = feature_spec(tf, manifest)
     image_key, label_key = manifest.image_key, manifest.label_key
@@ -557,16 +546,15 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
     needed, decode_one = (_decoder(tf, image_size, channels, legacy_format) if decode
                           else ((), None))
 
-    counts = [s.num_examples for s in manifest.splits[split].shards]
-    known = min(counts, default=0) >= 0  # TFRecorder 2.0 did not record them
+    counts = v.counts
+    known = v.counts_known  # TFRecorder 2.0 did not record them
     if not known and (reader[1] > 1 or shuffle == "global"):
         raise ConfigError(
             f"{root} does not record how many records each shard holds (TFRecorder 2.0), "
             f"which shard= and shuffle='global' need; write index files with "
             f"`tfrecorder index {root}` (uncompressed shards only)")
-    if reader[1] > 1 or shuffle == "global":
-        ds, length = _reader_records(tf, root, manifest, split, files, counts, compression,
-                                     reader, shuffle, seed, deterministic)
+    if reader[1] > 1 or shuffle == "global" or v.retired:
+        ds, length = _reader_records(tf, v, compression, reader, shuffle, seed, deterministic)
     else:
         ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
         if shuffle:
@@ -580,8 +568,8 @@ def _pipeline(tf, root, manifest, split, *, decode, batch_size, image_size, chan
             cycle_length=max(1, min(len(files), MAX_PARALLEL_READS)),
             num_parallel_calls=AUTOTUNE, deterministic=deterministic)
         length = sum(counts) if known else None
-    if manifest.generation:
-        ds = _verified(tf, ds, _same_conversion(tf, root, manifest.generation))
+    if v.version.generation:
+        ds = _verified(tf, ds, _same_conversion(tf, root, v.version.pin, v.version.generation))
     if length is not None:
         # The exact length, from the manifest: batching then knows the batch count, and
         # Keras the steps per epoch, before the first epoch ends.

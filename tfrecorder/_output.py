@@ -5,7 +5,7 @@ A run never destroys what it cannot replace:
 - ``survey`` reads what a directory holds before a run: a complete output (its manifest
   and the files it lists), files of runs that did not finish (listed in their ledgers),
   and anything else, which is the user's and never removed or replaced.
-- ``Lock``: one conversion writes a directory at a time (``layout.LOCK``).
+- ``Lock`` (module ``lock``): one conversion writes a directory at a time (``layout.LOCK``).
 - Every file a run will put into the directory is listed in its ledger
   (``.tfrecorder-tmp/<run>/ledger.json``) before the first one is written, so a run that
   dies leaves nothing that a later run cannot recognise as its own.
@@ -21,30 +21,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import logging
-import math
 import os
-import socket
-import threading
-import time
 import uuid
 from typing import Iterable
 
 from tfrecorder import (
     _index as index, _layout as layout, _legacy as legacy, _metadata as metadata,
-    _storage as storage)
+    _storage as storage, _view as view)
 from tfrecorder._errors import (ConfigError, ConversionError, CorruptRecordError,
                                OutputBusyError, OutputExistsError, TFRecorderError)
-from tfrecorder._manifest import Manifest
-
-log = logging.getLogger(__name__)
+from tfrecorder._lock import (  # noqa: F401  (the lock's names, as callers know them)
+    BOOT_ID, DATAFLOW_LOCK_TTL, LOCK_TTL, RENEW_EVERY, Lock, _read_holder, _stale, acquire,
+    describe, identity, release)
+from tfrecorder._manifest import Manifest, json_bytes
 
 LEDGER = "ledger.json"
-#: Seconds a lock holds without being renewed; a running local conversion renews it.
-LOCK_TTL = 600
-RENEW_EVERY = 60
-#: A Dataflow job cannot renew its lock; its last step removes it.
-DATAFLOW_LOCK_TTL = 24 * 3600
 
 
 def new_run_id() -> str:
@@ -85,6 +76,9 @@ class Survey:
     manifest: Manifest | None               # a complete previous output
     leftovers: frozenset[str]                # files listed by ledgers of unfinished runs
     damaged: str | None = None               # why its manifest cannot be trusted, if so
+    #: Every file some published version lists (``versions/*.json`` and what each of
+    #: them lists: shards, index, live index and rows files), the version files too.
+    versioned: frozenset[str] = frozenset()
 
     @property
     def complete_files(self) -> frozenset[str]:
@@ -101,7 +95,7 @@ class Survey:
         names |= {layout.labels_file(k) for k in m.vocabularies}
         if m.quality:
             names.add(m.quality)
-        return frozenset(names)
+        return frozenset(names | self.versioned)
 
     def ours(self) -> frozenset[str]:
         names = self.complete_files | self.leftovers | {layout.LOCK, layout.TMP_DIR}
@@ -146,10 +140,13 @@ def survey(output_dir: str) -> Survey:
                           f"give a folder you can write to") from None
     # Another run's lock, written whole before it is linked in, is there for a moment.
     entries = tuple(e for e in entries if not layout.is_lock_in_the_making(e))
-    manifest, damaged = None, None
+    manifest, damaged, versioned = None, None, frozenset()
     if layout.MANIFEST in entries:
         try:
-            manifest = metadata.read_manifest(output_dir)
+            latest = view.open_version(output_dir)
+            manifest = latest.manifest
+            # Every version's files are the output's, so overwrite removes them all.
+            versioned = latest.files | _versioned(output_dir, entries)
         except TFRecorderError as e:
             # a damaged or crafted manifest: not a complete output, and nothing it
             # lists is taken as ours
@@ -171,8 +168,60 @@ def survey(output_dir: str) -> Survey:
                 continue
             # A ledger names what its run wrote; only names a run writes are taken from
             # it (never "../x" or "/etc/x"), and only as names inside this folder.
-            leftovers.update(n for n in files if layout.is_output_name(n))
-    return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged)
+            leftovers.update(n for n in files
+                             if layout.is_output_name(n) or view.is_version_name(n))
+    return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged, versioned)
+
+
+def _versioned(output_dir: str, entries: tuple[str, ...]) -> frozenset[str]:
+    """The files every published version lists, its manifest file included; a
+    damaged version manifest is a TFRecorderError (nothing of it is taken as ours)."""
+    if view.VERSIONS not in entries:
+        return frozenset()
+    names: set[str] = set()
+    for number in view.versions(output_dir):
+        names |= view.open_version(output_dir, number).files
+    return frozenset(names)
+
+
+def _remove_previous(output_dir: str, before: Survey, new: set) -> None:
+    """Removes the previous output's files that the run does not replace: its manifest
+    first (the folder then reads as incomplete, so no reader opens a half-removed
+    version), then every version's files, then the version manifests, which readers
+    of an older version check, last."""
+    here = functools.partial(_inside, output_dir)
+    storage.remove(here(layout.MANIFEST))
+    gone = sorted(before.complete_files - new)
+    manifests = [n for n in gone if view.is_version_file(n)]
+    for name in [n for n in gone if not view.is_version_file(n)] + manifests:
+        storage.remove(here(name))
+    if not storage.is_remote(output_dir):  # (an object store has no empty folders)
+        for folder in sorted(_folders(gone) - {index.DIR}):
+            _remove_empty_tree(here(folder))
+
+
+def _all_versions(output_dir: str, latest: "view.Version") -> list:
+    """Every published version of ``output_dir``, the latest (already open) last."""
+    if latest.manifest.format_version < 2:
+        return [latest]
+    return [view.open_version(output_dir, n) for n in view.versions(output_dir)
+            if n != latest.number] + [latest]
+
+
+def _order(latest, path: str):
+    """Index files in the manifest's order of their shards (splits, then shards)."""
+    names = [index.name(s.file) for listed in latest.shards.values() for s in listed]
+    name = path.rsplit("/", 2)
+    name = f"{name[-2]}/{name[-1]}"
+    return (names.index(name) if name in names else len(names), name)
+
+
+def _remove_empty_tree(folder: str) -> None:
+    """Removes the empty folders under ``folder`` and it, bottom up; a file in it (the
+    user's) keeps it and the folders on its way."""
+    for root, dirs, files in os.walk(folder, topdown=False):
+        if not os.listdir(root):
+            os.rmdir(root)
 
 
 def _inside(output_dir: str, *parts: str) -> str:
@@ -242,225 +291,6 @@ def write_ledger(folder: str, names: Iterable[str]) -> None:
                         json.dumps({"files": sorted(set(names))}).encode(), private=True)
 
 
-# --- one writer at a time -------------------------------------------------------------
-
-@dataclasses.dataclass
-class Lock:
-    """The lock file of an output directory, held by one run.
-
-    It is created only where none exists (O_EXCL on a local disk, a generation
-    precondition on Cloud Storage) and says who holds it and until when. A lock is
-    stale, and is taken over, only when it provably belongs to no live run: it has
-    expired (its run stopped renewing it), or its process is provably gone: the same
-    machine (host name, boot id), the same PID namespace, and no process of that id and
-    start time. A process that is merely not visible from here (another container with
-    the same host name) proves nothing, and its lock holds until it expires.
-    """
-
-    path: str
-    holder: dict
-
-    def write(self) -> None:
-        storage.write_atomic(self.path, json.dumps(self.holder, sort_keys=True).encode())
-
-    def renew(self, ttl: int = LOCK_TTL) -> None:
-        if _read_holder(self.path).get("run_id") == self.holder["run_id"]:
-            self.holder["expires"] = time.time() + ttl
-            self.write()
-
-    def release(self) -> None:
-        """Removes the lock if it is still this run's."""
-        release(self.path, self.holder["run_id"])
-
-    def renewing(self):
-        """A context in which a thread renews the lock every ``RENEW_EVERY`` seconds."""
-        return _Renewer(self)
-
-
-class _Renewer:
-    def __init__(self, lock: Lock):
-        self._lock, self._stop = lock, threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tfrecorder-lock", daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(RENEW_EVERY):
-            try:
-                self._lock.renew()
-            except OSError as e:  # a missed renewal only shortens the lock's life
-                log.warning("could not renew %s: %s", self._lock.path, e)
-
-    def __enter__(self):
-        self._thread.start()
-        return self._lock
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
-def _read_holder(path: str) -> dict:
-    """The lock's content; {} when there is none, ``{"damaged": True}`` when it is not a
-    lock tfrecorder wrote whole, ``{"folder": True}`` for a folder at its name."""
-    try:
-        holder = json.loads(storage.read_bytes(path))
-    except FileNotFoundError:
-        return {}
-    except IsADirectoryError:
-        return {"folder": True}
-    except (OSError, ValueError):
-        return {"damaged": True}
-    if not isinstance(holder, dict) or _number(holder.get("expires")) is None:
-        return {"damaged": True}
-    return holder
-
-
-def _number(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _proc_start(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (Linux), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-def _pid_namespace() -> int | None:
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return None
-
-
-def identity() -> dict:
-    """What identifies this process, as a lock records it: host name, boot id and PID
-    namespace (one machine, one boot, one process tree), process id and start time."""
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "boot_id": _read_text(BOOT_ID),
-            "pid_namespace": _pid_namespace(), "pid": pid, "pid_start": _proc_start(pid)}
-
-
-#: Linux's id of the current boot: a lock from before a reboot names no live process.
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
-
-
-def _process_gone(holder: dict) -> bool:
-    """True only when the lock's process is provably not running any more."""
-    me = identity()
-    if (me["boot_id"] is None or me["pid_namespace"] is None
-            or holder.get("host") != me["host"] or holder.get("boot_id") != me["boot_id"]
-            or holder.get("pid_namespace") != me["pid_namespace"]
-            or not isinstance(holder.get("pid"), int) or holder.get("runner") != "DirectRunner"):
-        return False
-    started = _proc_start(holder["pid"])
-    if started is None:
-        try:
-            os.kill(holder["pid"], 0)
-        except ProcessLookupError:
-            return True
-        except (OSError, OverflowError):
-            return False
-        return False
-    return holder.get("pid_start") is not None and started != holder.get("pid_start")
-
-
-def _stale(holder: dict, path: str) -> bool:
-    """True when the lock at ``path`` provably belongs to no live run."""
-    if holder.get("folder"):
-        return False  # not a lock of ours: never removed
-    if holder.get("damaged"):
-        # No run renews a lock it cannot read as its own; it expires a full TTL after
-        # its last write (the renewals of a live local run rewrite it every minute).
-        written = storage.mtime(path)
-        return written is not None and written + LOCK_TTL < time.time()
-    if _number(holder.get("expires")) < time.time():
-        return True
-    return _process_gone(holder)
-
-
-def _when(value, fmt: str) -> str:
-    number = _number(value)
-    return time.strftime(fmt, time.localtime(number)) if number is not None else "?"
-
-
-def describe(holder: dict, path: str) -> str:
-    folder = storage.dirname(path)
-    if holder.get("folder"):
-        return (f"{path} is a folder, not a lock file of tfrecorder's, so {folder} cannot be "
-                f"locked. If no conversion is running there, remove that folder")
-    if holder.get("damaged"):
-        written = storage.mtime(path)
-        until = _when((written or time.time()) + LOCK_TTL, "%H:%M:%S")
-        return (f"{path} is a lock file tfrecorder cannot read (damaged, or written by "
-                f"something else), so another conversion may be writing {folder}. It is "
-                f"taken over at {until}, ten minutes after its last change; if no "
-                f"conversion is running, delete it now")
-    who = f"run {holder.get('run_id')} ({holder.get('runner')}"
-    who += f", job {holder['job_id']})" if holder.get("job_id") else (
-        f", process {holder.get('pid')} on {holder.get('host')})")
-    return (f"another conversion is writing {folder}: {who}, started "
-            f"{_when(holder.get('started'), '%Y-%m-%d %H:%M:%S')}. Wait for it to end, or "
-            f"write elsewhere. If it is not running any more, its lock expires at "
-            f"{_when(holder.get('expires'), '%H:%M:%S')}, or delete {path}.")
-
-
-def acquire(output_dir: str, run_id: str, runner: str, ttl: int = LOCK_TTL) -> Lock:
-    """Takes the lock of ``output_dir`` for ``run_id``; OutputBusyError when a live
-    conversion holds it."""
-    path = storage.join(output_dir, layout.LOCK)
-    now = time.time()
-    holder = {**identity(), "run_id": run_id, "runner": runner, "started": now,
-              "expires": now + ttl}
-    for _ in range(3):
-        try:
-            storage.create_exclusive(path, json.dumps(holder, sort_keys=True).encode())
-            return Lock(path, holder)
-        except FileExistsError:
-            current = _read_holder(path)
-            if current and not _stale(current, path):
-                raise OutputBusyError(describe(current, path)) from None
-            log.info("taking over the stale lock %s (%s)", path, current)
-            _break(path, current)
-    raise OutputBusyError(describe(_read_holder(path), path))
-
-
-def _break(path: str, seen: dict) -> None:
-    """Removes a stale lock, unless another run has replaced it meanwhile."""
-    if not storage.is_remote(path):
-        aside = f"{path}.{uuid.uuid4().hex}"
-        try:
-            os.rename(path, aside)  # atomic: of two runs breaking it, one succeeds
-        except FileNotFoundError:
-            return
-        if _read_holder(aside) != seen:
-            try:  # a fresh lock was moved aside: put it back
-                os.link(aside, path)
-            except FileExistsError:
-                pass
-        os.remove(aside)
-        return
-    if _read_holder(path) == seen:
-        storage.remove(path)
-
-
-def release(lock_path: str, run_id: str) -> None:
-    """Removes the lock at ``lock_path`` if ``run_id`` holds it."""
-    if _read_holder(lock_path).get("run_id") == run_id:
-        storage.remove(lock_path)
-
-
 # --- the last step --------------------------------------------------------------------
 
 def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
@@ -493,11 +323,9 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     before = survey(output_dir)
     here = functools.partial(_inside, output_dir)
     # From here on the directory reads as incomplete, until the new manifest is in.
-    storage.remove(here(layout.MANIFEST))
     new = (set(built.shards) | set(built.indexes) | set(built.files)
            | {layout.ERRORS, layout.MANIFEST})
-    for name in sorted(before.complete_files - new):
-        storage.remove(here(name))
+    _remove_previous(output_dir, before, new)
     if run.moved:
         if built.indexes and not storage.is_remote(output_dir):
             storage.makedirs(here(index.DIR))
@@ -551,7 +379,8 @@ def build_index(output_dir: str) -> list[str]:
     runs beside a conversion of the same directory.
     """
     output_dir = str(output_dir)
-    manifest = metadata.read_manifest(output_dir)
+    latest = view.open_version(output_dir)
+    manifest = latest.manifest
     if manifest.compression == "gzip":
         raise ConfigError(
             f"{output_dir} holds gzip shards: a gzip stream cannot be entered at a record's "
@@ -563,28 +392,32 @@ def build_index(output_dir: str) -> list[str]:
         # index folder is refused (what it points to is outside); a link at an index
         # file's or the manifest's name is replaced by ``write_atomic``, never followed.
         here = functools.partial(_inside, output_dir)
-        targets = {s.file: here(index.name(s.file))
-                   for info in manifest.splits.values() for s in info.shards}
+        # Every shard some version reads: a reader of an older version needs its index too.
+        shards = {s.file: s for v in _all_versions(output_dir, latest)
+                  for listed in v.shards.values() for s in listed}
+        targets = {name: here(index.name(name)) for name in shards}
         if not storage.is_remote(output_dir):
             storage.makedirs(here(index.DIR))
-        written, splits = [], {}
-        for split, info in manifest.splits.items():
-            shards = []
-            for shard in info.shards:
-                shard_path = here(shard.file)
-                with storage.open_file(shard_path, "rb") as f:
-                    entries = list(index.scan(f, shard_path))
-                if 0 <= shard.num_examples != len(entries):
-                    raise CorruptRecordError(
-                        f"{shard_path}: {len(entries)} records, the manifest says "
-                        f"{shard.num_examples}; the shard was truncated or replaced")
-                storage.write_atomic(targets[shard.file], index.format(entries))
-                written.append(targets[shard.file])
-                shards.append(dataclasses.replace(shard, index=index.name(shard.file)))
-            splits[split] = dataclasses.replace(info, shards=shards)
+        written = []
+        for name, shard in sorted(shards.items()):
+            shard_path = here(name)
+            with storage.open_file(shard_path, "rb") as f:
+                entries = list(index.scan(f, shard_path))
+            if 0 <= shard.num_examples != len(entries):
+                raise CorruptRecordError(
+                    f"{shard_path}: {len(entries)} records, the manifest says "
+                    f"{shard.num_examples}; the shard was truncated or replaced")
+            storage.write_atomic(targets[name], index.format(entries))
+            written.append(targets[name])
         if manifest.format_version != legacy.FORMAT_VERSION:  # TFRecorder's has no manifest
-            updated = dataclasses.replace(manifest, splits=splits)
-            storage.write_atomic(here(layout.MANIFEST), updated.to_bytes())
-        return written
+            # The manifest's own text with each shard's index entry added: what a later
+            # format adds to it is kept. A version's file (versions/KKKKK.json) is never
+            # rewritten; readers find index files by their name.
+            d = json.loads(storage.read_bytes(here(layout.MANIFEST)))
+            for info in d["splits"].values():
+                for shard in info["shards"]:
+                    shard["index"] = index.name(shard["file"])
+            storage.write_atomic(here(layout.MANIFEST), json_bytes(d))
+        return sorted(written, key=lambda p: _order(latest, p))
     finally:
         lock.release()

@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from tfrecorder import _example as example, _layout as layout
-from tfrecorder import _metadata as metadata, access
+from tfrecorder import _view as view, access
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tfrecorder._layout import FeatureSpec
 from tfrecorder._manifest import Manifest
@@ -47,7 +47,7 @@ class _Column:
 
 
 def read(output_dir: str, split: str | None = None, images: bool = False, *,
-         chunksize: int | None = None):
+         chunksize: int | None = None, version: int | None = None):
     """The records of the conversion in ``output_dir`` as a pandas DataFrame, one row
     per record: ``split``, ``image_uri``, the label column (its name: ``label`` for image
     tables) holding the label name (a list of names when multi-label), ``boxes`` for
@@ -55,7 +55,8 @@ def read(output_dir: str, split: str | None = None, images: bool = False, *,
     every other feature under its column name; ``images=True`` adds ``image``, the
     stored bytes. Records come split after split (``split`` names one), each split in
     file order. ``chunksize=N`` returns an iterator of DataFrames of at most N rows (one
-    split each) instead, read N records at a time.
+    split each) instead, read N records at a time. ``version=k`` reads version ``k`` of
+    an updated folder (None: the latest): its live records, with its label names.
 
     ConfigError for an unknown split, gzip shards or a bad ``chunksize``;
     IncompleteOutputError when the directory holds no finished conversion;
@@ -65,7 +66,7 @@ def read(output_dir: str, split: str | None = None, images: bool = False, *,
             chunksize, (int, np.integer)) or chunksize < 1):
         raise ConfigError(f"chunksize={chunksize!r}; give a whole number of rows, 1 or more, "
                           f"or None for one DataFrame")
-    readers = _open(str(output_dir), split)
+    readers = _open(str(output_dir), split, version)
     columns = _columns(readers[0].manifest, bool(images)) if readers else []
     skip = frozenset() if images else frozenset({layout.IMAGE})
     if chunksize is not None:
@@ -82,11 +83,12 @@ def read(output_dir: str, split: str | None = None, images: bool = False, *,
     return _frame(cells, columns)
 
 
-def _open(output_dir: str, split: str | None) -> list[access.Reader]:
-    """A reader of each split to read, all of one conversion."""
+def _open(output_dir: str, split: str | None, version: int | None) -> list[access.Reader]:
+    """A reader of each split to read, all of one conversion and version."""
     access._refuse_a_file(output_dir)  # the table given for the folder: as Reader says
-    names = [split] if split is not None else list(metadata.read_manifest(output_dir).splits)
-    readers = [access.Reader(output_dir, name) for name in names]
+    opened = view.open_version(output_dir, version)
+    names = [split] if split is not None else list(opened.manifest.splits)
+    readers = [access.Reader(output_dir, name, version=opened.number) for name in names]
     found = {(r.manifest.generation, tuple(r.manifest.splits)) for r in readers}
     if len(found) > 1 or (split is None and readers
                           and list(readers[0].manifest.splits) != names):

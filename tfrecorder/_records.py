@@ -94,3 +94,24 @@ def read_records(file: BinaryIO, name: str = "<stream>") -> Iterator[bytes]:
             raise CorruptRecordError(f"{name}: bad data checksum at byte {offset}")
         offset += 16 + length
         yield data
+
+
+def unframe(framed: bytes, length: int, where: str) -> bytes:
+    """The data of one framed record read by its index entry (``length`` bytes asked
+    for), both checksums checked; CorruptRecordError naming ``where`` when the read
+    came back short, a checksum is wrong or the record's own length is not the
+    entry's."""
+    if len(framed) != length:
+        raise CorruptRecordError(f"{where}: the shard ends {length - len(framed)} bytes "
+                                 f"early; the shard or its index file is damaged")
+    (size,) = _LENGTH.unpack_from(framed) if length >= 12 else (-1,)
+    if length < 12 or _CRC.unpack_from(framed, 8)[0] != masked_crc32c(framed[:8]):
+        raise CorruptRecordError(f"{where}: bad length checksum (is the index file the "
+                                 f"shard's own?)")
+    if size + 16 != length:
+        raise CorruptRecordError(f"{where}: a record of {size} bytes where the index says "
+                                 f"{length - 16}; rebuild the index files")
+    data = framed[12:12 + size]
+    if _CRC.unpack_from(framed, length - 4)[0] != masked_crc32c(data):
+        raise CorruptRecordError(f"{where}: bad data checksum")
+    return data

@@ -1,21 +1,27 @@
 """Random access to the records of one split, without TensorFlow: the reader under the
 PyTorch, Grain and DALI adapters (``tfrecorder.torch``, ``tfrecorder.grain``).
 
-``Reader(output_dir, split)`` lists the split's shards from the manifest and each
-record's place from the shards' index files (``index/<shard>.idx``, see ``index``);
-a shard without an index file is scanned once in memory instead (its length fields
-only), and nothing is written. Record ``i`` is the ``i``-th record of the split in file
-order; reading it is one ranged read, local or ``gs://``, with both checksums checked::
+``Reader(output_dir, split, version=None)`` lists the split's shards from the manifest
+of the version (the latest by default) and each live record's place from the shards'
+index files (``index/<shard>.idx``, see ``index``), or the version's live index where
+it retired records of a shard; a shard without an index file is scanned once in memory
+instead (its length fields only), and nothing is written (``_view`` holds these
+policies for every reader). Record ``i`` is the ``i``-th live record of the split in
+file order; reading it is one ranged read, local or ``gs://``, with both checksums
+checked::
 
     reader = Reader("out/", "train")
-    len(reader)                 # records in the split, from the manifest
+    len(reader)                 # live records in the split, from the manifest
     reader.record(7)            # the serialized tf.train.Example
     reader.features(7)          # {"image": b"...", "label": 2, ...}
     order = permutation(len(reader), seed=0, epoch=3)
     mine = part(order, rank=1, world_size=4)
 
-A reader reads one conversion, from its first record to its last, even while another
-process converts into the same directory (docs/reliability.md). A local shard is
+A reader reads one conversion (one version of it), from its first record to its last,
+even while another process converts into the same directory or publishes a newer
+version (docs/reliability.md): it pins the version's own manifest file
+(``versions/KKKKK.json``, or ``tfrecorder.json`` in a folder without versions) and
+its generation. A local shard is
 opened first and its conversion checked after (the manifest still the one the reader
 opened): from then on the open file is that conversion's, whatever is renamed over its
 name. At most ``max_open_files`` shards stay open (64 by default, the least recently
@@ -29,9 +35,7 @@ still the reader's conversion; ``records()`` checks once for many records.
 
 from __future__ import annotations
 
-import bisect
 import collections
-import json
 import operator
 import os
 import threading
@@ -40,56 +44,49 @@ from typing import Sequence
 import numpy as np
 
 from tfrecorder import (
-    _example as example, _index as index, _layout as layout, _metadata as metadata,
-    _records as records, _splits as splits, _storage as storage)
+    _example as example, _layout as layout, _partition as partition, _records as records,
+    _storage as storage, _view)
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
-from tfrecorder._manifest import Manifest
 
-_HEADER = 12  # length (8) and its checksum (4) before a record's data
 
 
 class Reader:
-    """The records of split ``split`` of the conversion in ``output_dir``.
+    """The live records of split ``split`` of version ``version`` (None: the latest)
+    of the folder ``output_dir``.
 
-    ConfigError when the split is not there, or the shards are gzip-compressed (a gzip
-    stream cannot be entered at a record's offset: convert again without compression);
-    IncompleteOutputError when the directory has no manifest.
+    ConfigError when the split or the version is not there, or the shards are
+    gzip-compressed (a gzip stream cannot be entered at a record's offset: convert
+    again without compression); IncompleteOutputError when the directory has no
+    manifest.
     """
 
-    def __init__(self, output_dir: str, split: str = "train", *, max_open_files: int = 64):
+    def __init__(self, output_dir: str, split: str = "train", *, version: int | None = None,
+                 max_open_files: int = 64):
         self.output_dir = str(output_dir)
         if not (isinstance(max_open_files, int) and max_open_files >= 1):
             raise ConfigError(f"max_open_files={max_open_files!r}; give an int >= 1")
         self.max_open_files = max_open_files
         _refuse_a_file(self.output_dir)
-        for _ in range(3):  # the generation and the manifest read from one conversion
-            self._generation = _generation(self.output_dir)
-            self.manifest = metadata.read_manifest(self.output_dir)
-            if _generation(self.output_dir) == self._generation:
-                break
-        else:
-            raise OutputChangedError(f"{self.output_dir} is being written again and again "
-                                     f"while a reader opens it; open it once it is done")
-        self.split = _split_name(split, self.manifest, self.output_dir)
+        #: The split's live records in the version opened (``_view.View``).
+        self.view = _view.open_version(self.output_dir, version).view(split)
+        self.manifest = self.view.manifest
+        self.split = self.view.split
+        #: The version read (1 for a folder converted before versions existed).
+        self.version = self.view.version.number
+        self._generation = self.view.version.generation
         if self.manifest.compression:
             raise ConfigError(
                 f"{self.output_dir} holds {self.manifest.compression}-compressed shards; "
                 f"records cannot be read at random from a {self.manifest.compression} "
                 f"stream. Convert again with compression=None (the default) to read it "
                 f"with tfrecorder.access, .torch or .grain, or use tfrecorder.load().")
-        info = self.manifest.splits[self.split]
-        self.shards = list(info.shards)
-        if any(s.num_examples < 0 for s in self.shards):  # TFRecorder 2.0: no counts
+        if not self.view.counts_known:  # TFRecorder 2.0: no counts
             raise ConfigError(
                 f"{self.output_dir} was written by TFRecorder 2.0 and its manifest has no "
                 f"record counts; convert the data again with tfrecorder to read it at random.")
+        self.shards = list(self.manifest.splits[self.split].shards)
         #: Path of each shard of the split, in file order.
-        self.files = [storage.join(self.output_dir, s.file) for s in self.shards]
-        counts = [s.num_examples for s in self.shards]
-        self._starts = [0]
-        for n in counts:
-            self._starts.append(self._starts[-1] + n)
-        self._entries: list[list[tuple[int, int]] | None] = [None] * len(self.shards)
+        self.files = self.view.files
         self._reset()
 
     def _reset(self) -> None:
@@ -139,16 +136,17 @@ class Reader:
             os.close(fd)
 
     def __len__(self) -> int:
-        return self._starts[-1]
+        return len(self.view)
 
     @property
     def index_files(self) -> list[str]:
-        """The index file of each shard (``OUT/index/<shard>.idx``), in file order, for
-        readers that take them (DALI's ``fn.readers.tfrecord(index_path=...)``); a
-        directory converted before index files existed has none until
-        ``tfrecorder.build_index`` writes them."""
-        return [storage.join(self.output_dir, getattr(s, "index", None) or index.name(s.file))
-                for s in self.shards]
+        """The index file of each shard, in file order, listing the records the version
+        reads: the version's live index (``versions/KKKKK/index/<shard>.idx``) where it
+        retired records of the shard, else the shard's own (``OUT/index/<shard>.idx``);
+        for readers that take them (DALI's ``fn.readers.tfrecord(index_path=...)``),
+        which then skip retired records by themselves. A directory converted before
+        index files existed has none until ``tfrecorder.build_index`` writes them."""
+        return self.view.index_files
 
     def locate(self, i: int) -> tuple[str, int, int]:
         """``(shard path, offset, framed length)`` of record ``i``, as the index lists it."""
@@ -178,7 +176,7 @@ class Reader:
                     framed, remote = storage.read_range(path, offset, length), True
                 else:
                     framed = os.pread(self._fd(shard), length, offset)
-                out.append(_unframe(framed, length, f"{path}, record at byte {offset}"))
+                out.append(records.unframe(framed, length, f"{path}, record at byte {offset}"))
         except (OSError, CorruptRecordError) as e:
             if not isinstance(e, OutputChangedError):
                 self._check_generation(shard)  # a shard gone or cut: the directory replaced?
@@ -203,35 +201,17 @@ class Reader:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"record {i} of split {self.split!r}, which has {n} records")
-        shard = bisect.bisect_right(self._starts, i) - 1
-        return shard, i - self._starts[shard]
+        return self.view.position(i)
 
     def _shard_entries(self, shard: int) -> list[tuple[int, int]]:
-        entries = self._entries[shard]
+        entries = self.view.known(shard)
         if entries is None:
             # Read, then checked: an index read from another conversion is refused here
             # (on gs:// the check after each read covers it).
-            entries = self._read_index(shard)
+            entries = self.view.read_entries(shard)
             if not storage.is_remote(self.files[shard]):
                 self._check_generation(shard)
-            self._entries[shard] = entries
-        return entries
-
-    def _read_index(self, shard: int) -> list[tuple[int, int]]:
-        info, path, where = self.shards[shard], self.files[shard], self.index_files[shard]
-        try:
-            entries = index.parse(storage.read_bytes(where), where, count=info.num_examples,
-                                  size=info.num_bytes if info.num_bytes >= 0 else None)
-        except FileNotFoundError:
-            # Written before index files existed: the shard's length fields, read once.
-            where = path
-            with storage.open_file(path, "rb") as f:
-                entries = list(index.scan(f, path))
-        if len(entries) != info.num_examples:
-            raise CorruptRecordError(
-                f"{where}: lists {len(entries)} records, the manifest "
-                f"{layout.MANIFEST} says {info.num_examples} for {info.file}; rebuild the "
-                f"index files with tfrecorder.build_index({self.output_dir!r})")
+            self.view.keep(shard, entries)
         return entries
 
     def _check_generation(self, shard: int) -> None:
@@ -244,15 +224,16 @@ class Reader:
         if self._generation is None:
             return
         with self._lock:
-            if self._pin is not None and self._pin[1] == _stamp(self.output_dir):
+            where = self.view.version.pin
+            if self._pin is not None and self._pin[1] == _view.stamp(where):
                 return
             now = "none (the manifest is gone)"
             try:
-                pin = _open_pin(self.output_dir)
+                pin = _view.open_pin(where)
             except FileNotFoundError:
                 pin = None
             if pin is not None:
-                now = _generation_of(pin[2])
+                now = _view.generation_of(pin[2])
                 if now == self._generation:
                     old, self._pin = self._pin, pin[:2]
                     if old is not None and old[0] is not None:
@@ -286,96 +267,12 @@ class Reader:
             return fd
 
 
-def _generation(output_dir: str):
-    """The manifest's ``generation`` field, or None when it has none (or no manifest:
-    a TFRecorder 2.0 directory)."""
-    try:
-        data = storage.read_bytes(storage.join(output_dir, layout.MANIFEST))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return _generation_of(data)
-
-
-def _generation_of(data: bytes):
-    try:
-        return json.loads(data).get("generation")
-    except (ValueError, AttributeError):
-        return None  # read_manifest says what is wrong with it
-
-
-def _stamp(output_dir: str):
-    """What identifies the manifest's current file: its inode, size and change time
-    locally, its object generation on an object store; None when it is gone."""
-    path = storage.join(output_dir, layout.MANIFEST)
-    try:
-        if storage.is_remote(path):
-            fs = storage._fs(path)
-            fs.invalidate_cache(path)
-            info = fs.info(path)
-            return info.get("generation"), info.get("size"), info.get("updated")
-        st = os.stat(storage._local(path))
-        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-    except FileNotFoundError:
-        return None
-
-
-def _open_pin(output_dir: str):
-    """``(open file or None, stamp, bytes)`` of the manifest, all of one file: locally
-    it is opened, stamped from the open file and read from it; on an object store the
-    stamp is taken before the read (a stamp older than the bytes is only checked again)."""
-    path = storage.join(output_dir, layout.MANIFEST)
-    if storage.is_remote(path):
-        stamp = _stamp(output_dir)
-        if stamp is None:
-            raise FileNotFoundError(path)
-        return None, stamp, storage.read_bytes(path)
-    fd = os.open(storage._local(path), os.O_RDONLY)
-    try:
-        st = os.fstat(fd)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return fd, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), \
-            b"".join(chunks)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def _refuse_a_file(output_dir: str) -> None:
     """ConfigError when ``output_dir`` is a file (the CSV given for the output folder)."""
     if not storage.is_remote(output_dir) and os.path.isfile(storage._local(output_dir)):
         raise ConfigError(
             f"{output_dir} is a file, not the folder a conversion wrote; give the output "
             f"folder (the one that holds {layout.MANIFEST}), not the table it was made from")
-
-
-def _split_name(split: str, manifest: Manifest, output_dir: str) -> str:
-    try:
-        name = splits.canonical(split)
-    except splits.UnknownSplit:
-        name = str(split).strip().lower()
-    if name not in manifest.splits:
-        raise ConfigError(f"split {split!r} is not in {output_dir}; it has "
-                          f"{sorted(manifest.splits)}")
-    return name
-
-
-def _unframe(framed: bytes, length: int, where: str) -> bytes:
-    if len(framed) != length:
-        raise CorruptRecordError(f"{where}: the shard ends {length - len(framed)} bytes "
-                                 f"early; the shard or its index file is damaged")
-    size = int.from_bytes(framed[:8], "little")
-    if records.masked_crc32c(framed[:8]) != int.from_bytes(framed[8:_HEADER], "little"):
-        raise CorruptRecordError(f"{where}: bad length checksum (is the index file the "
-                                 f"shard's own?)")
-    if size + index.FRAMING != length:
-        raise CorruptRecordError(f"{where}: a record of {size} bytes where the index says "
-                                 f"{length - index.FRAMING}; rebuild the index files")
-    data = framed[_HEADER:_HEADER + size]
-    if records.masked_crc32c(data) != int.from_bytes(framed[-4:], "little"):
-        raise CorruptRecordError(f"{where}: bad data checksum")
-    return data
 
 
 def values(data: bytes, specs: dict[str, layout.FeatureSpec]) -> dict:
@@ -425,5 +322,5 @@ def part(indices: Sequence[int] | int, rank: int, world_size: int):
                           f"0 <= rank < world_size")
     if isinstance(indices, (int, np.integer)):
         indices = range(int(indices))
-    n = len(indices)
-    return indices[n * rank // world_size:n * (rank + 1) // world_size]
+    start, end = partition.span(len(indices), rank, world_size)  # as load(shard=) cuts
+    return indices[start:end]

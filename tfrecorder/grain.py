@@ -23,10 +23,15 @@ class DataSource:
     """The records of ``split`` in ``output_dir``; ``source[i]`` is record ``i``'s
     features as plain values (``access.values``): the image stays its stored bytes
     (decode it in a ``map``), a scalar label is an ``int``. Thread-safe. Reads only
-    the conversion it was made on, in every worker process (``access.Reader``)."""
+    the conversion it was made on, in every worker process (``access.Reader``);
+    ``version=k`` reads version ``k`` of an updated folder (the latest by default),
+    its live records only."""
 
-    def __init__(self, output_dir: str, split: str = "train", *, max_open_files: int = 64):
-        self.reader = access.Reader(output_dir, split, max_open_files=max_open_files)
+    def __init__(self, output_dir: str, split: str = "train", *, version: int | None = None,
+                 max_open_files: int = 64):
+        self.reader = access.Reader(output_dir, split, version=version,
+                                    max_open_files=max_open_files)
+        self._version = version
 
     def __len__(self) -> int:
         return len(self.reader)
@@ -36,5 +41,6 @@ class DataSource:
 
     def __repr__(self) -> str:
         # Grain's checkpoints record this string to recognise the source again.
+        pinned = "" if self._version is None else f", version={self._version}"
         return (f"tfrecorder.grain.DataSource({self.reader.output_dir!r}, "
-                f"{self.reader.split!r}, records={len(self)})")
+                f"{self.reader.split!r}{pinned}, records={len(self)})")

@@ -44,6 +44,9 @@ class Dataset(torch.utils.data.Dataset):
     A 16-bit image keeps its top 8 bits (``value >> 8``), as ``tfrecorder.load()``
     gives it.
 
+    ``version=k`` reads version ``k`` of a folder updated since (the latest by
+    default): its live records, its label names.
+
     The dataset holds no open file until it is read; each DataLoader worker opens the
     shards it reads, at most ``max_open_files`` at a time (``access.Reader``), and reads
     only the conversion the dataset was made on: OutputChangedError when the directory
@@ -51,8 +54,10 @@ class Dataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, output_dir: str, split: str = "train",
-                 transform: Callable | None = None, *, max_open_files: int = 64):
-        self.reader = access.Reader(output_dir, split, max_open_files=max_open_files)
+                 transform: Callable | None = None, *, version: int | None = None,
+                 max_open_files: int = 64):
+        self.reader = access.Reader(output_dir, split, version=version,
+                                    max_open_files=max_open_files)
         self.transform = transform
         manifest = self.reader.manifest
         self.image_key = manifest.image_key
