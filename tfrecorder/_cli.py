@@ -245,6 +245,7 @@ def _inspect_parser(sub) -> None:
                    metavar="DIR",
                    help="folder to write the CSV and images to (default: a new temporary "
                         "folder)")
+    _version_flag(p)
     _verbose(p)
 
 
@@ -256,7 +257,8 @@ def _run_inspect(args, _beam_flags) -> int:
                           and args.tfrecord_dir != args.tfrecord_dir_flag):
         raise UsageError("inspect needs one TFRECORD_DIR: the folder tfrecorder convert "
                          "wrote (e.g. tfrecorder inspect out/ --split train)")
-    print(inspect(folder, args.split, args.num_records, args.inspect_dir))
+    print(inspect(folder, args.split, args.num_records, args.inspect_dir,
+                  version=args.version))
     return 0
 
 
@@ -306,12 +308,19 @@ def _verify_parser(sub) -> None:
                     "all is whole, 1 naming the first damaged file, 2 when the folder is "
                     "not a whole conversion.")
     p.add_argument("output_dir", help="a directory written by tfrecorder convert")
+    _version_flag(p)
+
+
+def _version_flag(p) -> None:
+    p.add_argument("--version", type=int, default=None, metavar="K",
+                   help="read version K of a folder that updates changed (default: the "
+                        "latest; tfrecorder versions OUT lists them)")
 
 
 def _run_verify(args, _beam_flags) -> int:
     from tfrecorder._inspection import verify
 
-    done = verify(args.output_dir)
+    done = verify(args.output_dir, version=args.version)
     per_split = ", ".join(f"{split} {n}" for split, n in done.records_per_split.items())
     print(f"{args.output_dir}: whole. {done.records} records in {done.files} shard(s) "
           f"({per_split}); every checksum, count and index file checked")
