@@ -169,6 +169,9 @@ def _convert_parser(sub) -> None:
         if metavar is not None and cli.get("action") is None and "choices" not in cli:
             cli["metavar"] = metavar
         p.add_argument(*flags, dest=f.name, help=text, **cli)
+    p.add_argument("--append", dest="mode", action="store_const", const="append",
+                   default=None, help="add only the rows whose key the folder's latest "
+                                      "version does not hold, as a new version")
 
 
 def _verbose(parser) -> None:

@@ -125,10 +125,11 @@ class Looker:
         """Whether ``look`` needs the image decoded."""
         return self.near or self.pixels
 
-    def look(self, ref: tuple, data: bytes, width: int, height: int, img=None) -> None:
+    def look(self, ref: tuple, data: bytes, width: int, height: int,
+             img=None) -> tuple[str, int | None]:
         """Takes in one record: its source ``data``, its stored size, and ``img``, its
         decode where the writer made one (pre-sizing), else decoded small here when
-        the report needs pixels."""
+        the report needs pixels. Returns the record's ``(sha256, dhash or None)``."""
         self.widths[width] = self.widths.get(width, 0) + 1
         self.heights[height] = self.heights.get(height, 0) + 1
         h = None
@@ -143,7 +144,9 @@ class Looker:
                 self.sums[0] += n
                 self.sums[1] = [a + b for a, b in zip(self.sums[1], s)]
                 self.sums[2] = [a + b for a, b in zip(self.sums[2], q)]
-        self.seen.append((digest(data), h, ref))
+        sha = digest(data)
+        self.seen.append((sha, h, ref))
+        return sha, h
 
 
 # --- matching, in the pipeline ----------------------------------------------------------

@@ -71,6 +71,16 @@ class ConversionResult(_Keys):
     notes: list[str] = dataclasses.field(default_factory=list)
     #: The data report (``tfrecorder.report``): duplicates, leaks, conflicts, statistics.
     report: Any = None
+    #: The version published (the latest one, when ``unchanged``), and what it changed
+    #: per split: ``{split: {"added": n, "retired": n, "kept": n}}``.
+    version: int | None = None
+    changes: dict = dataclasses.field(default_factory=dict)
+    #: An update that found nothing to change, and so wrote nothing.
+    unchanged: bool = False
+    #: ``mode="append"``: rows whose key the folder already held (not written), and the
+    #: first of those keys.
+    existing_count: int = 0
+    existing_keys: list = dataclasses.field(default_factory=list)
 
     @property
     def labels_without_records(self) -> list[str]:
@@ -131,6 +141,9 @@ class ConversionResult(_Keys):
             label_counts={sp: dict(i.label_counts) for sp, i in m.splits.items()},
             multi_label=m.multi_label,
             report=_report.report(output_dir) if m.quality else None,
+            version=m.version,
+            changes={s: dict(c) for s, c in sorted((m.changes or {}).items(),
+                                                   key=lambda kv: layout.split_order(kv[0]))},
         )
 
     def label_distribution(self):
@@ -161,8 +174,31 @@ class ConversionResult(_Keys):
                           for i, sp in enumerate(self.rows_per_split))
         return f"<div>Records per label {legend}</div><table>{''.join(rows)}</table>"
 
+    def _change_lines(self) -> list[str]:
+        """The summary's lines of what an update changed, per split."""
+        if self.unchanged:
+            head = (f"  UNCHANGED   nothing to write: version {self.version} holds every row "
+                    f"of the table as it is")
+        elif self.version and self.version > 1:
+            head = f"  version {self.version}: rows added, retired and kept per split"
+        else:
+            return []
+        lines = [head]
+        for split, c in self.changes.items():
+            lines.append(f"  {split:<11} +{c.get('added', 0)} added, -{c.get('retired', 0)} "
+                         f"retired, {c.get('kept', 0)} kept")
+        if self.existing_count:
+            shown = ", ".join(map(str, self.existing_keys))
+            lines.append(f"  EXISTING    {self.existing_count:>9} row(s) not appended: their "
+                         f"key is already stored ({shown}{' ...' if self.existing_count > len(self.existing_keys) else ''})")
+        return lines
+
     def __str__(self) -> str:
+        if self.unchanged:
+            return "\n".join([f"tfrecorder: {self.output_dir} is up to date "
+                              f"(version {self.version})", *self._change_lines()])
         lines = [f"tfrecorder wrote {self.rows_written} of {self.rows_in} rows to {self.output_dir}"]
+        lines += self._change_lines()
         unit = "rows"
         if self.multi_label:
             unit = "records"

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 from tfrecorder import (
     _example as example, _image as image, _index as index, _layout as layout,
-    _quality as quality, _records as records, _storage as storage)
+    _quality as quality, _records as records, _rows as rows, _storage as storage)
 from tfrecorder._output import RunFolder
 from tfrecorder._plan import ShardTask
 
@@ -51,6 +51,7 @@ class ShardStats:
     formats: dict[str, int] = dataclasses.field(default_factory=dict)  # image_format -> records
     digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
+    rows_file: str | None = None   # its rows file (layout.rows_file); None when none is written
     look: quality.Looker | None = None  # what its images showed, for the data report
 
 
@@ -87,12 +88,21 @@ class WriteSettings:
     # stored as image_uri. None: the resolved path is stored.
     image_column: int | None = None
     near_duplicates: bool = False    # hash every image for the data report's near pairs
+    # The rows file of each shard (rows.py): the label names of the ids, where the match
+    # key is in a row's values (None: the image's value as stored in image_uri), and
+    # which values are other features of the row (written under "features").
+    rows: bool = True
+    label_names: tuple = ()
+    key_column: int | None = None
+    feature_columns: tuple = ()
 
-    def reader(self) -> Callable[[str], bytes]:
-        return functools.partial(storage.read_file, max_bytes=self.max_image_bytes)
+    def reader(self) -> Callable[[str], tuple]:
+        """Reads an image: ``(bytes, size, stamp)`` (``storage.read_file_stamped``)."""
+        return functools.partial(storage.read_file_stamped, max_bytes=self.max_image_bytes,
+                                 stamped=self.rows)
 
 
-def _read(uri: str, read=storage.read_bytes) -> bytes | OSError:
+def _read(uri: str, read=storage.read_bytes):
     try:
         return read(uri)
     except OSError as e:
@@ -211,6 +221,8 @@ def write(task: ShardTask, settings: WriteSettings,
     bad: list[Quarantined] = []
     digest = hashlib.blake2b(digest_size=16)
     framed: list[int] = []  # each record's framed length: the index, without a second pass
+    lines: list[dict] = []  # the rows file, one entry per record
+    names = settings.label_names
     out, raw = _open_for_write(tmp, gzipped)
     try:
         for done, (row, data) in enumerate(zip(task.rows, read_all(uris, threads,
@@ -218,11 +230,13 @@ def write(task: ShardTask, settings: WriteSettings,
             if progress is not None and done % REPORT_EVERY == 0:
                 progress(done)
             features = row.features
+            seen: dict = {}
             if row.image_uri is not None:
                 reason, stage = None, "read"
                 if isinstance(data, OSError):
                     reason = _read_reason(data, row.image_uri)
                 else:
+                    data, file_size, file_stamp = data
                     decoded: list = []
                     try:
                         stored, info = image.prepare(
@@ -240,14 +254,20 @@ def write(task: ShardTask, settings: WriteSettings,
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
-                look.look((row.split, task.index, stats.num_examples, row.row,
-                           row.image_uri if written is None else written, tuple(row.labels)),
-                          data, info.width, info.height, decoded[0] if decoded else None)
+                sha, phash = look.look(
+                    (row.split, task.index, stats.num_examples, row.row,
+                     row.image_uri if written is None else written, tuple(row.labels)),
+                    data, info.width, info.height, decoded[0] if decoded else None)
+                seen = dict(size=file_size, stamp=file_stamp, sha256=sha, phash=phash,
+                            width=info.width, height=info.height, fmt=info.format)
                 stats.source_bytes += len(data)
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
                 stats.formats[info.format] = stats.formats.get(info.format, 0) + 1
             framed.append(records.write_record_parts(out, example.serialize_parts(features),
                                                      digest))
+            if settings.rows:
+                lines.append(_rows_entry(row, settings, written if seen else None, names,
+                                         seen))
             stats.num_examples += 1
             stats.rows += 1 + len(row.merged)
             for label in row.labels:
@@ -271,4 +291,26 @@ def write(task: ShardTask, settings: WriteSettings,
             storage.makedirs(index_dir)
         storage.write_atomic(storage.join(folder, stats.index_file),
                              index.format(index.offsets(framed)))
+    if settings.rows:
+        stats.rows_file = layout.rows_file(task.filename)
+        rows_dir = storage.join(folder, layout.ROWS_DIR)
+        if not storage.is_remote(rows_dir):
+            storage.makedirs(rows_dir)
+        storage.write_atomic(storage.join(folder, stats.rows_file), rows.encode(lines))
     return stats, bad
+
+
+def _rows_entry(row, settings: WriteSettings, written: str | None, names: tuple,
+                seen: dict) -> dict:
+    """The rows file's line of one written record (rows.py)."""
+    from tfrecorder._metadata import strict_json
+
+    values = row.values
+    if settings.key_column is not None:
+        key = rows.key_text(strict_json(values[settings.key_column]))
+    else:
+        key = (written if written is not None else row.image_uri) if seen else None
+    features = {settings.columns[i]: strict_json(values[i]) for i in settings.feature_columns}
+    labels = [names[i] if 0 <= i < len(names) else str(i) for i in row.labels]
+    return rows.entry(row=strict_json(row.row), key=key, split=row.split, labels=labels,
+                      features=features, **seen)

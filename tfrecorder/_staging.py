@@ -22,7 +22,7 @@ TASK_SUFFIX = ".task"
 
 
 def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
-          gzip: bool) -> list[str]:
+          gzip: bool, version: int = 1) -> list[str]:
     """Writes the task files of every shard of ``plans`` under ``folder`` by streaming
     ``spilled`` (a ``spill.Spilled``) once; returns the shard names, in plan order.
 
@@ -30,11 +30,11 @@ def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
     shard's task file lists its byte ranges in the parts.
     """
     with gc_paused():
-        return _stage(spilled, plans, folder, name=name, gzip=gzip)
+        return _stage(spilled, plans, folder, name=name, gzip=gzip, version=version)
 
 
 def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
-           gzip: bool) -> list[str]:
+           gzip: bool, version: int = 1) -> list[str]:
     import numpy as np
 
     storage.makedirs(folder, private=True)
@@ -64,7 +64,7 @@ def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
                 at += len(blob)
             storage.write_bytes(storage.join(folder, part), b"".join(data), private=True)
         for index in range(lay.count):
-            filename = str(layout.ShardName(name, lay.split, index, lay.count, gzip))
+            filename = str(layout.ShardName(name, lay.split, index, lay.count, gzip, version))
             task = (lay.split, index, lay.count, filename, refs[index])
             storage.write_bytes(task_path(folder, filename),
                                 pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL),
