@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import io
+import json
 import os
 import random
 import socket
@@ -257,3 +259,18 @@ def convert_ids(out, n: int, num_shards: int, value: str = "x") -> str:
         value: tfrecorder.types.FloatInput})
     tfrecorder.convert(df, str(out), schema=schema, num_shards=num_shards)
     return str(out)
+
+
+def timeless(path) -> bytes:
+    """A file's bytes, but for what differs from one machine or day to the next: the
+    time a manifest was published, the modification times of the images in rows files."""
+    data = path.read_bytes()
+    if path.name.endswith(".rows.jsonl.gz"):
+        lines = [json.loads(line) for line in gzip.decompress(data).splitlines()]
+        return b"".join(json.dumps({k: v for k, v in e.items() if k != "stamp"},
+                                   sort_keys=True).encode() + b"\n" for e in lines)
+    if path.name == "tfrecorder.json" or path.parent.name == "versions":
+        d = json.loads(data)
+        d["published"] = "..."
+        return json.dumps(d, sort_keys=True).encode()
+    return data

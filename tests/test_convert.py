@@ -11,7 +11,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder import _metadata as metadata
-from tests.conftest import SAMPLES, encode, read_examples, split_files
+from tests.conftest import SAMPLES, encode, read_examples, split_files, timeless
 
 
 def _files(out):
@@ -22,7 +22,7 @@ def _files(out):
 #: and written down, so every machine that runs the suite (a laptop, CI) shows it writes
 #: exactly these bytes. A change of the on-disk format changes them on purpose: then
 #: update them here, and say so in the change. Manifests are compared without the time
-#: they were published, rows files without the images' modification times (``_timeless``).
+#: they were published, rows files without the images' modification times (``timeless``).
 SAMPLE_DIGESTS = {
     "data-test.tfrecord-00000-of-00001":
         "11d9b6a2f62ba58f4d3b25b3fe112ff1e1715ea3772fcd51b6b7578221bfe6b5",
@@ -70,7 +70,7 @@ def test_the_bundled_samples_give_the_same_bytes_on_every_machine(tmp_path):
     for path in sorted(out.rglob("*")):
         if path.is_file():
             found[path.relative_to(out).as_posix()] = hashlib.sha256(
-                _timeless(path)).hexdigest()
+                timeless(path)).hexdigest()
     assert found == SAMPLE_DIGESTS
     # The version's manifest is the manifest, and the one timestamp is when it was
     # published; rows files stamp each image with its modification time.
@@ -85,21 +85,6 @@ def test_the_bundled_samples_give_the_same_bytes_on_every_machine(tmp_path):
     assert first["stamp"] == image.stat().st_mtime_ns
     assert first["size"] == image.stat().st_size
     assert first["sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
-
-
-def _timeless(path) -> bytes:
-    """A file's bytes, but for what differs from one machine or day to the next: the
-    time a manifest was published, the modification times of the images in rows files."""
-    data = path.read_bytes()
-    if path.name.endswith(".rows.jsonl.gz"):
-        lines = [json.loads(line) for line in gzip.decompress(data).splitlines()]
-        return b"".join(json.dumps({k: v for k, v in e.items() if k != "stamp"},
-                                   sort_keys=True).encode() + b"\n" for e in lines)
-    if path.name == "tfrecorder.json" or path.parent.name == "versions":
-        d = json.loads(data)
-        d["published"] = "..."
-        return json.dumps(d, sort_keys=True).encode()
-    return data
 
 
 def test_samples_round_trip_with_plain_tensorflow(tf, tmp_path):
@@ -182,7 +167,7 @@ def test_same_input_gives_byte_identical_files(tmp_path):
     assert "index/data-train.tfrecord-00001-of-00002.idx" in a
     for name in a:
         # (but for the time each was published: tfrecorder.json, versions/00001.json)
-        assert _timeless(tmp_path / "a" / name) == _timeless(tmp_path / "b" / name), name
+        assert timeless(tmp_path / "a" / name) == timeless(tmp_path / "b" / name), name
 
 
 def test_existing_output_is_refused_unless_overwrite(tmp_path):

@@ -207,7 +207,8 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         if not shards:
             # Only retirements: nothing for workers to write, the last step runs here.
             output.finish(run.settings.run, run.spec, [], [])
-            return ConversionResult.from_output(output_dir, opts.runner, None)
+            return _existing(ConversionResult.from_output(output_dir, opts.runner, None),
+                             decided.update)
         staging.stage(subset, plans, run.task_dir, name=opts.name, gzip=gzip,
                       version=version)
     except BaseException:
@@ -216,7 +217,15 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
     finally:
         if subset is not None:
             subset.remove()
-    return _execute(run, lock, opts, [], len(shards))
+    return _existing(_execute(run, lock, opts, [], len(shards)), decided.update)
+
+
+def _existing(result, update: versions.Update):
+    """``result`` with the rows an append left out because their key was stored."""
+    if not isinstance(result, ConversionResult) or not update.existing_count:
+        return result
+    return dataclasses.replace(result, existing_count=update.existing_count,
+                               existing_keys=list(update.existing))
 
 
 def _noted(result, notes: list[str]):

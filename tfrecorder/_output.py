@@ -233,8 +233,9 @@ def survey(output_dir: str) -> Survey:
             # A ledger names what its run wrote; only names a run writes are taken from
             # it (never "../x" or "/etc/x"), and only as names inside this folder.
             leftovers.update(n for n in files if layout.is_output_name(n))
-    return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged,
-                  read_versions(output_dir, entries))
+    # A damaged manifest makes nothing in the folder ours, the versions' files included.
+    found = () if damaged else read_versions(output_dir, entries)
+    return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged, found)
 
 
 def _inside(output_dir: str, *parts: str) -> str:

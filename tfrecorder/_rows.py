@@ -22,11 +22,13 @@ DEFAULT_KEY = "image_uri"
 def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
           stamp: int | None = None, sha256: str | None = None, phash: int | None = None,
           width: int | None = None, height: int | None = None, fmt: str | None = None,
-          features: dict | None = None) -> dict:
+          features: dict | None = None, image_uri: str | None = None) -> dict:
     """One record's line; image fields only for rows with an image, ``phash`` only
     where near duplicates are hashed, ``features`` only where the table has other
-    columns."""
+    columns, ``image_uri`` only where the key is another column than the image's."""
     out = {"row": row, "key": key, "split": split, "label": list(labels)}
+    if image_uri is not None:
+        out["image_uri"] = image_uri
     if sha256 is not None:
         out.update(size=size, stamp=stamp, sha256=sha256, w=width, h=height, format=fmt)
         if phash is not None:

@@ -312,5 +312,8 @@ def _rows_entry(row, settings: WriteSettings, written: str | None, names: tuple,
         key = (written if written is not None else row.image_uri) if seen else None
     features = {settings.columns[i]: strict_json(values[i]) for i in settings.feature_columns}
     labels = [names[i] if 0 <= i < len(names) else str(i) for i in row.labels]
+    uri = None
+    if settings.key_column is not None and seen:  # the key is not the image: say which
+        uri = written if written is not None else row.image_uri
     return rows.entry(row=strict_json(row.row), key=key, split=row.split, labels=labels,
-                      features=features, **seen)
+                      features=features, image_uri=uri, **seen)

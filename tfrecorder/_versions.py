@@ -183,9 +183,12 @@ def _stamps(uris: list, content: bool, max_bytes: int) -> list:
         return list(pool.map(one, uris))
 
 
-def _same(e: dict, split: str, labels: list, features: dict, seen, content: bool) -> bool:
+def _same(e: dict, split: str, labels: list, features: dict, seen, content: bool,
+          uri) -> bool:
     if e.get("split") != split or sorted(e.get("label") or []) != labels:
         return False
+    if uri is not None and e.get("image_uri") != uri:
+        return False  # the key is another column, and the row names another image
     if (e.get("features") or {}) != features:
         return False
     if seen is None:
@@ -196,7 +199,8 @@ def _same(e: dict, split: str, labels: list, features: dict, seen, content: bool
 
 
 def _table_rows(table, settings) -> Iterator[tuple]:
-    """``(split, number in split, key, labels, features, row)`` of every spilled row."""
+    """``(split, number in split, key, labels, features, row, image value)`` of every
+    spilled row; the image value only where the key is another column."""
     from tfrecorder._metadata import strict_json
 
     names = settings.label_names
@@ -217,7 +221,11 @@ def _table_rows(table, settings) -> Iterator[tuple]:
                                 for i in row.labels)
                 features = {settings.columns[i]: strict_json(values[i])
                             for i in settings.feature_columns}
-                yield split, n, key, labels, features, row
+                uri = None
+                if settings.key_column is not None and row.image_uri is not None:
+                    uri = (values[settings.image_column].strip()
+                           if settings.image_column is not None else row.image_uri)
+                yield split, n, key, labels, features, row, uri
                 n += 1
 
 
@@ -238,7 +246,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     def decide(batch):
         nonlocal existing_count
         seen = _stamps([r[5].image_uri for r in batch], content, opts.max_image_bytes)
-        for (split, n, key, labels, features, row), look in zip(batch, seen):
+        for (split, n, key, labels, features, row, uri), look in zip(batch, seen):
             candidates = by_key.get(key, ())
             if append and candidates:
                 existing_count += 1
@@ -249,7 +257,8 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
             if look is not None or row.image_uri is None:
                 for c in candidates:
                     if ((c.shard.file, c.position) not in matched
-                            and _same(c.entry, split, labels, features, look, content)):
+                            and _same(c.entry, split, labels, features, look, content,
+                                      uri)):
                         hit = c
                         break
             if hit is not None:
