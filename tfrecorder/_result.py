@@ -142,8 +142,9 @@ class ConversionResult(_Keys):
             multi_label=m.multi_label,
             report=_report.report(output_dir) if m.quality else None,
             version=m.version,
-            changes={s: dict(c) for s, c in sorted((m.changes or {}).items(),
-                                                   key=lambda kv: layout.split_order(kv[0]))},
+            changes={s: {k: int(c.get(k, 0)) for k in ("added", "retired", "kept")}
+                     for s, c in sorted((m.changes or {}).items(),
+                                        key=lambda kv: layout.split_order(kv[0]))},
         )
 
     def label_distribution(self):
@@ -180,7 +181,7 @@ class ConversionResult(_Keys):
             head = (f"  UNCHANGED   nothing to write: version {self.version} holds every row "
                     f"of the table as it is")
         elif self.version and self.version > 1:
-            head = f"  version {self.version}: rows added, retired and kept per split"
+            head = "  records added, retired and kept per split:"
         else:
             return []
         lines = [head]
@@ -198,6 +199,9 @@ class ConversionResult(_Keys):
             return "\n".join([f"tfrecorder: {self.output_dir} is up to date "
                               f"(version {self.version})", *self._change_lines()])
         lines = [f"tfrecorder wrote {self.rows_written} of {self.rows_in} rows to {self.output_dir}"]
+        if self.version and self.version > 1:
+            lines = [f"tfrecorder updated {self.output_dir} to version {self.version}: "
+                     f"{self.rows_written} of {self.rows_in} rows of the table are in it"]
         lines += self._change_lines()
         unit = "rows"
         if self.multi_label:
@@ -240,6 +244,19 @@ class ConversionResult(_Keys):
             f"<table><tr><th>split</th><th>{'records' if self.multi_label else 'rows'}</th>"
             f"<th>shards</th></tr>", rows, "</table>",
         ]
+        if self.unchanged or (self.version or 0) > 1:
+            changed = "".join(
+                f"<tr><td>{esc(split)}</td><td style='text-align:right'>{c['added']}</td>"
+                f"<td style='text-align:right'>{c['retired']}</td>"
+                f"<td style='text-align:right'>{c['kept']}</td></tr>"
+                for split, c in self.changes.items())
+            said = ("unchanged: nothing written" if self.unchanged
+                    else f"published version {self.version}")
+            parts.append(f"<div><b>{said}</b></div><table><tr><th>split</th><th>added</th>"
+                         f"<th>retired</th><th>kept</th></tr>{changed}</table>")
+            if self.existing_count:
+                parts.append(f"<div>{self.existing_count} row(s) not appended: their key is "
+                             f"already stored</div>")
         if self.labels:
             parts.append(f"<div>{len(self.labels)} labels: {esc(', '.join(self.labels[:20]))}"
                          f"{' ...' if len(self.labels) > 20 else ''}</div>")
