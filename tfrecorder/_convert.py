@@ -14,7 +14,8 @@ import logging
 import os
 from tfrecorder import (
     _arguments as arguments, _image as image, _index as index, _layout as layout,
-    _metadata as metadata, _output as output, _plan as plan, _runners as runners)
+    _metadata as metadata, _output as output, _plan as plan, _quality as quality,
+    _runners as runners)
 from tfrecorder import (
     _rows as rows, _shard as shard, _spill as spill, _splits as splits,
     _staging as staging, _storage as storage, _versions as versions)
@@ -192,11 +193,14 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         files = [*shards, *indexes, *map(layout.rows_file, shards),
                  *decided.update.live_indexes,
                  *(layout.labels_file(k) for k in table.vocabularies),
-                 layout.version_manifest(version), layout.MANIFEST, layout.ERRORS,
+                 layout.version_manifest(version), layout.version_quality(version),
+                 layout.QUALITY, layout.MANIFEST, layout.ERRORS,
                  layout.DATASET_INFO, layout.FEATURES]
         output.check_target(before, True, files, run_id)
+        # The error budget is the whole table's: rows quarantined before are tried again
+        # in every update, and must not make a small update fail.
         run = _run(opts, output_dir, run_id, before, subset, shards, schema, source,
-                   update=decided.update)
+                   update=decided.update, rows_in=table.rows_in)
         folder = run.settings.run.folder
         output.write_ledger(folder, files)
         for name, data in decided.live_index_data.items():
@@ -206,18 +210,33 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
             storage.write_bytes(path, data)
         if not shards:
             # Only retirements: nothing for workers to write, the last step runs here.
-            output.finish(run.settings.run, run.spec, [], [])
+            looks = [versions.kept_look(output_dir, split, j - len(kept), info,
+                                        run.settings.label_names, opts.near_duplicates,
+                                        pending=folder)[0]
+                     for split, kept in decided.update.kept.items()
+                     for j, info in enumerate(kept)]
+            output.finish(run.settings.run, run.spec, looks, [],
+                          matches=quality.matches(looks, opts.near_duplicates))
             return _existing(ConversionResult.from_output(output_dir, opts.runner, None),
                              decided.update)
         staging.stage(subset, plans, run.task_dir, name=opts.name, gzip=gzip,
                       version=version)
+        # The shards it keeps are read too (their rows files), for the data report.
+        run = dataclasses.replace(run, kept=staging.stage_kept(run.task_dir,
+                                                               decided.update.kept))
     except BaseException:
         lock.release()
         raise
     finally:
         if subset is not None:
             subset.remove()
-    return _existing(_execute(run, lock, opts, [], len(shards)), decided.update)
+    result = _existing(_execute(run, lock, opts, [], len(shards)), decided.update)
+    if isinstance(result, ConversionResult) and result.version == parent.version:
+        # Nothing was published: every row the update tried was quarantined again.
+        return dataclasses.replace(result, unchanged=True, changes={
+            s: {"added": 0, "retired": 0, "kept": c["kept"]}
+            for s, c in decided.update.changes.items()})
+    return result
 
 
 def _existing(result, update: versions.Update):
@@ -278,7 +297,7 @@ def _row_settings(opts: Options, table: spill.Spilled, schema) -> dict:
 
 def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
          table: spill.Spilled, shards: list[str], schema, source,
-         update=None) -> runners.Run:
+         update=None, rows_in: int | None = None) -> runners.Run:
     """Where the run stages, writes and publishes, and how many workers write."""
     cloud = opts.runner == "DataflowRunner"
     # On Dataflow the shard tasks are staged under the temp location, read by workers.
@@ -294,7 +313,8 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
                      if opts.shorter_side is not None else {})
     spec = metadata.DatasetSpec(
         name=opts.name, compression=opts.compression, features=table.features,
-        vocabularies=table.vocabularies, rows_in=table.rows_in,
+        vocabularies=table.vocabularies,
+        rows_in=table.rows_in if rows_in is None else rows_in,
         max_error_fraction=opts.max_error_fraction, image_options=image_options,
         fail_in_pipeline=cloud, near_duplicates=opts.near_duplicates,
         source=source_name(source), mode=opts.mode or "convert", key=opts.key,

@@ -160,6 +160,11 @@ def version_quality(version: int) -> str:
     return f"{VERSIONS_DIR}/{version:05d}/{QUALITY}"
 
 
+def is_version_quality(name: str) -> bool:
+    """True for ``versions/KKKKK/quality.json``."""
+    return isinstance(name, str) and re.fullmatch(r"versions/\d{5}/quality\.json", name) is not None
+
+
 def rows_file(shard: str) -> str:
     """``rows/<shard>.rows.jsonl.gz``: one line per record of ``shard``, in file order."""
     return f"{ROWS_DIR}/{shard}{ROWS_SUFFIX}"

@@ -189,9 +189,10 @@ class Manifest:
 
 
 def _quality_file(name) -> str | None:
-    # One name only: a manifest that lists another file would have readers read it and
-    # ``overwrite`` remove it.
-    if name is not None and name != layout.QUALITY:
+    # Names of ours only (``quality.json``, an update's ``versions/KKKKK/quality.json``):
+    # a manifest that lists another file would have readers read it and ``overwrite``
+    # remove it.
+    if name is not None and name != layout.QUALITY and not layout.is_version_quality(name):
         raise ValueError(f"it lists {name!r} as its data report, which is not the file "
                          f"name tfrecorder writes ({layout.QUALITY!r})")
     return name

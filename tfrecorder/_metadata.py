@@ -121,6 +121,9 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
     bytes, whatever order the shards finished in.
     """
     stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.index))
+    # The shards an update keeps are there for the data report only.
+    kept_stats = [s for s in stats if getattr(s, "kept", False)]
+    stats = [s for s in stats if not getattr(s, "kept", False)]
     bad = sorted(quarantined, key=lambda q: _row_key(q.row))
     errors = b"".join(map(_error_line, bad))
     rows_bad = len(bad)
@@ -157,7 +160,11 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
     else:
         version, parent, rows_in, kept_rows = (update.version, update.parent.version,
                                                update.rows_in, update.kept_rows)
-        changes = {k: dict(v) for k, v in update.changes.items()}
+        # What was added is what the workers wrote: a row quarantined is not added.
+        written: dict[str, int] = {}
+        for s in stats:
+            written[s.split] = written.get(s.split, 0) + s.num_examples
+        changes = {k: {**v, "added": written.get(k, 0)} for k, v in update.changes.items()}
         for c, n in update.channels.items():
             channels[int(c)] = channels.get(int(c), 0) + n
         formats.update(update.formats)
@@ -166,7 +173,7 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
         vocabularies=spec.vocabularies, splits=splits, rows_in=rows_in,
         rows_written=kept_rows + sum(s.rows for s in stats), rows_quarantined=rows_bad,
         image_options=dict(spec.image_options),
-        quality=layout.QUALITY if update is None else None,
+        quality=layout.QUALITY if update is None else layout.version_quality(version),
         version=version, parent=parent, source=spec.source, mode=spec.mode, key=spec.key,
         changes=changes,
     )
@@ -182,10 +189,13 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
     manifest = dataclasses.replace(manifest, generation=fingerprint.hexdigest())
     files = {layout.labels_file(key): label_files.format_labels_file(vocab).encode("utf-8")
              for key, vocab in spec.vocabularies.items()}
-    if manifest.quality:
-        files[layout.QUALITY] = json_bytes(quality.build(
-            stats, *matches, label_names=names, multi_label=manifest.multi_label,
-            near_duplicates=spec.near_duplicates, row_json=strict_json))
+    # The data report: of an update, its new records against every live one (the kept
+    # ones' digests come from their rows files); also the latest report at the top.
+    files[layout.QUALITY] = json_bytes(quality.build(
+        stats + kept_stats, *matches, label_names=names, multi_label=manifest.multi_label,
+        near_duplicates=spec.near_duplicates, row_json=strict_json, version=version))
+    if manifest.quality != layout.QUALITY:
+        files[manifest.quality] = files[layout.QUALITY]
     files[DATASET_INFO] = json_bytes(tfds_dataset_info(manifest))
     files[FEATURES] = json_bytes(tfds_features(manifest, image_channels(channels),
                                                 decodable=TFDS_UNDECODABLE.isdisjoint(formats)))

@@ -558,6 +558,17 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     before = survey(output_dir)
     here = functools.partial(_inside, output_dir)
     update = spec.update
+    if update is not None and not any(c["added"] or c["retired"]
+                                      for c in built.manifest.changes.values()):
+        # Every row it tried was quarantined again, and it retires nothing: the update
+        # changes nothing, so it publishes nothing.
+        for done in (folder, *run.cleanup):
+            storage.remove(done)
+        tmp = here(layout.TMP_DIR)
+        if not storage.listdir(tmp):
+            storage.remove(tmp)
+        release(storage.join(output_dir, layout.LOCK), run.run_id)
+        return None
     moved = [*built.shards, *built.indexes, *built.rows,
              *(update.live_indexes if update is not None else ())]
     if update is None:
@@ -582,6 +593,8 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     _remove_empty_index_dir(output_dir)
     storage.write_bytes(here(layout.ERRORS), built.errors)
     for name, data in built.files.items():
+        if "/" in name and not storage.is_remote(output_dir):  # versions/KKKKK/quality.json
+            storage.makedirs(storage.dirname(here(name)))
         storage.write_bytes(here(name), data)
     # Published: the version's own manifest, created (never replaced: of two runs, one
     # wins), then the latest version's, which readers open.

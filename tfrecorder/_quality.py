@@ -235,6 +235,21 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
         yield "near", heapq.nsmallest(MAX_PAIRS, pairs, key=_pair_order), counts
 
 
+def matches(shards: Iterable, near: bool) -> tuple[list, list]:
+    """``(exact, near)`` as the pipeline finds them (``keyed``, a grouping, ``found``),
+    in memory: for an update that writes no shard, whose last step runs on the driver."""
+    groups: dict[tuple, list] = {}
+    for s in shards:
+        if s.look is not None:
+            for key, value in keyed(s.look.seen, near):
+                groups.setdefault(key, []).append(value)
+    exact, pairs = [], []
+    for key, members in groups.items():
+        for e in found(key, members):
+            (exact if e[0] == "exact" else pairs).append(e[1:])
+    return exact, pairs
+
+
 # --- the report, in the last step -------------------------------------------------------
 
 def _median(counts: dict) -> list[int]:

@@ -53,6 +53,9 @@ class ShardStats:
     index_file: str | None = None  # its index file (index.name); None when none is written
     rows_file: str | None = None   # its rows file (layout.rows_file); None when none is written
     look: quality.Looker | None = None  # what its images showed, for the data report
+    #: A shard of an earlier version whose live records an update keeps: read from its
+    #: rows file for the data report only, never written or listed again.
+    kept: bool = False
 
 
 @dataclasses.dataclass

@@ -108,6 +108,39 @@ def _check_private(path: str) -> None:
             f"reads it. Another user may have replaced it: run the conversion again")
 
 
+#: The shards an update keeps, read by the pipeline for the data report (JSON).
+KEPT = "kept.json"
+
+
+def stage_kept(folder: str, kept: dict) -> int:
+    """Writes the list of the shards an update keeps (``{split: [ShardInfo]}``) for
+    the workers; returns how many there are. Each is numbered before the update's own
+    shards of its split (-k .. -1), so that the report's positions follow the version's
+    file order."""
+    import dataclasses
+    import json
+
+    listed = []
+    for split, shards in kept.items():
+        for j, shard in enumerate(shards):
+            listed.append([split, j - len(shards), dataclasses.asdict(shard)])
+    storage.write_bytes(storage.join(folder, KEPT), json.dumps(listed).encode(), private=True)
+    return len(listed)
+
+
+def read_kept(folder: str) -> list:
+    """``[(split, number, ShardInfo)]`` that ``stage_kept`` wrote; [] when none."""
+    import json
+
+    from tfrecorder._manifest import ShardInfo
+
+    try:
+        listed = json.loads(storage.read_bytes(storage.join(folder, KEPT)))
+    except FileNotFoundError:
+        return []
+    return [(split, number, ShardInfo(**info)) for split, number, info in listed]
+
+
 def list_tasks(folder: str) -> list[str]:
     """The task files staged in ``folder``, in name order."""
     return [storage.join(folder, n) for n in storage.listdir(folder) if n.endswith(TASK_SUFFIX)]

@@ -137,15 +137,60 @@ def label_vocabulary(parent: Manifest, label_column: str | None, given):
     return list(parent.vocabularies.get(label_column, []))
 
 
-def _live_positions(output_dir: str, shard: ShardInfo) -> list[int]:
-    """Positions (record numbers in file order) of the shard's live records."""
+def _live_positions(output_dir: str, shard: ShardInfo, pending: str | None = None) -> list[int]:
+    """Positions (record numbers in file order) of the shard's live records; a live
+    index not yet published is read from ``pending``, the run's folder, where it is."""
     if not shard.live_index:
         return list(range(shard.num_examples))
     full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
                        shard.index)
     where = {offset: i for i, (offset, _) in enumerate(full)}
-    live = storage.read_bytes(storage.inside(output_dir, shard.live_index)).split()
+    path = storage.inside(output_dir, shard.live_index)
+    if pending is not None and storage.exists(storage.join(pending, shard.live_index)):
+        path = storage.join(pending, shard.live_index)
+    live = storage.read_bytes(path).split()
     return [where[int(offset)] for offset in live[::2]]
+
+
+def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
+              label_names: tuple, near: bool, pending: str | None = None):
+    """What the data report needs of a shard an update keeps, from its rows file and
+    its live index (no record or image is read): ``(ShardStats, [])`` with
+    ``kept=True`` and a Looker holding each live record's digest and hash. ``number``
+    places it before the update's own shards in its split (negative); ``pending``: the
+    run's folder, which holds the live indexes the update has not published yet."""
+    from tfrecorder._quality import Looker
+    from tfrecorder._shard import ShardStats
+
+    entries = rows.read(storage.inside(output_dir, shard.rows))
+    live = _live_positions(output_dir, shard, pending)
+    full = (index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
+                        shard.index) if shard.index else None)
+    ids = {name: i for i, name in enumerate(label_names)}
+    look = Looker(near=near)
+    stats = ShardStats(split, number, 0, shard.file, 0, 0, look=look, kept=True)
+    for rank, position in enumerate(live):
+        e = entries[position]
+        labels = tuple(ids[n] for n in e.get("label") or [] if n in ids)
+        for i in labels:
+            stats.labels[i] = stats.labels.get(i, 0) + 1
+        stats.num_examples += 1
+        stats.rows += 1
+        stats.num_bytes += full[position][1] if full else 0
+        if "sha256" in e:
+            stats.source_bytes += e.get("size") or 0
+            fmt = e.get("format")
+            if fmt:
+                stats.formats[fmt] = stats.formats.get(fmt, 0) + 1
+            look.widths[e["w"]] = look.widths.get(e["w"], 0) + 1
+            look.heights[e["h"]] = look.heights.get(e["h"], 0) + 1
+            phash = int(e["phash"], 16) if near and e.get("phash") else None
+            look.seen.append((e["sha256"], phash,
+                              (split, number, rank, e.get("row"),
+                               e.get("image_uri", e.get("key")), labels)))
+    if not full:
+        stats.num_bytes = shard.num_bytes
+    return stats, []
 
 
 def stored(output_dir: str, parent: Manifest) -> dict:
