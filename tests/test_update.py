@@ -435,3 +435,36 @@ def test_the_report_of_an_update_compares_new_rows_with_every_kept_one(tmp_path)
     assert result.report.counts["leaks"]["exact"] == 1
     # quality.json is the latest version's report (docs/format.md); version 1 names it.
     assert json.loads((out / "versions" / "00001.json").read_text())["quality"] == "quality.json"
+
+
+@pytest.mark.slow
+def test_an_update_on_cloud_storage_stamps_objects_by_generation(gcs, tmp_path):
+    from tests.conftest import BUCKET
+
+    root = f"gs://{BUCKET}/versions-e2e"
+    uris = []
+    for i in range(6):
+        uris.append(f"{root}/img/{i}.jpg")
+        gcs.pipe(uris[-1], encode(seed=i))
+    out = f"{root}/out"
+    tfrecorder.convert(_table(uris), out)
+    (line, *_) = rows.read(f"{out}/rows/data-train.tfrecord-00000-of-00001.rows.jsonl.gz")
+    info = gcs.info(line["key"])
+    assert line["stamp"] == int(info["generation"]) and line["size"] == int(info["size"])
+    assert json.loads(gcs.cat(f"{out}/versions/00001.json"))["version"] == 1
+
+    gcs.pipe(uris[1], encode(seed=101))  # rewritten: a new generation
+    result = tfrecorder.convert(_table(uris[:5]), out, mode="update")  # and 5 removed
+    assert result.version == 2
+    assert result.changes == {"train": {"added": 1, "retired": 2, "kept": 2},
+                              "test": {"added": 0, "retired": 0, "kept": 2}}
+    m = json.loads(gcs.cat(f"{out}/tfrecorder.json"))
+    assert m == json.loads(gcs.cat(f"{out}/versions/00002.json"))
+    (old, new) = m["splits"]["train"]["shards"]
+    assert new["file"] == "data-train-v00002.tfrecord-00000-of-00001" and old["live"] == 2
+    assert gcs.exists(f"{out}/{old['live_index']}") and gcs.exists(f"{out}/{new['rows']}")
+    with pytest.raises(FileExistsError):  # a published version is never replaced
+        from tfrecorder import _storage as storage
+
+        storage.create_exclusive(f"{out}/versions/00002.json", b"{}")
+    assert tfrecorder.convert(_table(uris[:5]), out, mode="update").unchanged
