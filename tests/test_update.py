@@ -468,3 +468,16 @@ def test_an_update_on_cloud_storage_stamps_objects_by_generation(gcs, tmp_path):
 
         storage.create_exclusive(f"{out}/versions/00002.json", b"{}")
     assert tfrecorder.convert(_table(uris[:5]), out, mode="update").unchanged
+
+
+@pytest.mark.slow
+def test_a_version_published_by_a_run_killed_before_tfrecorder_json_is_the_latest(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    v1 = (out / "tfrecorder.json").read_bytes()
+    tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
+    (out / "tfrecorder.json").write_bytes(v1)  # as if killed right after versions/00002.json
+    result = tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
+    assert result.unchanged and result.version == 2
+    assert (out / "tfrecorder.json").read_bytes() == (out / "versions" / "00002.json").read_bytes()

@@ -175,6 +175,13 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         decided = versions.plan(output_dir, parent, version,
                                 table, shard.WriteSettings(None, table.columns, **rows_of), opts)
         if decided.unchanged:
+            if before.versions and before.manifest != parent:
+                # A run killed between publishing its version and tfrecorder.json: the
+                # latest version's manifest becomes the folder's again.
+                k = before.versions[-1][0]
+                storage.write_atomic(
+                    storage.join(output_dir, layout.MANIFEST),
+                    storage.read_bytes(storage.join(output_dir, layout.version_manifest(k))))
             lock.release()
             result = ConversionResult.from_output(output_dir, opts.runner, None, parent)
             return dataclasses.replace(result, unchanged=True, changes={

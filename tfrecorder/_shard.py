@@ -239,7 +239,10 @@ def write(task: ShardTask, settings: WriteSettings,
                 if isinstance(data, OSError):
                     reason = _read_reason(data, row.image_uri)
                 else:
-                    data, file_size, file_stamp = data
+                    # (bytes, size, stamp) from ``settings.reader()``; a reader given
+                    # through the seam may give the bytes alone (no stamp, then)
+                    data, file_size, file_stamp = (data if isinstance(data, tuple)
+                                                   else (data, len(data), None))
                     decoded: list = []
                     try:
                         stored, info = image.prepare(
