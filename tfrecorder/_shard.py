@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 from tfrecorder import (
     _example as example, _image as image, _index as index, _layout as layout,
     _quality as quality, _records as records, _rows as rows, _storage as storage)
+from tfrecorder._metadata import strict_json
 from tfrecorder._output import RunFolder
 from tfrecorder._plan import ShardTask
 
@@ -309,8 +310,6 @@ def write(task: ShardTask, settings: WriteSettings,
 def _rows_entry(row, settings: WriteSettings, written: str | None, names: tuple,
                 seen: dict) -> dict:
     """The rows file's line of one written record (rows.py)."""
-    from tfrecorder._metadata import strict_json
-
     values = row.values
     if settings.key_column is not None:
         key = rows.key_text(strict_json(values[settings.key_column]))
