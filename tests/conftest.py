@@ -264,12 +264,19 @@ def convert_ids(out, n: int, num_shards: int, value: str = "x") -> str:
 def timeless(path) -> bytes:
     """A file's bytes, but for what differs from one machine or day to the next: the
     time a manifest was published, the modification times of the images in rows files."""
-    data = path.read_bytes()
-    if path.name.endswith(".rows.jsonl.gz"):
+    return timeless_data(path.as_posix(), path.read_bytes())
+
+
+def timeless_data(name: str, data: bytes) -> bytes:
+    """``timeless`` of the bytes of a file called ``name`` (its path, or its path in the
+    output folder)."""
+    base = name.rsplit("/", 1)[-1]
+    if base.endswith(".rows.jsonl.gz"):
         lines = [json.loads(line) for line in gzip.decompress(data).splitlines()]
         return b"".join(json.dumps({k: v for k, v in e.items() if k != "stamp"},
                                    sort_keys=True).encode() + b"\n" for e in lines)
-    if path.name == "tfrecorder.json" or path.parent.name == "versions":
+    folder = name.rsplit("/", 2)[-2] if "/" in name else ""
+    if base == "tfrecorder.json" or (folder == "versions" and base.endswith(".json")):
         d = json.loads(data)
         d["published"] = "..."
         return json.dumps(d, sort_keys=True).encode()
