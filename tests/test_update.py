@@ -481,3 +481,35 @@ def test_a_version_published_by_a_run_killed_before_tfrecorder_json_is_the_lates
     result = tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
     assert result.unchanged and result.version == 2
     assert (out / "tfrecorder.json").read_bytes() == (out / "versions" / "00002.json").read_bytes()
+
+
+def test_update_shard_names_format_and_parse_with_their_version():
+    name = layout.ShardName("data", "train", 3, 8, False, 2)
+    assert str(name) == "data-train-v00002.tfrecord-00003-of-00008"
+    assert layout.ShardName.parse(str(name)) == name
+    assert layout.ShardName.parse("data-train.tfrecord-00003-of-00008").version == 1
+    # version 1's shards carry no version: one name per shard
+    assert layout.ShardName.parse("data-train-v00001.tfrecord-00003-of-00008") is None
+    for ours in ("rows/data-train-v00002.tfrecord-00000-of-00001.rows.jsonl.gz",
+                 "versions/00002.json", "versions/00002/quality.json",
+                 "versions/00002/index/data-train.tfrecord-00000-of-00001.idx"):
+        assert layout.is_output_name(ours), ours
+    for other in ("rows/notes.txt", "versions/2.json", "versions/00002/index/x.idx",
+                  "versions/../x.json", "rows/data-train.tfrecord-00000-of-00001.idx"):
+        assert not layout.is_output_name(other), other
+    assert layout.parse_live_index(
+        "versions/00003/index/data-test.tfrecord-00000-of-00001.idx") == (
+        3, "data-test.tfrecord-00000-of-00001")
+
+
+def test_rows_files_are_the_same_bytes_for_the_same_records():
+    entries = [rows.entry(row=2, key="a.jpg", split="train", labels=["cat"], size=10,
+                          stamp=5, sha256="ab", phash=255, width=3, height=4, fmt="jpeg"),
+               rows.entry(row="x", key=None, split="test", labels=[], features={"n": 1.5})]
+    data = rows.encode(entries)
+    assert data == rows.encode(entries) and list(rows.decode(data)) == [
+        {"row": 2, "key": "a.jpg", "split": "train", "label": ["cat"], "size": 10,
+         "stamp": 5, "sha256": "ab", "phash": "00000000000000ff", "w": 3, "h": 4,
+         "format": "jpeg"},
+        {"row": "x", "key": None, "split": "test", "label": [], "features": {"n": 1.5}}]
+    assert rows.key_text(" a.jpg ") == "a.jpg" and rows.key_text(12) == "12"
