@@ -513,3 +513,27 @@ def test_rows_files_are_the_same_bytes_for_the_same_records():
          "format": "jpeg"},
         {"row": "x", "key": None, "split": "test", "label": [], "features": {"n": 1.5}}]
     assert rows.key_text(" a.jpg ") == "a.jpg" and rows.key_text(12) == "12"
+
+
+def test_a_table_without_images_is_matched_by_its_values_or_its_key(tf, tmp_path):
+    types = tfrecorder.types
+    schema = {"split": types.SplitKey, "id": types.IntegerInput, "x": types.FloatInput}
+    df = pd.DataFrame({"split": ["TRAIN"] * 6, "id": range(6), "x": [i / 4 for i in range(6)]})
+    out = tmp_path / "out"
+    tfrecorder.convert(df, str(out), schema=schema)
+    edited = df.drop(index=[0]).copy()
+    edited.loc[1, "x"] = 9.5
+    edited.loc[6] = ["TRAIN", 2, 0.5]  # a row equal to a stored one: added, not kept twice
+    # No key column: every row's key is empty, and a row is kept where its values are.
+    result = tfrecorder.convert(edited, str(out), schema=schema, mode="update")
+    assert result.changes == {"train": {"added": 2, "retired": 2, "kept": 4}}
+    records = _live_records(tf, out, 2)["train"]
+    assert sorted((e.features.feature["id"].int64_list.value[0],
+                   e.features.feature["x"].float_list.value[0]) for e in records) == [
+        (1, 9.5), (2, 0.5), (2, 0.5), (3, 0.75), (4, 1.0), (5, 1.25)]
+    # Another key than the records were written with matches none of them: every row is
+    # written again, once, keyed by it; the same table again is then unchanged.
+    again = tfrecorder.convert(edited, str(out), schema=schema, mode="update", key="id")
+    assert again.changes == {"train": {"added": 6, "retired": 6, "kept": 0}}
+    assert tfrecorder.convert(edited, str(out), schema=schema, mode="update",
+                              key="id").unchanged

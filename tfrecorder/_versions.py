@@ -193,17 +193,35 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     return stats, []
 
 
-def stored(output_dir: str, parent: Manifest) -> dict:
-    """Every live record of ``parent`` by its key: ``{key: [_Stored, ...]}``, from
-    the rows files (and live indexes) alone."""
-    out: dict[Any, list] = {}
+def stored(output_dir: str, parent: Manifest, content: bool = False) -> dict:
+    """Every live record of ``parent`` by its key and what makes it unchanged:
+    ``{key: {signature: [_Stored, ...]}}``, from the rows files (and live indexes)
+    alone; the signatures of ``check="content"`` hold digests instead of stamps."""
+    out: dict[Any, dict] = {}
     for info in parent.splits.values():
         for shard in info.shards:
             entries = rows.read(storage.inside(output_dir, shard.rows))
             for position in _live_positions(output_dir, shard):
                 e = entries[position]
-                out.setdefault(e.get("key"), []).append(_Stored(shard, position, e))
+                if "sha256" not in e:
+                    image = None
+                elif content:
+                    image = ("sha256", e["sha256"])
+                else:
+                    image = ("stat", e.get("size"), e.get("stamp"))
+                sig = _signature(e.get("split"), sorted(e.get("label") or []),
+                                 e.get("features") or {}, image, e.get("image_uri"))
+                out.setdefault(e.get("key"), {}).setdefault(sig, []).append(
+                    _Stored(shard, position, e))
     return out
+
+
+def _signature(split: str, labels: list, features: dict, image, uri) -> tuple:
+    """What must be equal for a row to be its stored record unchanged: split, labels,
+    other values, the image's size and stamp (or digest), and, where the key is
+    another column, the image's value."""
+    return (split, tuple(labels), json.dumps(features, sort_keys=True, ensure_ascii=False),
+            image, uri)
 
 
 def _stamps(uris: list, content: bool, max_bytes: int) -> list:
@@ -226,21 +244,6 @@ def _stamps(uris: list, content: bool, max_bytes: int) -> list:
         return [one(u) for u in uris]
     with concurrent.futures.ThreadPoolExecutor(REMOTE_STAT_THREADS) as pool:
         return list(pool.map(one, uris))
-
-
-def _same(e: dict, split: str, labels: list, features: dict, seen, content: bool,
-          uri) -> bool:
-    if e.get("split") != split or sorted(e.get("label") or []) != labels:
-        return False
-    if uri is not None and e.get("image_uri") != uri:
-        return False  # the key is another column, and the row names another image
-    if (e.get("features") or {}) != features:
-        return False
-    if seen is None:
-        return "sha256" not in e  # a row without an image is its values
-    if content:
-        return e.get("sha256") == seen
-    return (e.get("size"), e.get("stamp")) == tuple(seen)
 
 
 def _table_rows(table, settings) -> Iterator[tuple]:
@@ -279,7 +282,9 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     the spilled ``table``: which rows to write, which records to retire."""
     content = opts.check == "content"
     append = opts.mode == "append"
-    by_key = stored(output_dir, parent)
+    by_key = stored(output_dir, parent, content)
+    # every stored record, before matching takes the kept ones out of ``by_key``
+    every = [c for sigs in by_key.values() for records in sigs.values() for c in records]
     picked: dict[str, set] = {}
     added: dict[str, int] = {}
     kept: dict[str, int] = {}
@@ -292,20 +297,19 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
         nonlocal existing_count
         seen = _stamps([r[5].image_uri for r in batch], content, opts.max_image_bytes)
         for (split, n, key, labels, features, row, uri), look in zip(batch, seen):
-            candidates = by_key.get(key, ())
+            candidates = by_key.get(key)
             if append and candidates:
                 existing_count += 1
                 if len(existing) < 5:
                     existing.append(key)
                 continue
             hit = None
-            if look is not None or row.image_uri is None:
-                for c in candidates:
-                    if ((c.shard.file, c.position) not in matched
-                            and _same(c.entry, split, labels, features, look, content,
-                                      uri)):
-                        hit = c
-                        break
+            if candidates and (look is not None or row.image_uri is None):
+                image = (None if row.image_uri is None else
+                         ("sha256", look) if content else ("stat", *look))
+                same = candidates.get(_signature(split, labels, features, image, uri))
+                if same:  # rows of one key are matched one to one with equal records
+                    hit = same.pop(0)
             if hit is not None:
                 matched.add((hit.shard.file, hit.position))
                 kept[split] = kept.get(split, 0) + 1
@@ -326,24 +330,22 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     label_counts: dict[str, dict] = {}
     formats: set = set()
     kept_rows = 0
-    for records in by_key.values():
-        for c in records:
-            split = c.entry.get("split")
-            if append or (c.shard.file, c.position) in matched:
-                kept_rows += 1
-                counts = label_counts.setdefault(split, {})
-                for name in c.entry.get("label") or []:
-                    counts[name] = counts.get(name, 0) + 1
-                if c.entry.get("format"):
-                    formats.add(c.entry["format"])
-            else:
-                retired.setdefault(c.shard.file, set()).add(c.position)
+    for c in every:
+        split = c.entry.get("split")
+        if append or (c.shard.file, c.position) in matched:
+            kept_rows += 1
+            counts = label_counts.setdefault(split, {})
+            for name in c.entry.get("label") or []:
+                counts[name] = counts.get(name, 0) + 1
+            if c.entry.get("format"):
+                formats.add(c.entry["format"])
+        else:
+            retired.setdefault(c.shard.file, set()).add(c.position)
     if append:
         kept = {}
-        for records in by_key.values():
-            for c in records:
-                split = c.entry.get("split")
-                kept[split] = kept.get(split, 0) + 1
+        for c in every:
+            split = c.entry.get("split")
+            kept[split] = kept.get(split, 0) + 1
 
     shards: dict[str, list] = {}
     live_data: dict[str, bytes] = {}
