@@ -45,6 +45,10 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     ``pandas.read_csv`` does. The positional order is TFRecorder 2.0's; the other
     options are those of ``tfrecorder.Options``, by keyword.
 
+    ``mode="update"`` compares the table with ``output_dir``'s latest version (by
+    ``key``) and publishes a new version holding only what changed; ``"append"`` only
+    adds rows with a new key (docs/versions.md).
+
     Returns a ConversionResult (a DataflowJob on Dataflow). Raises SchemaError (every
     problem in the table, before anything runs), ConfigError, OutputExistsError
     (OutputBusyError while another conversion writes there), or ConversionError; bad
@@ -99,7 +103,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         if parent is not None:
             versions.check_updatable(output_dir, parent, opts, table.features,
                                      table.vocabularies, label_column)
-            return _noted(_update(opts, output_dir, table, schema, source, cloud), notes)
+            return _noted(_update(opts, output_dir, table, schema, source), notes)
         # The plan: shards per split from the row counts (and a sample's bytes).
         plans = plan.split_plans(table.counts, num_shards=opts.num_shards,
                                bytes_per_split=table.bytes_per_split(),
@@ -152,8 +156,7 @@ def _execute(run, lock, opts: Options, notes: list[str], shards: int):
     return _noted(ConversionResult.from_output(output_dir, opts.runner, job_id), notes)
 
 
-def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source,
-            cloud: bool):
+def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source):
     """The update of ``output_dir``'s latest version by ``table`` (``mode="update"`` or
     ``"append"``): the rows that changed go through the pipeline into new shards, the
     records they replace or that left the table are retired, and the new version is

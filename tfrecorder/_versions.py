@@ -80,8 +80,8 @@ def check_updatable(output_dir: str, parent: Manifest, opts, features: dict,
     if opts.mode == "update" and parent.compression == "gzip":
         raise ConfigError(
             f"{output_dir} holds gzip shards: an update retires records through index "
-            f"files, which gzip shards cannot have; use mode='append', or {fix} without "
-            f"compression")
+            f"files, which gzip shards cannot have; use mode='append' (which only adds), "
+            f"or convert once without compression with overwrite=True (--overwrite)")
     if opts.mode == "update" and any(not s.index for info in parent.splits.values()
                                      for s in info.shards):
         raise ConfigError(
