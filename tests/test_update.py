@@ -380,6 +380,11 @@ def test_the_command_line_updates_and_lists_versions(tmp_path):
     assert lines[2].split()[0] == "2" and "update" in lines[2] and len(lines) == 3
     appended = cli("convert", str(csv), str(out), "--append", "--no-progress")
     assert appended.returncode == 0 and "up to date" in appended.stdout
+    assert "5 row(s) not appended" in appended.stdout
+    nothing = cli("versions", str(tmp_path / "nothing"))
+    assert nothing.returncode == 2 and nothing.stderr.startswith("Error: ")
+    both = cli("convert", str(csv), str(out), "--update", "--overwrite", "--no-progress")
+    assert both.returncode == 2 and "overwrite" in both.stderr
 
 
 @pytest.mark.slow
@@ -537,3 +542,22 @@ def test_a_table_without_images_is_matched_by_its_values_or_its_key(tf, tmp_path
     assert again.changes == {"train": {"added": 6, "retired": 6, "kept": 0}}
     assert tfrecorder.convert(edited, str(out), schema=schema, mode="update",
                               key="id").unchanged
+
+
+@pytest.mark.slow
+def test_a_multi_label_image_changes_when_its_labels_do(tmp_path):
+    paths = _images(tmp_path / "img", 3)
+    table = pd.DataFrame({"split": ["TRAIN"] * 4, "image_uri": [paths[0], paths[0], paths[1],
+                                                                   paths[2]],
+                          "label": ["cat", "dog", "cat", "owl"]})
+    out = tmp_path / "out"
+    first = tfrecorder.convert(table, str(out), multi_label=True)
+    assert first.multi_label and first.rows_per_split == {"train": 3}
+    lines = rows.read(str(out / layout.rows_file("data-train.tfrecord-00000-of-00001")))
+    assert sorted(sorted(e["label"]) for e in lines) == [["cat"], ["cat", "dog"], ["owl"]]
+    same = tfrecorder.convert(table.iloc[[1, 0, 2, 3]], str(out), multi_label=True,
+                              mode="update")
+    assert same.unchanged  # the order of an image's labels is no change
+    result = tfrecorder.convert(table.drop(index=[1]), str(out), multi_label=True,
+                                mode="update")
+    assert result.changes == {"train": {"added": 1, "retired": 1, "kept": 2}}
