@@ -561,3 +561,15 @@ def test_a_multi_label_image_changes_when_its_labels_do(tmp_path):
     result = tfrecorder.convert(table.drop(index=[1]), str(out), multi_label=True,
                                 mode="update")
     assert result.changes == {"train": {"added": 1, "retired": 1, "kept": 2}}
+
+
+@pytest.mark.slow
+def test_index_files_added_later_let_an_update_retire_records(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out), write_index=False)
+    with pytest.raises(tfrecorder.ConfigError, match="tfrecorder index"):
+        tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
+    tfrecorder.build_index(str(out))
+    result = tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
+    assert result.version == 2 and result.changes["train"]["retired"] == 1

@@ -105,8 +105,12 @@ class Survey:
     @property
     def latest(self) -> Manifest | None:
         """The latest published version: the highest of ``versions/``, else the
-        manifest (a folder written before versions)."""
-        return self.versions[-1][1] if self.versions else self.manifest
+        manifest (a folder written before versions). The manifest where it is that
+        version (``build_index`` adds index files to it alone)."""
+        if not self.versions:
+            return self.manifest
+        k, m = self.versions[-1]
+        return self.manifest if self.manifest is not None and self.manifest.version == k else m
 
     def ours(self) -> frozenset[str]:
         names = self.complete_files | self.leftovers | {layout.LOCK, layout.TMP_DIR}
