@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import io
+import json
 import os
 import random
 import socket
@@ -257,3 +259,25 @@ def convert_ids(out, n: int, num_shards: int, value: str = "x") -> str:
         value: tfrecorder.types.FloatInput})
     tfrecorder.convert(df, str(out), schema=schema, num_shards=num_shards)
     return str(out)
+
+
+def timeless(path) -> bytes:
+    """A file's bytes, but for what differs from one machine or day to the next: the
+    time a manifest was published, the modification times of the images in rows files."""
+    return timeless_data(path.as_posix(), path.read_bytes())
+
+
+def timeless_data(name: str, data: bytes) -> bytes:
+    """``timeless`` of the bytes of a file called ``name`` (its path, or its path in the
+    output folder)."""
+    base = name.rsplit("/", 1)[-1]
+    if base.endswith(".rows.jsonl.gz"):
+        lines = [json.loads(line) for line in gzip.decompress(data).splitlines()]
+        return b"".join(json.dumps({k: v for k, v in e.items() if k != "stamp"},
+                                   sort_keys=True).encode() + b"\n" for e in lines)
+    folder = name.rsplit("/", 2)[-2] if "/" in name else ""
+    if base == "tfrecorder.json" or (folder == "versions" and base.endswith(".json")):
+        d = json.loads(data)
+        d["published"] = "..."
+        return json.dumps(d, sort_keys=True).encode()
+    return data

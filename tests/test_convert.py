@@ -1,5 +1,6 @@
 """End to end: tables -> files on the DirectRunner -> read back with plain TensorFlow."""
 
+import gzip
 import hashlib
 import json
 import os
@@ -10,7 +11,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder import _metadata as metadata
-from tests.conftest import SAMPLES, encode, read_examples, split_files
+from tests.conftest import SAMPLES, encode, read_examples, split_files, timeless
 
 
 def _files(out):
@@ -20,7 +21,8 @@ def _files(out):
 #: sha256 of every file a default conversion of the bundled samples writes. Computed once
 #: and written down, so every machine that runs the suite (a laptop, CI) shows it writes
 #: exactly these bytes. A change of the on-disk format changes them on purpose: then
-#: update them here, and say so in the change.
+#: update them here, and say so in the change. Manifests are compared without the time
+#: they were published, rows files without the images' modification times (``timeless``).
 SAMPLE_DIGESTS = {
     "data-test.tfrecord-00000-of-00001":
         "11d9b6a2f62ba58f4d3b25b3fe112ff1e1715ea3772fcd51b6b7578221bfe6b5",
@@ -28,18 +30,32 @@ SAMPLE_DIGESTS = {
         "e8c147cce853bb1b436f6104dfdcd9b5bc8dc0b31ecb822554dd8f4e623ad8ee",
     "data-validation.tfrecord-00000-of-00001":
         "77b900b1735facdd9abd9093e323805c8540c6e311c0ecbb303de2b01c7eb90f",
-    "dataset_info.json": "c4234b99a19ae06189f24b4084c9ce707f7e26dc1401eaff830e6f8fd858122c",
-    "errors.jsonl": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-    "features.json": "a77a6d7e87ffb0f83a64c9e11011520dc74a221fa74997bb38a8dafd616a1c58",
+    "dataset_info.json":
+        "c4234b99a19ae06189f24b4084c9ce707f7e26dc1401eaff830e6f8fd858122c",
+    "errors.jsonl":
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "features.json":
+        "a77a6d7e87ffb0f83a64c9e11011520dc74a221fa74997bb38a8dafd616a1c58",
     "index/data-test.tfrecord-00000-of-00001.idx":
         "132839d1da7638d75d0e353af249722f3f7f45bfd0e1727a36ff0533551f43c0",
     "index/data-train.tfrecord-00000-of-00001.idx":
         "2c26dde296aff9f42898656d746d3a6c70e3f9c0f82b0de7dc1f27758627f214",
     "index/data-validation.tfrecord-00000-of-00001.idx":
         "298da40324d856f76a575e06c3984d6775d78b0c593bbef8e1e4676693e7f9f3",
-    "label.labels.txt": "93e5345f0b90df40e97f0326ff45e4af5650a010706dfafd2d8a8431bc69a5a3",
-    "quality.json": "efe40229bf72b76b7c676696417ee17dde586acad1b69c9ee4696f801c92adc7",
-    "tfrecorder.json": "566e62732fec6065156813ba4ccc28cfaf9bcad31657cc507b49d3d868857d0d",
+    "label.labels.txt":
+        "93e5345f0b90df40e97f0326ff45e4af5650a010706dfafd2d8a8431bc69a5a3",
+    "quality.json":
+        "efe40229bf72b76b7c676696417ee17dde586acad1b69c9ee4696f801c92adc7",
+    "rows/data-test.tfrecord-00000-of-00001.rows.jsonl.gz":
+        "7e570c579d4a5b2e3c25a4315170fbfd845ea05bcd43329bda5419efac7f5e03",
+    "rows/data-train.tfrecord-00000-of-00001.rows.jsonl.gz":
+        "6ee4c35c2d950a809e5324142a0e8e912d919e355781235b618a4ae22d4a0c29",
+    "rows/data-validation.tfrecord-00000-of-00001.rows.jsonl.gz":
+        "9c324ad3b25ade3df35d01bb227d4141ee166bcee3c5f749124b27f32483d01a",
+    "tfrecorder.json":
+        "1df46cc136d414899409da8eff5f1c006f628696e9dc263df8417d8da0031d5b",
+    "versions/00001.json":
+        "1df46cc136d414899409da8eff5f1c006f628696e9dc263df8417d8da0031d5b",
 }
 
 
@@ -54,8 +70,21 @@ def test_the_bundled_samples_give_the_same_bytes_on_every_machine(tmp_path):
     for path in sorted(out.rglob("*")):
         if path.is_file():
             found[path.relative_to(out).as_posix()] = hashlib.sha256(
-                path.read_bytes()).hexdigest()
+                timeless(path)).hexdigest()
     assert found == SAMPLE_DIGESTS
+    # The version's manifest is the manifest, and the one timestamp is when it was
+    # published; rows files stamp each image with its modification time.
+    assert (out / "versions" / "00001.json").read_bytes() == (out / "tfrecorder.json").read_bytes()
+    manifest = json.loads((out / "tfrecorder.json").read_text())
+    assert manifest["published"].endswith("Z") and manifest["version"] == 1
+    lines = [json.loads(line) for line in gzip.decompress(
+        (out / "rows" / "data-train.tfrecord-00000-of-00001.rows.jsonl.gz").read_bytes()
+    ).splitlines()]
+    first = lines[0]
+    image = samples / first["key"]
+    assert first["stamp"] == image.stat().st_mtime_ns
+    assert first["size"] == image.stat().st_size
+    assert first["sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
 
 
 def test_samples_round_trip_with_plain_tensorflow(tf, tmp_path):
@@ -137,7 +166,8 @@ def test_same_input_gives_byte_identical_files(tmp_path):
     assert "data-train.tfrecord-00001-of-00002" in a and ".tfrecorder-tmp" not in a
     assert "index/data-train.tfrecord-00001-of-00002.idx" in a
     for name in a:
-        assert open(tmp_path / "a" / name, "rb").read() == open(tmp_path / "b" / name, "rb").read(), name
+        # (but for the time each was published: tfrecorder.json, versions/00001.json)
+        assert timeless(tmp_path / "a" / name) == timeless(tmp_path / "b" / name), name
 
 
 def test_existing_output_is_refused_unless_overwrite(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder import _layout as layout, _runners as runners
-from tests.conftest import SAMPLES, _free_port, write_images
+from tests.conftest import SAMPLES, _free_port, timeless, write_images
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -69,9 +69,11 @@ def dask_cluster(tmp_path):
 
 
 def _files(folder) -> dict:
-    """Every file of a complete output (not the run folders), by name: its bytes."""
-    return {n: (folder / n).read_bytes() for n in sorted(os.listdir(folder))
-            if (folder / n).is_file() and not n.startswith(".")}
+    """Every file of a complete output (not the run folders), index, rows and versions
+    files included, by relative path: its bytes, but for the time a manifest was
+    published and the images' modification times in rows files (``timeless``)."""
+    return {p.relative_to(folder).as_posix(): timeless(p) for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.relative_to(folder).as_posix().startswith(".")}
 
 
 def test_a_conversion_on_a_dask_cluster_equals_the_direct_runners(dask_cluster, tmp_path):

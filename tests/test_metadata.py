@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 
@@ -53,7 +54,7 @@ def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
     shards = sorted(s.filename for s in _stats())
     assert sorted(os.listdir(out)) == sorted(
         ["dataset_info.json", "errors.jsonl", "features.json", "label.labels.txt", "quality.json",
-         "tfrecorder.json", *shards])  # the run's folder is gone, its shards moved in
+         "tfrecorder.json", "versions", *shards])  # the run's folder is gone, its shards moved in
     assert open(tmp_path / "label.labels.txt").read() == "cat\ndog\n"
     (line,) = open(tmp_path / "errors.jsonl").read().splitlines()
     assert json.loads(line) == {"row": 9, "split": "train", "image_uri": "/x/9.jpg",
@@ -62,11 +63,23 @@ def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
     info = json.load(open(tmp_path / "dataset_info.json"))
     assert [(s["name"], s["shardLengths"]) for s in info["splits"]] == [
         ("train", ["1", "2"]), ("test", ["1"])]
-    first = {f: open(tmp_path / f, "rb").read() for f in os.listdir(out)}
+    assert m.version == 1 and m.published.endswith("Z")
+    assert open(tmp_path / "versions" / "00001.json", "rb").read() == m.to_bytes()
+
+    def files():  # every file's bytes, but the time the version was published
+        found = {f: open(tmp_path / f, "rb").read() for f in os.listdir(out)
+                 if os.path.isfile(tmp_path / f)}
+        found["tfrecorder.json"] = dataclasses.replace(
+            metadata.read_manifest(out), published=None).to_bytes()
+        return found
+
+    first = files()
     _stage(out, _stats())
-    output.finish(_run(out), _spec(out), list(reversed(_stats())), _bad())
-    assert first == {f: open(tmp_path / f, "rb").read() for f in os.listdir(out)}
-    assert metadata.read_manifest(out) == m
+    again = output.finish(_run(out), _spec(out), list(reversed(_stats())), _bad())
+    assert first == files()
+    assert dataclasses.replace(metadata.read_manifest(out), published=None) == \
+        dataclasses.replace(m, published=None)
+    assert again.generation == m.generation
 
 
 def test_over_the_error_budget_no_manifest_is_written(tmp_path):

@@ -97,7 +97,8 @@ def test_two_racing_runs_never_publish_each_others_data(tmp_path, tf, repetition
     assert m.rows_in == m.rows_written == expected and tfrecorder.verify(str(out)).records == expected
     assert sorted(os.listdir(out)) == sorted(
         [*(f for s in m.splits for f in m.files(s)), "dataset_info.json", "errors.jsonl",
-         "features.json", "index", "label.labels.txt", "quality.json", "tfrecorder.json"])  # no lock, no run folder
+         "features.json", "index", "label.labels.txt", "quality.json", "rows", "tfrecorder.json",
+             "versions"])  # no lock, no run folder
     assert sorted(os.listdir(out / "index")) == sorted(
         os.path.basename(f) for f in m.index_files())
 

@@ -121,9 +121,9 @@ def test_options_document_every_field_once_and_the_cli_offers_each():
     flags = {o for a in convert._actions for o in a.option_strings}
     for f in dataclasses.fields(tfrecorder.Options):
         assert f.metadata["help"] and f"``{f.name}``" in doc, f.name
-        if f.metadata["cli"] is not None and f.name not in ("progress", "write_index"):
+        if f.metadata["cli"] is not None and f.name not in ("progress", "write_index", "mode"):
             assert {f"--{f.name.replace('_', '-')}", f"--{f.name}"} <= flags, f.name
-    assert {"--no-progress", "--no-index"} <= flags
+    assert {"--no-progress", "--no-index", "--update", "--append"} <= flags
 
 
 def _import_graph(package: pathlib.Path) -> dict[str, set[str]]:

@@ -17,7 +17,8 @@ def _written(tmp_path):
 
 
 def _row(i, uri, label=0):
-    return Row(i, "train", uri, {"label": example.int64_feature([label])}, ("TRAIN", uri, label))
+    return Row(i, "train", uri, {"label": example.int64_feature([label])}, ("TRAIN", uri, label),
+               (label,))
 
 
 def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, image_table):
@@ -37,7 +38,7 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     assert "not found" in bad[0].reason and "truncated JPEG" in bad[1].reason
     assert "directory" in bad[2].reason
     assert bad[0].values == {"split": "TRAIN", "image_uri": str(tmp_path / "missing.jpg"), "label": 0}
-    assert sorted(os.listdir(out)) == [task.filename, "index"]  # the .part file was renamed
+    assert sorted(os.listdir(out)) == [task.filename, "index", "rows"]  # .part renamed
     # The index file, from the lengths the writer framed: the shard's own framing.
     from tfrecorder import _index as index
 
@@ -49,6 +50,31 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     assert [e["image"][0] for e in ex] == [open(good, "rb").read(), open(png, "rb").read()]
     assert [e["label"] for e in ex] == [[1], [2]]
     assert [e["image_name"] for e in ex] == [[b"a.jpg"], [b"b.png"]]
+
+
+def test_the_rows_file_holds_one_line_per_record_in_file_order(tmp_path, image_table):
+    import hashlib
+
+    from tfrecorder import _rows as rows
+
+    good = image_table("a.jpg", encode("RGB", fmt="JPEG"))
+    png = image_table("b.png", encode("RGBA", fmt="PNG", seed=1))
+    task = ShardTask("train", 0, 1, "d-train.tfrecord-00000-of-00001", [
+        _row(1, good, 1), _row(2, str(tmp_path / "missing.jpg")), _row(4, png, 0)])
+    settings = _settings(tmp_path, image_column=1, label_names=("cat", "dog"),
+                         near_duplicates=True)
+    stats, bad = shard.write(task, settings)
+    assert stats.rows_file == "rows/d-train.tfrecord-00000-of-00001.rows.jsonl.gz"
+    lines = rows.read(str(_written(tmp_path) / stats.rows_file))
+    assert [(e["row"], e["key"], e["label"]) for e in lines] == [(1, good, ["dog"]),
+                                                                  (4, png, ["cat"])]
+    for e, path in zip(lines, (good, png)):
+        st = os.stat(path)
+        assert (e["size"], e["stamp"]) == (st.st_size, st.st_mtime_ns)
+        assert e["sha256"] == hashlib.sha256(open(path, "rb").read()).hexdigest()
+        assert len(e["phash"]) == 16 and e["split"] == "train"
+    assert (lines[0]["w"], lines[0]["h"], lines[0]["format"]) == (24, 16, "jpeg")
+    assert lines[1]["format"] == "png" and "features" not in lines[0]
 
 
 def test_gzip_shard_is_readable(tf, tmp_path, image_table):

@@ -10,7 +10,7 @@ import tfrecorder
 from tfrecorder import (
     _labels as labels, _metadata as metadata, _output as output, _schema as schema,
     _spill as spill)
-from tests.conftest import SAMPLES, encode
+from tests.conftest import SAMPLES, encode, timeless
 
 
 @pytest.fixture
@@ -30,7 +30,8 @@ def _pictures(tmp_path, n):
 
 
 def _files(out):
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+    # (but for the time a version was published, and the images' times: ``timeless``)
+    return {str(p.relative_to(out)): timeless(p) for p in sorted(out.rglob("*"))
             if p.is_file()}
 
 

@@ -352,7 +352,12 @@ def test_overwrite_removes_every_file_of_every_version_and_nothing_else(tf, vers
     left = sorted(os.path.relpath(os.path.join(r, f), out)
                   for r, _, fs in os.walk(out) for f in fs)
     assert "notes.txt" in left
-    assert not [n for n in left if n.startswith(("versions", "rows")) or "-v0000" in n]
+    # what is left of versions/ and rows/ is the new version 1's, nothing of the old two
+    listed = {s["rows"] for sp in _manifest(out, "tfrecorder.json")["splits"].values()
+              for s in sp["shards"]}
+    assert [n for n in left if n.startswith("versions")] == ["versions/00001.json"]
+    assert {n for n in left if n.startswith("rows")} == listed and len(listed) == 6
+    assert not [n for n in left if "-v0000" in n]
     assert access.Reader(out, "train").version == 1
     assert tfrecorder.verify(out).records == 36
 

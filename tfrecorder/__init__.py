@@ -47,6 +47,7 @@ from tfrecorder._read import read
 from tfrecorder._report import Report, report
 from tfrecorder._result import ConversionResult, DataflowJob
 from tfrecorder._sources import create_image_csv
+from tfrecorder._versions import versions
 from tfrecorder._vertex import from_vertex
 
 __version__ = "0.1.0"
@@ -90,6 +91,7 @@ __all__ = [
     "show",
     "types",
     "verify",
+    "versions",
 ]
 
 # The exceptions are public under this package's name, wherever they are defined: a

@@ -169,6 +169,9 @@ def _convert_parser(sub) -> None:
         if metavar is not None and cli.get("action") is None and "choices" not in cli:
             cli["metavar"] = metavar
         p.add_argument(*flags, dest=f.name, help=text, **cli)
+    p.add_argument("--append", dest="mode", action="store_const", const="append",
+                   default=None, help="add only the rows whose key the folder's latest "
+                                      "version does not hold, as a new version")
 
 
 def _verbose(parser) -> None:
@@ -360,6 +363,26 @@ def _run_report(args, _beam_flags) -> int:
     return 0
 
 
+def _versions_parser(sub) -> None:
+    p = sub.add_parser(
+        "versions", help="list the versions an output directory has published",
+        description="List every version published in an output directory, oldest first: "
+                    "when, from what and how (convert, update, append), and per split the "
+                    "records added, retired and kept, and the records live in it.")
+    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
+
+
+def _run_versions(args, _beam_flags) -> int:
+    import pandas as pd
+
+    from tfrecorder._versions import versions
+
+    frame = versions(args.output_dir)
+    with pd.option_context("display.width", 200, "display.max_columns", None):
+        print(frame.to_string(index=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecorder",
@@ -373,11 +396,13 @@ def build_parser() -> argparse.ArgumentParser:
     _index_parser(sub)
     _verify_parser(sub)
     _report_parser(sub)
+    _versions_parser(sub)
     return parser
 
 
 COMMANDS = {"convert": _run_convert, "inspect": _run_inspect, "create-image-csv": _run_csv,
-            "index": _run_index, "verify": _run_verify, "report": _run_report}
+            "index": _run_index, "verify": _run_verify, "report": _run_report,
+            "versions": _run_versions}
 
 
 def _tfrecorder_command(argv: list[str]) -> list[str]:

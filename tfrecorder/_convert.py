@@ -11,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 import errno
 import logging
+import os
 from tfrecorder import (
     _arguments as arguments, _image as image, _index as index, _layout as layout,
-    _metadata as metadata, _output as output, _plan as plan, _runners as runners)
+    _metadata as metadata, _output as output, _plan as plan, _quality as quality,
+    _runners as runners)
 from tfrecorder import (
-    _shard as shard, _spill as spill, _splits as splits, _staging as staging,
-    _storage as storage)
+    _rows as rows, _shard as shard, _spill as spill, _splits as splits,
+    _staging as staging, _storage as storage, _versions as versions)
+from tfrecorder._errors import ConfigError
 from tfrecorder._options import Options
 from tfrecorder._result import ConversionResult
 
@@ -41,6 +44,10 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     AutoML's ``split, image_uri, label``. ``header`` and ``names`` read a CSV as
     ``pandas.read_csv`` does. The positional order is TFRecorder 2.0's; the other
     options are those of ``tfrecorder.Options``, by keyword.
+
+    ``mode="update"`` compares the table with ``output_dir``'s latest version (by
+    ``key``) and publishes a new version holding only what changed; ``"append"`` only
+    adds rows with a new key (docs/versions.md).
 
     Returns a ConversionResult (a DataflowJob on Dataflow). Raises SchemaError (every
     problem in the table, before anything runs), ConfigError, OutputExistsError
@@ -74,15 +81,29 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                                   if u is not None and not u.startswith("gs://"))
                 del local_uris[5:]
 
+    # An update reads the table with the stored label ids, new labels after them.
+    parent = output.survey(output_dir).latest if opts.mode is not None else None
+    label_column = schema.column("label")
+    if parent is not None:
+        given, vocabulary = vocabulary, versions.label_vocabulary(parent, label_column,
+                                                                  vocabulary)
     # The table, read, checked and spilled to local files: every problem at once.
     table = spill.read(source, schema, header, names, label_vocabulary=vocabulary,
                        split_fractions=opts.split_fractions,
                        per_chunk=local_images if cloud else None,
-                       multi_label=opts.multi_label, images_dir=opts.images_dir)
+                       multi_label=opts.multi_label, images_dir=opts.images_dir,
+                       extend_vocabulary=parent is not None and given is None)
     notes = list(table.notes)
     try:
+        if opts.key != rows.DEFAULT_KEY and opts.key not in table.columns:
+            raise ConfigError(f"key={opts.key!r} is not a column of the table; give one of "
+                              f"{list(table.columns)}")
         if cloud:
             runners.check_dataflow(opts, output_dir, local_uris)
+        if parent is not None:
+            versions.check_updatable(output_dir, parent, opts, table.features,
+                                     table.vocabularies, label_column)
+            return _noted(_update(opts, output_dir, table, schema, source), notes)
         # The plan: shards per split from the row counts (and a sample's bytes).
         plans = plan.split_plans(table.counts, num_shards=opts.num_shards,
                                bytes_per_split=table.bytes_per_split(),
@@ -92,7 +113,8 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         arguments.check_file_names(shards, [], named)
         arguments.check_file_names([], labels_files, "a label column's name")
         indexes = [index.name(f) for f in shards if opts.write_index and not gzip]
-        files = [*shards, *indexes, *labels_files,
+        files = [*shards, *indexes, *map(layout.rows_file, shards), *labels_files,
+                 layout.version_manifest(1), layout.QUALITY,
                  layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
         output.check_target(output.survey(output_dir), opts.overwrite, files)
 
@@ -104,8 +126,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             before = output.survey(output_dir)
             output.check_target(before, opts.overwrite, files, run_id)
             output.clear_leftovers(before, run_id)
-            run = _run(opts, output_dir, run_id, before, table, shards,
-                       schema.column("image"))
+            run = _run(opts, output_dir, run_id, before, table, shards, schema, source)
             output.write_ledger(run.settings.run.folder, files)
             # The rows go to the staged task files; the spill is removed after.
             staging.stage(table, plans, run.task_dir, name=opts.name, gzip=gzip)
@@ -114,10 +135,16 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             raise
     finally:
         table.remove()
-    if cloud:
+    return _execute(run, lock, opts, notes, len(shards))
+
+
+def _execute(run, lock, opts: Options, notes: list[str], shards: int):
+    """Runs the staged conversion ``run`` holding ``lock``; its result."""
+    output_dir = run.output_dir
+    if opts.runner == "DataflowRunner":
         with runners.beam_quiet():
             return _noted(runners.run_dataflow(run, lock), notes)
-    log.info("converting %d records into %d shards in %s", run.records, len(shards), output_dir)
+    log.info("converting %d records into %d shards in %s", run.records, shards, output_dir)
     try:
         with lock.renewing(), runners.beam_quiet():
             job_id = runners.run_direct(run)
@@ -127,6 +154,107 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     finally:
         lock.release()
     return _noted(ConversionResult.from_output(output_dir, opts.runner, job_id), notes)
+
+
+def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source):
+    """The update of ``output_dir``'s latest version by ``table`` (``mode="update"`` or
+    ``"append"``): the rows that changed go through the pipeline into new shards, the
+    records they replace or that left the table are retired, and the new version is
+    published; an update that changes nothing writes nothing."""
+    gzip = opts.compression == "gzip"
+    lock, run_id = _lock(output_dir, opts)
+    subset = None
+    try:
+        before = output.survey(output_dir)
+        output.check_target(before, True, [], run_id)
+        parent = before.latest
+        if parent is None:
+            raise ConfigError(f"{output_dir} no longer holds a published version; run again")
+        versions.check_updatable(output_dir, parent, opts, table.features,
+                                 table.vocabularies, schema.column("label"))
+        output.clear_leftovers(before, run_id)
+        version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
+        rows_of = _row_settings(opts, table, schema)
+        decided = versions.plan(output_dir, parent, version,
+                                table, shard.WriteSettings(None, table.columns, **rows_of), opts)
+        if decided.unchanged:
+            if before.versions and before.manifest != parent:
+                # A run killed between publishing its version and tfrecorder.json: the
+                # latest version's manifest becomes the folder's again.
+                k = before.versions[-1][0]
+                storage.write_atomic(
+                    storage.join(output_dir, layout.MANIFEST),
+                    storage.read_bytes(storage.join(output_dir, layout.version_manifest(k))))
+            lock.release()
+            result = ConversionResult.from_output(output_dir, opts.runner, None, parent)
+            return dataclasses.replace(result, unchanged=True, changes={
+                s: {"added": 0, "retired": 0, "kept": c["kept"]}
+                for s, c in decided.update.changes.items()},
+                existing_keys=list(decided.update.existing),
+                existing_count=decided.update.existing_count)
+        subset = spill.subset(table, decided.picked)
+        plans = plan.split_plans(subset.counts, num_shards=opts.num_shards,
+                                 bytes_per_split=subset.bytes_per_split(),
+                                 parallel=runners.parallel_shards(opts), seed=opts.seed)
+        shards = plan.shard_names(plans, opts.name, gzip, version)
+        named = f"name={arguments.shortened(opts.name)!r} ({len(opts.name)} characters)"
+        arguments.check_file_names(shards, [], named)
+        indexes = [index.name(f) for f in shards if opts.write_index and not gzip]
+        files = [*shards, *indexes, *map(layout.rows_file, shards),
+                 *decided.update.live_indexes,
+                 *(layout.labels_file(k) for k in table.vocabularies),
+                 layout.version_manifest(version), layout.version_quality(version),
+                 layout.QUALITY, layout.MANIFEST, layout.ERRORS,
+                 layout.DATASET_INFO, layout.FEATURES]
+        output.check_target(before, True, files, run_id)
+        # The error budget is the whole table's: rows quarantined before are tried again
+        # in every update, and must not make a small update fail.
+        run = _run(opts, output_dir, run_id, before, subset, shards, schema, source,
+                   update=decided.update, rows_in=table.rows_in)
+        folder = run.settings.run.folder
+        output.write_ledger(folder, files)
+        for name, data in decided.live_index_data.items():
+            path = storage.join(folder, name)
+            if not storage.is_remote(path):
+                storage.makedirs(storage.dirname(path))
+            storage.write_bytes(path, data)
+        if not shards:
+            # Only retirements: nothing for workers to write, the last step runs here.
+            looks = [versions.kept_look(output_dir, split, j - len(kept), info,
+                                        run.settings.label_names, opts.near_duplicates,
+                                        pending=folder)[0]
+                     for split, kept in decided.update.kept.items()
+                     for j, info in enumerate(kept)]
+            output.finish(run.settings.run, run.spec, looks, [],
+                          matches=quality.matches(looks, opts.near_duplicates))
+            return _existing(ConversionResult.from_output(output_dir, opts.runner, None),
+                             decided.update)
+        staging.stage(subset, plans, run.task_dir, name=opts.name, gzip=gzip,
+                      version=version)
+        # The shards it keeps are read too (their rows files), for the data report.
+        run = dataclasses.replace(run, kept=staging.stage_kept(run.task_dir,
+                                                               decided.update.kept))
+    except BaseException:
+        lock.release()
+        raise
+    finally:
+        if subset is not None:
+            subset.remove()
+    result = _existing(_execute(run, lock, opts, [], len(shards)), decided.update)
+    if isinstance(result, ConversionResult) and result.version == parent.version:
+        # Nothing was published: every row the update tried was quarantined again.
+        return dataclasses.replace(result, unchanged=True, changes={
+            s: {"added": 0, "retired": 0, "kept": c["kept"]}
+            for s, c in decided.update.changes.items()})
+    return result
+
+
+def _existing(result, update: versions.Update):
+    """``result`` with the rows an append left out because their key was stored."""
+    if not isinstance(result, ConversionResult) or not update.existing_count:
+        return result
+    return dataclasses.replace(result, existing_count=update.existing_count,
+                               existing_keys=list(update.existing))
 
 
 def _noted(result, notes: list[str]):
@@ -150,8 +278,36 @@ def _lock(output_dir: str, opts: Options):
         raise arguments.not_writable(output_dir, why) from None
 
 
+def source_name(source) -> str:
+    """What a version's manifest says it was made from: a file's or folder's name (never
+    where it lies: the same table elsewhere gives the same files), else the kind of
+    object given (``DataFrame``)."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.path.basename(str(source).rstrip("/")) or str(source)
+    if isinstance(source, (list, tuple)) and source and all(
+            isinstance(x, (str, os.PathLike)) for x in source):
+        return ", ".join(os.path.basename(str(x).rstrip("/")) for x in source)
+    return type(source).__name__
+
+
+def _row_settings(opts: Options, table: spill.Spilled, schema) -> dict:
+    """The fields of WriteSettings that say what a row's record and rows-file line
+    hold: where its image's value is, its label names, its key, its other features."""
+    image_column = schema.column("image")
+    label_column = schema.column("label")
+    roles = {schema.column(r) for r in ("image", "split", "label")}
+    columns = list(table.columns)
+    return dict(
+        image_column=columns.index(image_column) if image_column in columns else None,
+        label_names=tuple(table.vocabularies.get(label_column, []) if label_column else ()),
+        key_column=(columns.index(opts.key)
+                    if opts.key != rows.DEFAULT_KEY and opts.key in columns else None),
+        feature_columns=tuple(i for i, c in enumerate(columns) if c not in roles))
+
+
 def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
-         table: spill.Spilled, shards: list[str], image_column: str | None) -> runners.Run:
+         table: spill.Spilled, shards: list[str], schema, source,
+         update=None, rows_in: int | None = None) -> runners.Run:
     """Where the run stages, writes and publishes, and how many workers write."""
     cloud = opts.runner == "DataflowRunner"
     # On Dataflow the shard tasks are staged under the temp location, read by workers.
@@ -167,19 +323,21 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
                      if opts.shorter_side is not None else {})
     spec = metadata.DatasetSpec(
         name=opts.name, compression=opts.compression, features=table.features,
-        vocabularies=table.vocabularies, rows_in=table.rows_in,
+        vocabularies=table.vocabularies,
+        rows_in=table.rows_in if rows_in is None else rows_in,
         max_error_fraction=opts.max_error_fraction, image_options=image_options,
-        fail_in_pipeline=cloud, near_duplicates=opts.near_duplicates)
+        fail_in_pipeline=cloud, near_duplicates=opts.near_duplicates,
+        source=source_name(source), mode=opts.mode or "convert", key=opts.key,
+        update=update)
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
               if opts.shorter_side is not None else None)
     records = sum(table.counts.values())
     workers = runners.local_workers(opts)
     in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(shards) == 1
     settings = shard.WriteSettings(
-        folder, table.columns, check=opts.check, max_image_bytes=opts.max_image_bytes,
-        sizing=sizing, index=opts.write_index, near_duplicates=opts.near_duplicates,
-        image_column=(table.columns.index(image_column) if image_column in table.columns
-                      else None),
+        folder, table.columns, check=image.image_check(opts.check),
+        max_image_bytes=opts.max_image_bytes, sizing=sizing, index=opts.write_index,
+        near_duplicates=opts.near_duplicates, **_row_settings(opts, table, schema),
         # Pre-sizing and the report's small decodes are CPU work that Pillow does without
         # the GIL: a run in the calling process has its shard writer use every worker as
         # a thread, rather than Beam's multi-threaded mode.

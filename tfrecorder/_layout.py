@@ -94,7 +94,7 @@ def image_feature_specs() -> dict[str, FeatureSpec]:
 #: TFDS's rule for dataset names; file names are built from it, so it is ours too.
 NAME_PATTERN = re.compile(r"[a-zA-Z]\w*")
 _SHARD_PATTERN = re.compile(
-    r"(?P<name>[a-zA-Z]\w*)-(?P<split>[a-z][a-z0-9_]*)\.tfrecord-"
+    r"(?P<name>[a-zA-Z]\w*)-(?P<split>[a-z][a-z0-9_]*)(?:-v(?P<version>\d{5}))?\.tfrecord-"
     r"(?P<index>\d{5})-of-(?P<count>\d{5})(?P<gz>\.gz)?"
 )
 #: TFDS's name for the shard file template, recorded in dataset_info.json.
@@ -103,17 +103,22 @@ TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 
 @dataclasses.dataclass(frozen=True, order=True)
 class ShardName:
-    """The parts of a shard file name such as ``data-train.tfrecord-00002-of-00008``."""
+    """The parts of a shard file name such as ``data-train.tfrecord-00002-of-00008``, or
+    ``data-train-v00003.tfrecord-00000-of-00002`` for a shard that the update publishing
+    version 3 wrote (version 1's shards carry no version in their name)."""
 
     name: str
     split: str
     index: int
     count: int
     gzip: bool = False
+    version: int = 1
 
     def __str__(self) -> str:
         suffix = ".gz" if self.gzip else ""
-        return f"{self.name}-{self.split}.tfrecord-{self.index:05d}-of-{self.count:05d}{suffix}"
+        tag = f"-v{self.version:05d}" if self.version > 1 else ""
+        return (f"{self.name}-{self.split}{tag}.tfrecord-{self.index:05d}-of-"
+                f"{self.count:05d}{suffix}")
 
     @classmethod
     def parse(cls, filename: str) -> "ShardName | None":
@@ -123,12 +128,74 @@ class ShardName:
         m = _SHARD_PATTERN.fullmatch(filename)
         if m is None:
             return None
-        return cls(m["name"], m["split"], int(m["index"]), int(m["count"]), bool(m["gz"]))
+        version = int(m["version"]) if m["version"] is not None else 1
+        if m["version"] is not None and version < 2:
+            return None  # version 1's shards carry no version: one name per shard
+        return cls(m["name"], m["split"], int(m["index"]), int(m["count"]), bool(m["gz"]),
+                   version)
+
+
+# --- versions (docs/format.md, "Versions and the data report") ------------------------
+
+#: Every published version's manifest (``versions/00001.json``), and the files only one
+#: version has (``versions/00002/index/<shard>.idx``, its live records).
+VERSIONS_DIR = "versions"
+#: One rows file per shard (``rows/<shard>.rows.jsonl.gz``): what updates compare.
+ROWS_DIR = "rows"
+ROWS_SUFFIX = ".rows.jsonl.gz"
+
+
+def version_manifest(version: int) -> str:
+    """``versions/00002.json``: the manifest of ``version``, never rewritten."""
+    return f"{VERSIONS_DIR}/{version:05d}.json"
+
+
+def live_index(version: int, shard: str) -> str:
+    """``versions/00002/index/<shard>.idx``: the records of ``shard`` live in ``version``."""
+    return f"{VERSIONS_DIR}/{version:05d}/index/{shard}.idx"
+
+
+def version_quality(version: int) -> str:
+    """``versions/00002/quality.json``: the data report of ``version``."""
+    return f"{VERSIONS_DIR}/{version:05d}/{QUALITY}"
+
+
+def is_version_quality(name: str) -> bool:
+    """True for ``versions/KKKKK/quality.json``."""
+    return isinstance(name, str) and re.fullmatch(r"versions/\d{5}/quality\.json", name) is not None
+
+
+def rows_file(shard: str) -> str:
+    """``rows/<shard>.rows.jsonl.gz``: one line per record of ``shard``, in file order."""
+    return f"{ROWS_DIR}/{shard}{ROWS_SUFFIX}"
+
+
+_VERSION_FILE = re.compile(r"versions/(?P<version>\d{5})\.json")
+
+
+def parse_version_manifest(name: str) -> int | None:
+    """The version of a ``versions/KKKKK.json`` name, else None."""
+    m = _VERSION_FILE.fullmatch(name) if isinstance(name, str) else None
+    return int(m["version"]) if m and int(m["version"]) >= 1 else None
+
+
+_LIVE_INDEX = re.compile(r"versions/(?P<version>\d{5})/index/(?P<shard>[^/]+)\.idx")
+
+
+def parse_live_index(name: str) -> tuple[int, str] | None:
+    """``(version, shard)`` of a live index file's name, else None."""
+    m = _LIVE_INDEX.fullmatch(name) if isinstance(name, str) else None
+    if m is None or ShardName.parse(m["shard"]) is None:
+        return None
+    return int(m["version"]), m["shard"]
 
 
 #: The names a conversion gives the files it writes into its output folder.
+_SHARD_TEXT = re.sub(r"\(\?P<\w+>", "(?:", _SHARD_PATTERN.pattern)  # no group names
 _OUTPUT_NAME = re.compile(
-    rf"(?:index/)?{_SHARD_PATTERN.pattern}(?:\.idx)?"
+    rf"(?:index/|versions/\d{{5}}/index/)?{_SHARD_TEXT}(?:\.idx)?"
+    rf"|rows/{_SHARD_TEXT}{re.escape(ROWS_SUFFIX)}"
+    r"|versions/\d{5}\.json|versions/\d{5}/quality\.json"
     r"|[^/\0]+\.labels\.txt"
     rf"|{re.escape(MANIFEST)}|{re.escape(ERRORS)}|{re.escape(DATASET_INFO)}|{re.escape(FEATURES)}"
     rf"|{re.escape(QUALITY)}"
@@ -144,8 +211,9 @@ def is_output_name(name: str) -> bool:
     m = _OUTPUT_NAME.fullmatch(name)
     if m is None:
         return False
-    # an index file is "index/<shard>.idx", and only that
-    return name.startswith("index/") == name.endswith(".idx")
+    # an index file is "index/<shard>.idx" or "versions/KKKKK/index/<shard>.idx", and
+    # only that
+    return (name.startswith("index/") or "/index/" in name) == name.endswith(".idx")
 
 
 def escape(key: str) -> str:

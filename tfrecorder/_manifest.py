@@ -16,8 +16,9 @@ from typing import Any, Mapping
 from tfrecorder import _index as index, _layout as layout
 from tfrecorder._layout import FeatureSpec
 
-#: Manifest.format_version of the directories tfrecorder writes (``legacy`` has 0).
-FORMAT_VERSION = 1
+#: Manifest.format_version of the directories tfrecorder writes (``legacy`` has 0):
+#: 2 since folders hold versions and rows files (docs/format.md, "format 2").
+FORMAT_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +31,17 @@ class ShardInfo:
     #: The shard's index file (``index.name(file)``), or None: gzip shards, and outputs
     #: written before index files existed (``tfrecorder index`` adds them).
     index: str | None = None
+    #: Records of the file live in this version (None: all of them), and where a
+    #: version retired some, the index of the live ones (``layout.live_index``).
+    live: int | None = None
+    live_index: str | None = None
+    #: Its rows file (``layout.rows_file(file)``); None in folders written before them.
+    rows: str | None = None
+
+    @property
+    def live_examples(self) -> int:
+        """Records of the shard live in this version."""
+        return self.num_examples if self.live is None else self.live
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +78,18 @@ class Manifest:
     generation: str = ""
     #: The data report's file (``layout.QUALITY``), or None where none was written.
     quality: str | None = None
+    #: Format 2: the version's number (1 for a conversion), its parent's (None for 1),
+    #: when it was published (UTC, ISO 8601; the only timestamp of a folder), what it
+    #: was made from (``source``: the table's file name, or "DataFrame"), how
+    #: (``mode``: "convert", "update" or "append"), the match key, and the records each
+    #: split gained, lost and kept (``{split: {"added", "retired", "kept"}}``).
+    version: int | None = None
+    parent: int | None = None
+    published: str | None = None
+    source: str | None = None
+    mode: str | None = None
+    key: str | None = None
+    changes: dict | None = None
 
     @property
     def label_key(self) -> str | None:
@@ -101,6 +125,14 @@ class Manifest:
             d["multi_label"] = True
         if self.quality is None:
             del d["quality"]
+        for name in ("version", "parent", "published", "source", "mode", "key", "changes"):
+            if d[name] is None:
+                del d[name]
+        for split in d["splits"].values():
+            for shard in split["shards"]:
+                for name in ("live", "live_index", "rows"):
+                    if shard[name] is None:
+                        del shard[name]
         return d
 
     @classmethod
@@ -118,6 +150,14 @@ class Manifest:
                         f"it lists {x['index']!r} as the index file of shard {x['file']}, "
                         f"which is not the index file name tfrecorder writes for it "
                         f"({index.name(x['file'])!r})")
+                # The same for its rows file and live index: names of this shard only.
+                if x.get("rows") is not None and x["rows"] != layout.rows_file(x["file"]):
+                    raise ValueError(f"it lists {x['rows']!r} as the rows file of shard "
+                                     f"{x['file']}, which is not the name tfrecorder writes")
+                live = x.get("live_index")
+                if live is not None and (layout.parse_live_index(live) or (0, ""))[1] != x["file"]:
+                    raise ValueError(f"it lists {live!r} as the live index of shard "
+                                     f"{x['file']}, which is not a name tfrecorder writes")
         splits = {
             name: SplitInfo(s["name"], s["num_examples"], s["num_bytes"],
                             [ShardInfo(**x) for x in s["shards"]], dict(s.get("label_counts", {})))
@@ -132,6 +172,9 @@ class Manifest:
             image_options=dict(d.get("image_options", {})),
             generation=str(d.get("generation", "")),
             quality=_quality_file(d.get("quality")),
+            version=d.get("version"), parent=d.get("parent"), published=d.get("published"),
+            source=d.get("source"), mode=d.get("mode"), key=d.get("key"),
+            changes=d.get("changes"),
         )
 
     def to_bytes(self) -> bytes:
@@ -146,9 +189,10 @@ class Manifest:
 
 
 def _quality_file(name) -> str | None:
-    # One name only: a manifest that lists another file would have readers read it and
-    # ``overwrite`` remove it.
-    if name is not None and name != layout.QUALITY:
+    # Names of ours only (``quality.json``, an update's ``versions/KKKKK/quality.json``):
+    # a manifest that lists another file would have readers read it and ``overwrite``
+    # remove it.
+    if name is not None and name != layout.QUALITY and not layout.is_version_quality(name):
         raise ValueError(f"it lists {name!r} as its data report, which is not the file "
                          f"name tfrecorder writes ({layout.QUALITY!r})")
     return name

@@ -53,6 +53,12 @@ class DatasetSpec:
     # a failing step's traceback to the user's stderr.
     fail_in_pipeline: bool = True
     near_duplicates: bool = False    # the data report pairs near duplicates too
+    # The version's story (Manifest.source, .mode, .key); ``update`` is the
+    # ``versions.Update`` an update publishes, None for a conversion (version 1).
+    source: str | None = None
+    mode: str = "convert"
+    key: str | None = None
+    update: Any = None
 
 
 def _row_key(row) -> tuple:
@@ -61,7 +67,7 @@ def _row_key(row) -> tuple:
     return (1, 0, str(row))
 
 
-def _strict_json(value):
+def strict_json(value):
     """A row id (a CSV line number, or a DataFrame index label of any type) or a cell
     as strict JSON: numbers and text as they are; dates and times in ISO 8601
     (``2024-05-01T12:00:00``); a NaN or infinite number, a period, a duration, an
@@ -72,13 +78,13 @@ def _strict_json(value):
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, (tuple, list)):
-        return [_strict_json(v) for v in value]
+        return [strict_json(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _strict_json(v) for k, v in value.items()}
+        return {str(k): strict_json(v) for k, v in value.items()}
     if isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat()
     if getattr(value, "dtype", None) is not None and value.dtype.kind in "biuf":
-        return _strict_json(value.item())  # a NumPy number
+        return strict_json(value.item())  # a NumPy number
     if isinstance(value, bytes):
         return value.decode("utf-8", "backslashreplace")
     return str(value)
@@ -86,7 +92,7 @@ def _strict_json(value):
 
 def _error_line(q) -> bytes:
     """One line of ``errors.jsonl`` for a Quarantined row: strict JSON (no NaN)."""
-    return json.dumps(_strict_json(q.to_json()), sort_keys=True, ensure_ascii=False,
+    return json.dumps(strict_json(q.to_json()), sort_keys=True, ensure_ascii=False,
                       allow_nan=False).encode() + b"\n"
 
 
@@ -100,6 +106,7 @@ class Built:
     files: dict[str, bytes]          # labels files and TFDS metadata, by name
     shards: list[str]                # shard file names, in split and index order
     indexes: list[str]               # their index files (index.name), where written
+    rows: list[str]                  # their rows files (layout.rows_file), where written
     rows_bad: int
     first_reasons: list[str]
 
@@ -114,13 +121,22 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
     bytes, whatever order the shards finished in.
     """
     stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.index))
+    # The shards an update keeps are there for the data report only.
+    kept_stats = [s for s in stats if getattr(s, "kept", False)]
+    stats = [s for s in stats if not getattr(s, "kept", False)]
     bad = sorted(quarantined, key=lambda q: _row_key(q.row))
     errors = b"".join(map(_error_line, bad))
     rows_bad = len(bad)
 
     label_key = next((k for k, f in spec.features.items() if f.role == "label"), None)
     names = spec.vocabularies.get(label_key, []) if label_key else []
+    update = spec.update
     splits: dict[str, SplitInfo] = {}
+    if update is not None:  # the parent's shards with live records, as this version sees them
+        for split, kept in update.kept.items():
+            splits[split] = SplitInfo(split, sum(x.live_examples for x in kept),
+                                      sum(x.num_bytes for x in kept), list(kept),
+                                      dict(update.label_counts.get(split, {})))
     channels: dict[int, int] = {}
     formats: set[str] = set()
     for s in stats:
@@ -132,32 +148,68 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
         splits[s.split] = SplitInfo(
             s.split, info.num_examples + s.num_examples, info.num_bytes + s.num_bytes,
             info.shards + [ShardInfo(s.filename, s.num_examples, s.num_bytes,
-                                     s.index_file)], counts)
+                                     s.index_file, rows=s.rows_file)], counts)
         for c, n in s.channels.items():
             channels[int(c)] = channels.get(int(c), 0) + n
         formats.update(f for f, n in s.formats.items() if n)
+    splits = {k: splits[k] for k in sorted(splits, key=layout.split_order) if splits[k].shards}
+    if update is None:
+        version, parent, rows_in, kept_rows = 1, None, spec.rows_in, 0
+        changes = {k: {"added": v.num_examples, "retired": 0, "kept": 0}
+                   for k, v in splits.items()}
+    else:
+        version, parent, rows_in, kept_rows = (update.version, update.parent.version,
+                                               update.rows_in, update.kept_rows)
+        # What was added is what the workers wrote: a row quarantined is not added.
+        written: dict[str, int] = {}
+        for s in stats:
+            written[s.split] = written.get(s.split, 0) + s.num_examples
+        changes = {k: {**v, "added": written.get(k, 0)} for k, v in update.changes.items()}
+        for c, n in update.channels.items():
+            channels[int(c)] = channels.get(int(c), 0) + n
+        formats.update(update.formats)
     manifest = Manifest(
         name=spec.name, compression=spec.compression, features=spec.features,
-        vocabularies=spec.vocabularies, splits=splits, rows_in=spec.rows_in,
-        rows_written=sum(s.rows for s in stats), rows_quarantined=rows_bad,
-        image_options=dict(spec.image_options), quality=layout.QUALITY,
+        vocabularies=spec.vocabularies, splits=splits, rows_in=rows_in,
+        rows_written=kept_rows + sum(s.rows for s in stats), rows_quarantined=rows_bad,
+        image_options=dict(spec.image_options),
+        quality=layout.QUALITY if update is None else layout.version_quality(version),
+        version=version, parent=parent, source=spec.source, mode=spec.mode, key=spec.key,
+        changes=changes,
     )
-    fingerprint = hashlib.blake2b(manifest.to_bytes(), digest_size=16)
+    # The generation fingerprints content, not history: the same records and metadata
+    # give the same generation, whichever version publishes them.
+    content = dataclasses.replace(manifest, version=None, parent=None, published=None,
+                                  source=None, mode=None, changes=None)
+    fingerprint = hashlib.blake2b(content.to_bytes(), digest_size=16)
+    if update is not None:
+        fingerprint.update(f"{update.parent.generation}\n".encode())
     for s in stats:
         fingerprint.update(f"{s.filename} {s.digest}\n".encode())
     manifest = dataclasses.replace(manifest, generation=fingerprint.hexdigest())
     files = {layout.labels_file(key): label_files.format_labels_file(vocab).encode("utf-8")
              for key, vocab in spec.vocabularies.items()}
+    # The data report: of an update, its new records against every live one (the kept
+    # ones' digests come from their rows files); also the latest report at the top.
     files[layout.QUALITY] = json_bytes(quality.build(
-        stats, *matches, label_names=names, multi_label=manifest.multi_label,
-        near_duplicates=spec.near_duplicates, row_json=_strict_json))
+        stats + kept_stats, *matches, label_names=names, multi_label=manifest.multi_label,
+        near_duplicates=spec.near_duplicates, row_json=strict_json, version=version))
+    if manifest.quality != layout.QUALITY:
+        files[manifest.quality] = files[layout.QUALITY]
     files[DATASET_INFO] = json_bytes(tfds_dataset_info(manifest))
     files[FEATURES] = json_bytes(tfds_features(manifest, image_channels(channels),
                                                 decodable=TFDS_UNDECODABLE.isdisjoint(formats)))
     return Built(manifest, manifest.to_bytes(), errors, files,
                  [s.filename for s in stats],
-                 [s.index_file for s in stats if s.index_file], rows_bad,
+                 [s.index_file for s in stats if s.index_file],
+                 [s.rows_file for s in stats if s.rows_file], rows_bad,
                  [f"row {q.row}: {q.reason}" for q in bad[:5]])
+
+
+def published(manifest: Manifest) -> Manifest:
+    """``manifest`` stamped with the time of its publication (UTC, to the second)."""
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    return dataclasses.replace(manifest, published=now.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def over_budget(spec: DatasetSpec, rows_bad: int, first_reasons: list[str],
@@ -240,15 +292,32 @@ def read_manifest(output_dir: str) -> Manifest:
 _TFDS = "tensorflow_datasets.core.features."
 
 
+def _tfds_template(s: SplitInfo) -> str | None:
+    """The file-name template of a split whose live records are whole shards under one
+    template (every shard of one version, all listed, none with retired records), else
+    None: TFDS reads a split by one template, and would read retired records."""
+    names = [layout.ShardName.parse(x.file) for x in s.shards]
+    versions = {n.version for n in names if n is not None}
+    if (len(versions) != 1 or None in names or any(x.live_index for x in s.shards)
+            or sorted(n.index for n in names) != list(range(names[0].count))):
+        return None
+    version = versions.pop()
+    return (layout.TFDS_TEMPLATE if version == 1 else
+            layout.TFDS_TEMPLATE.replace("{SPLIT}", f"{{SPLIT}}-v{version:05d}"))
+
+
 def tfds_dataset_info(m: Manifest) -> dict:
+    """dataset_info.json: every split that TFDS can read by one file-name template (an
+    update's split holding records of two versions is left out: docs/format.md)."""
     splits = [
         {
-            "filepathTemplate": layout.TFDS_TEMPLATE,
+            "filepathTemplate": _tfds_template(s),
             "name": s.name,
             "numBytes": str(s.num_bytes),
             "shardLengths": [str(x.num_examples) for x in s.shards],
         }
         for s in sorted(m.splits.values(), key=lambda s: layout.split_order(s.name))
+        if _tfds_template(s) is not None
     ]
     info: dict[str, Any] = {
         "description": "Written by tfrecorder." + (

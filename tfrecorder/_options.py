@@ -21,6 +21,8 @@ from tfrecorder._layout import NAME_PATTERN
 
 #: The runners tfrecorder treats specially; any other Beam runner works too.
 RUNNERS = ("DirectRunner", "DataflowRunner")
+#: Options.mode: how a conversion treats the versions already in its output folder.
+MODES = ("update", "append")
 _ALIASES = {"dataflow_options": "pipeline_options"}
 
 
@@ -69,6 +71,22 @@ class Options:
             "every shard is written, the old manifest first; a failed run leaves them as they "
             "were. Other files are left alone, and one the run would have to replace is "
             "refused before anything is written"))
+    mode: str | None = _option(
+        None, "'update': write only the rows that changed since the folder's latest version "
+        "and publish a new version; 'append': only add new rows",
+        cli={"flags": ["--update"], "action": "store_const", "const": "update"}, doc=(
+            '`"update"` compares the table with the output folder\'s latest version by '
+            "`key` and publishes a new version: new and changed rows are written into new "
+            "shards, removed and changed ones are retired, unchanged ones are not read "
+            '(`--update`). `"append"` only adds rows whose key is new (`--append`). `None` '
+            "converts into an empty folder (or, with `overwrite`, starts over at version "
+            "1). See [versions.md](versions.md)"))
+    key: str = _option(
+        "image_uri", "the column that identifies a row across versions (mode='update')",
+        cli={}, doc=(
+            "the column whose value identifies a row from one version to the next "
+            '(`mode="update"`, `"append"`): by default the image column\'s value as the '
+            "table gives it"))
     label_vocabulary: Sequence[str] | str | None = _option(
         None, "label names in id order, or a path to a file with one per line",
         cli={"metavar": "FILE"}, doc=(
@@ -118,13 +136,17 @@ class Options:
             "written, fits the 255 bytes a file name may have (179 with "
             '`compression="gzip"`)'))
     check: str = _option(
-        "header", "'header': parse headers and file ends; 'decode': decode every image",
-        cli={"choices": list(image.CHECKS)}, doc=(
+        "header", "'header': parse headers and file ends; 'decode': decode every image; "
+        "'content': headers, and an update compares every image's bytes",
+        cli={"choices": list(image.CHECK_OPTIONS)}, doc=(
             '`"header"`: the header gives format, size and channels (read directly for '
             "JPEG, PNG, GIF and BMP, by Pillow for other formats), and the file's end is "
             "checked (JPEG end-of-image marker, PNG IEND chunk, GIF trailer, BMP size); no "
             "pixel of a JPEG, PNG, GIF or BMP is decoded (other formats are decoded to be "
-            're-encoded as PNG). `"decode"`: every image is also fully decoded'))
+            're-encoded as PNG). `"decode"`: every image is also fully decoded. '
+            '`"content"`: as `"header"`, and an update (`mode="update"`) reads every image of '
+            "the table and compares the SHA-256 of its bytes with the stored one, instead of "
+            "its size and modification time"))
     max_error_fraction: float = _option(
         0.1, "fail the run when more than this share of rows is quarantined (a run that "
         "writes nothing always fails)", cli={"type": float}, doc=(
@@ -215,8 +237,17 @@ class Options:
             raise ConfigError(
                 f"name={self.name!r}: a dataset name starts with a letter and has only "
                 f"letters, digits and underscores (e.g. 'flowers')")
-        if self.check not in image.CHECKS:
-            raise ConfigError(f"check={self.check!r}; use one of {image.CHECKS}")
+        if self.check not in image.CHECK_OPTIONS:
+            raise ConfigError(f"check={self.check!r}; use one of {image.CHECK_OPTIONS}")
+        if self.mode is not None and self.mode not in MODES:
+            raise ConfigError(f"mode={self.mode!r}; use None (a new conversion), "
+                              f"'update' or 'append'")
+        if self.mode is not None and self.overwrite:
+            raise ConfigError(f"mode={self.mode!r} and overwrite=True: an update keeps the "
+                              f"versions there, overwrite starts over at version 1; give one")
+        if not isinstance(self.key, str) or not self.key.strip():
+            raise ConfigError(f"key={self.key!r}; give the name of the column that "
+                              f"identifies a row (image_uri by default)")
         counts = self.num_shards.values() if isinstance(self.num_shards, Mapping) else [self.num_shards]
         if any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in counts):
             raise ConfigError(f"num_shards={self.num_shards!r}; use 0 (automatic) or a positive int")

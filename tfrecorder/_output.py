@@ -76,26 +76,32 @@ class Survey:
     manifest: Manifest | None               # a complete previous output
     leftovers: frozenset[str]                # files listed by ledgers of unfinished runs
     damaged: str | None = None               # why its manifest cannot be trusted, if so
-    #: Every file some published version lists (``versions/*.json`` and what each of
-    #: them lists: shards, index, live index and rows files), the version files too.
-    versioned: frozenset[str] = frozenset()
+    #: Every published version's manifest (``versions/KKKKK.json``), by number.
+    versions: tuple = ()
 
     @property
     def complete_files(self) -> frozenset[str]:
-        """The files of the complete output: its shards and metadata files."""
+        """The files of the complete output: the shards and metadata files of its
+        manifest and of every published version."""
         m = self.manifest
-        if m is None:
+        if m is None and not self.versions:
             return frozenset()
-        shards = [s for info in m.splits.values() for s in info.shards]
-        names = {s.file for s in shards}
-        # The index file a conversion writes for each shard, by its name: never a name
-        # merely listed (the manifest's own check refuses any other).
-        names |= {index.name(s.file) for s in shards if s.index}
-        names |= {layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES}
-        names |= {layout.labels_file(k) for k in m.vocabularies}
-        if m.quality:
-            names.add(m.quality)
-        return frozenset(names | self.versioned)
+        names = {layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES}
+        for k, v in ([] if m is None else [(None, m)]) + list(self.versions):
+            names |= _listed(v)
+            if k is not None:
+                names.add(layout.version_manifest(k))
+        return frozenset(names)
+
+    @property
+    def latest(self) -> Manifest | None:
+        """The latest published version: the highest of ``versions/``, else the
+        manifest (a folder written before versions). The manifest where it is that
+        version (``build_index`` adds index files to it alone)."""
+        if not self.versions:
+            return self.manifest
+        k, m = self.versions[-1]
+        return self.manifest if self.manifest is not None and self.manifest.version == k else m
 
     def ours(self) -> frozenset[str]:
         names = self.complete_files | self.leftovers | {layout.LOCK, layout.TMP_DIR}
@@ -110,15 +116,71 @@ class Survey:
 # Index files are the only names with a folder (``index/<shard>.idx``): the folder is
 # ours when a file of ours is in it, and is removed with its last file.
 
+def _listed(m: Manifest) -> set[str]:
+    """The files one manifest lists (shards, their index and rows files, live indexes,
+    labels files, its data report), by the names a conversion gives them: never a name
+    merely listed (the manifest's own check refuses any other)."""
+    shards = [s for info in m.splits.values() for s in info.shards]
+    names = {s.file for s in shards}
+    names |= {index.name(s.file) for s in shards if s.index}
+    names |= {layout.rows_file(s.file) for s in shards if s.rows}
+    names |= {s.live_index for s in shards if s.live_index}
+    names |= {layout.labels_file(k) for k in m.vocabularies}
+    if m.quality:
+        names.add(m.quality)
+    return names
+
+
 def _folders(names: Iterable[str]) -> set[str]:
     """The top folders of the names that have one."""
     return {n.split("/", 1)[0] for n in names if "/" in n}
 
 
 def _remove_empty_index_dir(output_dir: str) -> None:
-    folder = storage.join(output_dir, index.DIR)
-    if not storage.is_remote(folder) and storage.isdir(folder) and not storage.listdir(folder):
-        storage.remove(folder)  # (an object store has no empty folders)
+    """Removes the folders of ours left empty (an object store has none)."""
+    if storage.is_remote(output_dir):
+        return
+    for name in (index.DIR, layout.ROWS_DIR):
+        folder = storage.join(output_dir, name)
+        if storage.isdir(folder) and not storage.is_link(folder) and not storage.listdir(folder):
+            storage.remove(folder)
+    versions = storage.join(output_dir, layout.VERSIONS_DIR)
+    if not storage.isdir(versions) or storage.is_link(versions):
+        return
+    for k in storage.listdir(versions):
+        folder = storage.join(versions, k)
+        sub = storage.join(folder, "index")
+        if storage.isdir(sub) and not storage.is_link(sub) and not storage.listdir(sub):
+            storage.remove(sub)
+        if storage.isdir(folder) and not storage.is_link(folder) and not storage.listdir(folder):
+            storage.remove(folder)
+    if not storage.listdir(versions):
+        storage.remove(versions)
+
+
+def read_versions(output_dir: str, entries: Iterable[str] | None = None) -> tuple:
+    """``((number, Manifest), ...)`` of every version published in ``output_dir``
+    (``versions/KKKKK.json``), in order; a file there that is not a whole manifest
+    is skipped (it is no published version)."""
+    if entries is not None and layout.VERSIONS_DIR not in entries:
+        return ()
+    folder = storage.join(output_dir, layout.VERSIONS_DIR)
+    try:
+        names = storage.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return ()
+    out = []
+    for name in names:
+        k = layout.parse_version_manifest(f"{layout.VERSIONS_DIR}/{name.rstrip('/')}")
+        if k is None:
+            continue
+        try:
+            m = Manifest.from_bytes(storage.read_bytes(
+                _inside(output_dir, layout.version_manifest(k))))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        out.append((k, m))
+    return tuple(sorted(out, key=lambda km: km[0]))
 
 
 def under_a_file(output_dir: str) -> ConfigError:
@@ -140,13 +202,10 @@ def survey(output_dir: str) -> Survey:
                           f"give a folder you can write to") from None
     # Another run's lock, written whole before it is linked in, is there for a moment.
     entries = tuple(e for e in entries if not layout.is_lock_in_the_making(e))
-    manifest, damaged, versioned = None, None, frozenset()
+    manifest, damaged = None, None
     if layout.MANIFEST in entries:
         try:
-            latest = view.open_version(output_dir)
-            manifest = latest.manifest
-            # Every version's files are the output's, so overwrite removes them all.
-            versioned = latest.files | _versioned(output_dir, entries)
+            manifest = metadata.read_manifest(output_dir)
         except TFRecorderError as e:
             # a damaged or crafted manifest: not a complete output, and nothing it
             # lists is taken as ours
@@ -168,36 +227,10 @@ def survey(output_dir: str) -> Survey:
                 continue
             # A ledger names what its run wrote; only names a run writes are taken from
             # it (never "../x" or "/etc/x"), and only as names inside this folder.
-            leftovers.update(n for n in files
-                             if layout.is_output_name(n) or view.is_version_name(n))
-    return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged, versioned)
-
-
-def _versioned(output_dir: str, entries: tuple[str, ...]) -> frozenset[str]:
-    """The files every published version lists, its manifest file included; a
-    damaged version manifest is a TFRecorderError (nothing of it is taken as ours)."""
-    if view.VERSIONS not in entries:
-        return frozenset()
-    names: set[str] = set()
-    for number in view.versions(output_dir):
-        names |= view.open_version(output_dir, number).files
-    return frozenset(names)
-
-
-def _remove_previous(output_dir: str, before: Survey, new: set) -> None:
-    """Removes the previous output's files that the run does not replace: its manifest
-    first (the folder then reads as incomplete, so no reader opens a half-removed
-    version), then every version's files, then the version manifests, which readers
-    of an older version check, last."""
-    here = functools.partial(_inside, output_dir)
-    storage.remove(here(layout.MANIFEST))
-    gone = sorted(before.complete_files - new)
-    manifests = [n for n in gone if view.is_version_file(n)]
-    for name in [n for n in gone if not view.is_version_file(n)] + manifests:
-        storage.remove(here(name))
-    if not storage.is_remote(output_dir):  # (an object store has no empty folders)
-        for folder in sorted(_folders(gone) - {index.DIR}):
-            _remove_empty_tree(here(folder))
+            leftovers.update(n for n in files if layout.is_output_name(n))
+    # A damaged manifest makes nothing in the folder ours, the versions' files included.
+    found = () if damaged else read_versions(output_dir, entries)
+    return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged, found)
 
 
 def _all_versions(output_dir: str, latest: "view.Version") -> list:
@@ -269,14 +302,16 @@ def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
 def clear_leftovers(s: Survey, keep_run: str) -> None:
     """Removes what unfinished runs left (with the lock held, none is running).
 
-    Their ledger-listed files go only when no complete output is there: a run killed
+    Their ledger-listed files go unless a published version lists them: a run killed
     after publishing its manifest lists the very files of that output.
     """
-    if s.manifest is None:
-        for name in sorted(s.leftovers):
-            if name.split("/", 1)[0] in s.entries:
-                storage.remove(_inside(s.output_dir, name))
-        _remove_empty_index_dir(s.output_dir)
+    keep = s.complete_files
+    if s.manifest is None and not s.versions:
+        keep = frozenset()
+    for name in sorted(s.leftovers - keep):
+        if name.split("/", 1)[0] in s.entries:
+            storage.remove(_inside(s.output_dir, name))
+    _remove_empty_index_dir(s.output_dir)
     if layout.TMP_DIR in s.entries:
         for run in storage.listdir(_inside(s.output_dir, layout.TMP_DIR)):
             if run != keep_run:
@@ -314,7 +349,7 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
             storage.write_bytes(_inside(output_dir, layout.ERRORS), built.errors)
             failure = metadata.over_budget(spec, built.rows_bad, built.first_reasons,
                                            storage.join(output_dir, layout.ERRORS))
-        for name in (*built.shards, *built.indexes):
+        for name in (*built.shards, *built.indexes, *built.rows):
             storage.remove(storage.join(folder, name))
         if spec.fail_in_pipeline:
             raise failure
@@ -322,27 +357,60 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
 
     before = survey(output_dir)
     here = functools.partial(_inside, output_dir)
-    # From here on the directory reads as incomplete, until the new manifest is in.
-    new = (set(built.shards) | set(built.indexes) | set(built.files)
-           | {layout.ERRORS, layout.MANIFEST})
-    _remove_previous(output_dir, before, new)
+    update = spec.update
+    if update is not None and not any(c["added"] or c["retired"]
+                                      for c in built.manifest.changes.values()):
+        # Every row it tried was quarantined again, and it retires nothing: the update
+        # changes nothing, so it publishes nothing.
+        for done in (folder, *run.cleanup):
+            storage.remove(done)
+        tmp = here(layout.TMP_DIR)
+        if not storage.listdir(tmp):
+            storage.remove(tmp)
+        release(storage.join(output_dir, layout.LOCK), run.run_id)
+        return None
+    moved = [*built.shards, *built.indexes, *built.rows,
+             *(update.live_indexes if update is not None else ())]
+    if update is None:
+        # A conversion starts over at version 1. From here on the directory reads as
+        # incomplete, until the new manifest is in: the old one goes first, then every
+        # version's manifest, newest first, then the files they listed.
+        storage.remove(here(layout.MANIFEST))
+        for k, _ in reversed(before.versions):
+            storage.remove(here(layout.version_manifest(k)))
+        new = set(moved) | set(built.files) | {layout.ERRORS, layout.MANIFEST}
+        for name in sorted(before.complete_files - new):
+            storage.remove(here(name))
+        version = 1
+    else:
+        version = update.version
     if run.moved:
-        if built.indexes and not storage.is_remote(output_dir):
-            storage.makedirs(here(index.DIR))
-        for name in (*built.shards, *built.indexes):
+        if not storage.is_remote(output_dir):
+            for folder_name in sorted({storage.dirname(here(n)) for n in moved}):
+                storage.makedirs(folder_name)
+        for name in moved:
             storage.rename(storage.join(folder, name), here(name))
     _remove_empty_index_dir(output_dir)
     storage.write_bytes(here(layout.ERRORS), built.errors)
     for name, data in built.files.items():
+        if "/" in name and not storage.is_remote(output_dir):  # versions/KKKKK/quality.json
+            storage.makedirs(storage.dirname(here(name)))
         storage.write_bytes(here(name), data)
-    storage.write_atomic(here(layout.MANIFEST), built.manifest_bytes)
+    # Published: the version's own manifest, created (never replaced: of two runs, one
+    # wins), then the latest version's, which readers open.
+    manifest = metadata.published(built.manifest)
+    data = manifest.to_bytes()
+    if not storage.is_remote(output_dir):
+        storage.makedirs(here(layout.VERSIONS_DIR))
+    storage.create_exclusive(here(layout.version_manifest(version)), data)
+    storage.write_atomic(here(layout.MANIFEST), data)
     for done in (folder, *run.cleanup):
         storage.remove(done)
     tmp = here(layout.TMP_DIR)
     if not storage.listdir(tmp):
         storage.remove(tmp)
     release(storage.join(output_dir, layout.LOCK), run.run_id)
-    return built.manifest
+    return manifest
 
 
 def budget_failure(run: RunFolder, spec: metadata.DatasetSpec) -> ConversionError | None:

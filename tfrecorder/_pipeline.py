@@ -27,7 +27,7 @@ import apache_beam.pipeline as beam_pipeline
 
 from tfrecorder import (
     _metadata as metadata, _output as output, _progress as progress, _quality as quality,
-    _shard as shard, _staging as staging)
+    _shard as shard, _staging as staging, _versions as versions)
 from tfrecorder._plan import gc_paused
 
 
@@ -39,14 +39,27 @@ class _WriteShardFn(beam.DoFn):
         self._progress_dir = progress_dir
 
     def process(self, index: int):
+        tasks = _tasks(self._task_dir)
+        if index >= len(tasks):
+            # A shard an update keeps: its records' digests, for the data report.
+            split, number, kept = _kept(self._task_dir)[index - len(tasks)]
+            s = self._settings
+            yield versions.kept_look(s.run.output_dir, split, number, kept, s.label_names,
+                                     s.near_duplicates, pending=s.run.folder)
+            return
         # A task unpickles tens of thousands of objects, none in a cycle: the cycle
         # collector would walk them (and everything else) several times for nothing.
         with gc_paused():
-            task = staging.read_task(_tasks(self._task_dir)[index])
+            task = staging.read_task(tasks[index])
             # One element per shard: (ShardStats, [Quarantined, ...])
             written = shard.write(task, self._settings,
                                   progress.reporter(self._progress_dir, task.filename))
         yield written
+
+
+@functools.lru_cache(maxsize=4)
+def _kept(task_dir: str) -> list:
+    return staging.read_kept(task_dir)
 
 
 @functools.lru_cache(maxsize=4)
@@ -165,9 +178,11 @@ class WriteMetadata(beam.PTransform):
 
 
 def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSettings,
-          spec: metadata.DatasetSpec, progress_dir: str | None = None):
+          spec: metadata.DatasetSpec, progress_dir: str | None = None, kept: int = 0):
     """Adds the conversion of the ``shards`` shard tasks staged in ``task_dir`` to
-    pipeline ``p``; returns the PCollection of the final step.
+    pipeline ``p``; returns the PCollection of the final step. ``kept``: the shards an
+    update keeps (``staging.stage_kept``), whose records the data report compares the
+    new ones with; numbered after the new shards.
 
     The job graph holds ``task_dir`` and the numbers of the shards, never the tasks or
     their rows, so its size is the same for ten rows or ten million in as many shards.
@@ -182,7 +197,7 @@ def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSet
             p
             # int: one shard number per element (no Reshuffle of Create's own: the
             # next step spreads them, and the graph stays the same for 1 or n shards)
-            | "Shards" >> beam.Create(range(shards), reshuffle=False)
+            | "Shards" >> beam.Create(range(shards + kept), reshuffle=False)
             | "WriteShards" >> WriteShards(task_dir, settings, progress_dir,
                                            spread=not _one_worker(p))
             | "FindMatches" >> FindMatches()

@@ -235,7 +235,9 @@ def split_plans(counts: Mapping[str, int], *, num_shards: int | Mapping[str, int
     return out
 
 
-def shard_names(plans: Sequence[SplitPlan], name: str, gzip: bool) -> list[str]:
-    """The file names of every shard of ``plans``, in order."""
-    return [str(ShardName(name, lay.split, i, lay.count, gzip))
+def shard_names(plans: Sequence[SplitPlan], name: str, gzip: bool,
+                version: int = 1) -> list[str]:
+    """The file names of every shard of ``plans``, in order; ``version`` > 1 names an
+    update's shards (``NAME-<split>-vKKKKK.tfrecord-...``)."""
+    return [str(ShardName(name, lay.split, i, lay.count, gzip, version))
             for lay in plans for i in range(lay.count)]

@@ -139,8 +139,9 @@ class Looker:
                 sums = channel_sums(img)
         return digest(data), h, sums
 
-    def add(self, ref: tuple, width: int, height: int, measured: tuple) -> None:
-        """Takes in one record, in file order: its stored size and its ``measure``."""
+    def add(self, ref: tuple, width: int, height: int, measured: tuple) -> tuple:
+        """Takes in one record, in file order: its stored size and its ``measure``.
+        Returns the record's ``(sha256, dhash or None)``."""
         self.widths[width] = self.widths.get(width, 0) + 1
         self.heights[height] = self.heights.get(height, 0) + 1
         sha, h, sums = measured
@@ -152,10 +153,12 @@ class Looker:
             self.sums[1] = [a + b for a, b in zip(self.sums[1], s)]
             self.sums[2] = [a + b for a, b in zip(self.sums[2], q)]
         self.seen.append((sha, h, ref))
+        return sha, h
 
-    def look(self, ref: tuple, data: bytes, width: int, height: int, img=None) -> None:
-        """``add`` of ``measure``: one record taken in where it is read."""
-        self.add(ref, width, height, self.measure(data, img))
+    def look(self, ref: tuple, data: bytes, width: int, height: int, img=None) -> tuple:
+        """``add`` of ``measure``: one record taken in where it is read; returns its
+        ``(sha256, dhash or None)``."""
+        return self.add(ref, width, height, self.measure(data, img))
 
 
 # --- matching, in the pipeline ----------------------------------------------------------
@@ -242,6 +245,21 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
         counts = _pair_counts(pairs)
         counts["members"] = skipped
         yield "near", heapq.nsmallest(MAX_PAIRS, pairs, key=_pair_order), counts
+
+
+def matches(shards: Iterable, near: bool) -> tuple[list, list]:
+    """``(exact, near)`` as the pipeline finds them (``keyed``, a grouping, ``found``),
+    in memory: for an update that writes no shard, whose last step runs on the driver."""
+    groups: dict[tuple, list] = {}
+    for s in shards:
+        if s.look is not None:
+            for key, value in keyed(s.look.seen, near):
+                groups.setdefault(key, []).append(value)
+    exact, pairs = [], []
+    for key, members in groups.items():
+        for e in found(key, members):
+            (exact if e[0] == "exact" else pairs).append(e[1:])
+    return exact, pairs
 
 
 # --- the report, in the last step -------------------------------------------------------

@@ -71,6 +71,16 @@ class ConversionResult(_Keys):
     notes: list[str] = dataclasses.field(default_factory=list)
     #: The data report (``tfrecorder.report``): duplicates, leaks, conflicts, statistics.
     report: Any = None
+    #: The version published (the latest one, when ``unchanged``), and what it changed
+    #: per split: ``{split: {"added": n, "retired": n, "kept": n}}``.
+    version: int | None = None
+    changes: dict = dataclasses.field(default_factory=dict)
+    #: An update that found nothing to change, and so wrote nothing.
+    unchanged: bool = False
+    #: ``mode="append"``: rows whose key the folder already held (not written), and the
+    #: first of those keys.
+    existing_count: int = 0
+    existing_keys: list = dataclasses.field(default_factory=list)
 
     @property
     def labels_without_records(self) -> list[str]:
@@ -131,6 +141,10 @@ class ConversionResult(_Keys):
             label_counts={sp: dict(i.label_counts) for sp, i in m.splits.items()},
             multi_label=m.multi_label,
             report=_report.report(output_dir) if m.quality else None,
+            version=m.version,
+            changes={s: {k: int(c.get(k, 0)) for k in ("added", "retired", "kept")}
+                     for s, c in sorted((m.changes or {}).items(),
+                                        key=lambda kv: layout.split_order(kv[0]))},
         )
 
     def label_distribution(self):
@@ -161,8 +175,34 @@ class ConversionResult(_Keys):
                           for i, sp in enumerate(self.rows_per_split))
         return f"<div>Records per label {legend}</div><table>{''.join(rows)}</table>"
 
+    def _change_lines(self) -> list[str]:
+        """The summary's lines of what an update changed, per split."""
+        if self.unchanged:
+            head = (f"  UNCHANGED   nothing to write: version {self.version} holds every row "
+                    f"of the table as it is")
+        elif self.version and self.version > 1:
+            head = "  records added, retired and kept per split:"
+        else:
+            return []
+        lines = [head]
+        for split, c in self.changes.items():
+            lines.append(f"  {split:<11} +{c.get('added', 0)} added, -{c.get('retired', 0)} "
+                         f"retired, {c.get('kept', 0)} kept")
+        if self.existing_count:
+            shown = ", ".join(map(str, self.existing_keys))
+            lines.append(f"  EXISTING    {self.existing_count:>9} row(s) not appended: their "
+                         f"key is already stored ({shown}{' ...' if self.existing_count > len(self.existing_keys) else ''})")
+        return lines
+
     def __str__(self) -> str:
+        if self.unchanged:
+            return "\n".join([f"tfrecorder: {self.output_dir} is up to date "
+                              f"(version {self.version})", *self._change_lines()])
         lines = [f"tfrecorder wrote {self.rows_written} of {self.rows_in} rows to {self.output_dir}"]
+        if self.version and self.version > 1:
+            lines = [f"tfrecorder updated {self.output_dir} to version {self.version}: "
+                     f"{self.rows_written} of {self.rows_in} rows of the table are in it"]
+        lines += self._change_lines()
         unit = "rows"
         if self.multi_label:
             unit = "records"
@@ -204,6 +244,19 @@ class ConversionResult(_Keys):
             f"<table><tr><th>split</th><th>{'records' if self.multi_label else 'rows'}</th>"
             f"<th>shards</th></tr>", rows, "</table>",
         ]
+        if self.unchanged or (self.version or 0) > 1:
+            changed = "".join(
+                f"<tr><td>{esc(split)}</td><td style='text-align:right'>{c['added']}</td>"
+                f"<td style='text-align:right'>{c['retired']}</td>"
+                f"<td style='text-align:right'>{c['kept']}</td></tr>"
+                for split, c in self.changes.items())
+            said = ("unchanged: nothing written" if self.unchanged
+                    else f"published version {self.version}")
+            parts.append(f"<div><b>{said}</b></div><table><tr><th>split</th><th>added</th>"
+                         f"<th>retired</th><th>kept</th></tr>{changed}</table>")
+            if self.existing_count:
+                parts.append(f"<div>{self.existing_count} row(s) not appended: their key is "
+                             f"already stored</div>")
         if self.labels:
             parts.append(f"<div>{len(self.labels)} labels: {esc(', '.join(self.labels[:20]))}"
                          f"{' ...' if len(self.labels) > 20 else ''}</div>")

@@ -302,6 +302,7 @@ class Run:
     spec: metadata.DatasetSpec      # what the last step writes
     records: int                    # records the tasks will write
     workers: int                    # DirectRunner workers (1: in this process)
+    kept: int = 0                   # shards an update keeps, read for the data report
 
     @property
     def output_dir(self) -> str:
@@ -395,7 +396,8 @@ def run_dataflow(run: Run, lock: output.Lock):
         beam_options = PipelineOptions([*flags, *opts.beam_flags()], runner="DataflowRunner",
                                        **opts.beam_keywords())
         p = beam.Pipeline(options=beam_options)
-        pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec)
+        pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec,
+                       kept=run.kept)
         result = p.run()
     except BaseException:
         lock.release()
@@ -466,7 +468,7 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
             with (dask_in_notebooks() if name == "DaskRunner"
                   else contextlib.nullcontext()), p:
                 pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec,
-                               progress_dir)
+                               progress_dir, kept=run.kept)
         finally:
             # Beam's Dask runner connects a Client of its own and leaves it open.
             client = getattr(getattr(p, "result", None), "client", None)

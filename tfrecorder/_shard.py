@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterator
 
 from tfrecorder import (
     _example as example, _image as image, _index as index, _layout as layout,
-    _quality as quality, _records as records, _storage as storage)
+    _quality as quality, _records as records, _rows as rows, _storage as storage)
+from tfrecorder._metadata import strict_json
 from tfrecorder._output import RunFolder
 from tfrecorder._plan import ShardTask
 
@@ -51,7 +52,11 @@ class ShardStats:
     formats: dict[str, int] = dataclasses.field(default_factory=dict)  # image_format -> records
     digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
+    rows_file: str | None = None   # its rows file (layout.rows_file); None when none is written
     look: quality.Looker | None = None  # what its images showed, for the data report
+    #: A shard of an earlier version whose live records an update keeps: read from its
+    #: rows file for the data report only, never written or listed again.
+    kept: bool = False
 
 
 @dataclasses.dataclass
@@ -87,13 +92,22 @@ class WriteSettings:
     # stored as image_uri. None: the resolved path is stored.
     image_column: int | None = None
     near_duplicates: bool = False    # hash every image for the data report's near pairs
+    # The rows file of each shard (rows.py): the label names of the ids, where the match
+    # key is in a row's values (None: the image's value as stored in image_uri), and
+    # which values are other features of the row (written under "features").
+    rows: bool = True
+    label_names: tuple = ()
+    key_column: int | None = None
+    feature_columns: tuple = ()
     # Images prepared at once where preparing is CPU work (pre-sizing, a full decode, the
     # report's small decode), which Pillow does without the GIL: the workers of a run
     # in the calling process; one where each worker is a process of its own.
     work_threads: int = 1
 
-    def reader(self) -> Callable[[str], bytes]:
-        return functools.partial(storage.read_file, max_bytes=self.max_image_bytes)
+    def reader(self) -> Callable[[str], tuple]:
+        """Reads an image: ``(bytes, size, stamp)`` (``storage.read_file_stamped``)."""
+        return functools.partial(storage.read_file_stamped, max_bytes=self.max_image_bytes,
+                                 stamped=self.rows)
 
 
 def _read(uri: str, read=storage.read_bytes, then=None):
@@ -105,9 +119,10 @@ def _read(uri: str, read=storage.read_bytes, then=None):
 
 
 def read_all(uris: list[str | None], threads: int, read=storage.read_bytes,
-             then: Callable[[bytes], Any] | None = None) -> Iterator[Any]:
-    """The bytes (or the OSError) of each uri, in order, with ``threads`` reads in flight;
-    with ``then``, ``then(bytes)`` computed in the same thread instead of the bytes.
+             then: Callable[[Any], Any] | None = None) -> Iterator[Any]:
+    """What ``read`` gives for each uri (or the OSError), in order, with ``threads``
+    reads in flight; with ``then``, ``then(what read gave)`` computed in the same thread
+    instead.
 
     ``read`` fetches one uri; remote object stores answer each read after a latency,
     so overlapping a few keeps a shard from waiting on them one by one. ``then`` is the
@@ -219,20 +234,26 @@ def write(task: ShardTask, settings: WriteSettings,
     if settings.sizing is not None or wants_image or settings.check == "decode":
         threads = max(threads, settings.work_threads)
 
-    def prepared(data: bytes):
+    def prepared(got):
         """In a reading thread: the bytes to store, what they decode to, the report's
-        measure and the source size, or the ImageProblem."""
+        measure, the source's size and the file's (size, stamp); or the ImageProblem.
+        ``got`` is ``(bytes, size, stamp)`` from ``settings.reader()``; a reader given
+        through the seam may give the bytes alone (no stamp, then)."""
+        data, file_size, file_stamp = got if isinstance(got, tuple) else (got, len(got), None)
         decoded: list = []
         try:
             stored, info = image.prepare(data, settings.check, settings.sizing,
                                          seen=decoded.append if wants_image else None)
         except image.ImageProblem as e:
             return e
-        return stored, info, look.measure(data, decoded[0] if decoded else None), len(data)
+        return (stored, info, look.measure(data, decoded[0] if decoded else None),
+                len(data), file_size, file_stamp)
 
     bad: list[Quarantined] = []
     digest = hashlib.blake2b(digest_size=16)
     framed: list[int] = []  # each record's framed length: the index, without a second pass
+    lines: list[dict] = []  # the rows file, one entry per record
+    names = settings.label_names
     out, raw = _open_for_write(tmp, gzipped)
     try:
         for done, (row, ready) in enumerate(zip(task.rows, read_all(
@@ -240,6 +261,7 @@ def write(task: ShardTask, settings: WriteSettings,
             if progress is not None and done % REPORT_EVERY == 0:
                 progress(done)
             features = row.features
+            seen: dict = {}
             if row.image_uri is not None:
                 reason, stage = None, "read"
                 if isinstance(ready, OSError):
@@ -253,18 +275,24 @@ def write(task: ShardTask, settings: WriteSettings,
                         bad.append(Quarantined(rid, row.split, row.image_uri,
                                                dict(zip(columns, values)), stage, reason))
                     continue
-                stored, info, measured, source_size = ready
+                stored, info, measured, source_size, file_size, file_stamp = ready
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
-                look.add((row.split, task.index, stats.num_examples, row.row,
-                          row.image_uri if written is None else written, tuple(row.labels)),
-                         info.width, info.height, measured)
+                sha, phash = look.add(
+                    (row.split, task.index, stats.num_examples, row.row,
+                     row.image_uri if written is None else written, tuple(row.labels)),
+                    info.width, info.height, measured)
+                seen = dict(size=file_size, stamp=file_stamp, sha256=sha, phash=phash,
+                            width=info.width, height=info.height, fmt=info.format)
                 stats.source_bytes += source_size
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
                 stats.formats[info.format] = stats.formats.get(info.format, 0) + 1
             framed.append(records.write_record_parts(out, example.serialize_parts(features),
                                                      digest))
+            if settings.rows:
+                lines.append(_rows_entry(row, settings, written if seen else None, names,
+                                         seen))
             stats.num_examples += 1
             stats.rows += 1 + len(row.merged)
             for label in row.labels:
@@ -288,4 +316,27 @@ def write(task: ShardTask, settings: WriteSettings,
             storage.makedirs(index_dir)
         storage.write_atomic(storage.join(folder, stats.index_file),
                              index.format(index.offsets(framed)))
+    if settings.rows:
+        stats.rows_file = layout.rows_file(task.filename)
+        rows_dir = storage.join(folder, layout.ROWS_DIR)
+        if not storage.is_remote(rows_dir):
+            storage.makedirs(rows_dir)
+        storage.write_atomic(storage.join(folder, stats.rows_file), rows.encode(lines))
     return stats, bad
+
+
+def _rows_entry(row, settings: WriteSettings, written: str | None, names: tuple,
+                seen: dict) -> dict:
+    """The rows file's line of one written record (rows.py)."""
+    values = row.values
+    if settings.key_column is not None:
+        key = rows.key_text(strict_json(values[settings.key_column]))
+    else:
+        key = (written if written is not None else row.image_uri) if seen else None
+    features = {settings.columns[i]: strict_json(values[i]) for i in settings.feature_columns}
+    labels = [names[i] if 0 <= i < len(names) else str(i) for i in row.labels]
+    uri = None
+    if settings.key_column is not None and seen:  # the key is not the image: say which
+        uri = written if written is not None else row.image_uri
+    return rows.entry(row=strict_json(row.row), key=key, split=row.split, labels=labels,
+                      features=features, image_uri=uri, **seen)

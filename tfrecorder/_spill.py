@@ -92,6 +92,33 @@ class Spilled:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def subset(table: Spilled, picked: dict) -> Spilled:
+    """A new spill of the rows of ``table`` at ``picked`` (split -> set of row numbers
+    within the split, in spill order), in their order; ``rows_in`` counts their input
+    rows (a merged record's each)."""
+    writer = _Writer()
+    rows_in = 0
+    try:
+        for split in table.counts:
+            wanted = picked.get(split)
+            if not wanted:
+                continue
+            at = 0
+            for block in table.blocks(split):
+                here = [i for i in range(len(block)) if at + i in wanted]
+                at += len(block)
+                if not here:
+                    continue
+                taken = block.take(here)
+                writer.write(split, taken)
+                merged = taken.merged
+                rows_in += len(here) + (sum(len(m) for m in merged) if merged is not None else 0)
+    except BaseException:
+        writer.discard()
+        raise
+    return writer.spilled(table.columns, table.features, table.vocabularies, rows_in)
+
+
 @dataclasses.dataclass
 class Checked:
     """A table checked and grouped, its records in memory: what ``validate`` gives."""
@@ -151,16 +178,20 @@ class _Writer:
 
 def read(source, schema, header="infer", names=None, *, label_vocabulary=None,
          split_fractions=splits.DEFAULT_FRACTIONS, per_chunk=None,
-         multi_label: bool | None = None, images_dir=None) -> Spilled:
+         multi_label: bool | None = None, images_dir=None,
+         extend_vocabulary: bool = False) -> Spilled:
     """``source`` checked and spilled, split by split; one SchemaError with every problem.
 
     ``per_chunk(row_ids, uris)`` sees the image URIs of each checked chunk;
     ``images_dir``: where relative image paths resolve (``sources.chunks``).
+    ``extend_vocabulary``: ``label_vocabulary`` is a stored one (an update's), whose
+    ids stay; the table's other labels get the next ids, in sorted order.
     """
     with gc_paused():
         return _read(source, schema, header, names, label_vocabulary=label_vocabulary,
                      split_fractions=split_fractions, per_chunk=per_chunk,
-                     multi_label=multi_label, images_dir=images_dir)
+                     multi_label=multi_label, images_dir=images_dir,
+                     extend_vocabulary=extend_vocabulary)
 
 
 #: A table whose images listed under several labels are fewer than this share of its
@@ -168,8 +199,19 @@ def read(source, schema, header="infer", names=None, *, label_vocabulary=None,
 FEW_REPEATED = 0.5
 
 
+def _extended(stored: list[str], distinct) -> list[str] | None:
+    """``stored`` label names followed by the new names of ``distinct`` values, sorted;
+    None for integer labels that pass through as ids ("0", "1", ... stored)."""
+    values = [v for v in distinct if not labels.is_null(v)]
+    if (stored == labels.integer_names(range(len(stored)))
+            and all(labels.as_whole_number(v) is not None for v in values)):
+        return None
+    known = set(stored)
+    return list(stored) + sorted({labels.name_of(v) for v in values} - known)
+
+
 def _read(source, schema, header, names, *, label_vocabulary, split_fractions, per_chunk,
-          multi_label=None, images_dir=None):
+          multi_label=None, images_dir=None, extend_vocabulary=False):
     notes: list[str] = []
     chunks = sources.chunks(source, schema, header, names, CHUNK_ROWS, images_dir=images_dir,
                             notes=notes)
@@ -186,6 +228,9 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
                                           label_vocabulary)
             check = _detection_check(names_)
         else:
+            label_col = schema.column("label")
+            if extend_vocabulary and label_vocabulary is not None and label_col in found.distinct:
+                label_vocabulary = _extended(list(label_vocabulary), found.distinct[label_col])
             fixed = labels.fix_vocabularies(schema, found.distinct, label_vocabulary)
             check = _table_check(schema, fixed, fractions, found.multi)
         if found.kind != "detection" and not found.multi:

@@ -22,7 +22,7 @@ TASK_SUFFIX = ".task"
 
 
 def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
-          gzip: bool) -> list[str]:
+          gzip: bool, version: int = 1) -> list[str]:
     """Writes the task files of every shard of ``plans`` under ``folder`` by streaming
     ``spilled`` (a ``spill.Spilled``) once; returns the shard names, in plan order.
 
@@ -30,11 +30,11 @@ def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
     shard's task file lists its byte ranges in the parts.
     """
     with gc_paused():
-        return _stage(spilled, plans, folder, name=name, gzip=gzip)
+        return _stage(spilled, plans, folder, name=name, gzip=gzip, version=version)
 
 
 def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
-           gzip: bool) -> list[str]:
+           gzip: bool, version: int = 1) -> list[str]:
     import numpy as np
 
     storage.makedirs(folder, private=True)
@@ -64,7 +64,7 @@ def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
                 at += len(blob)
             storage.write_bytes(storage.join(folder, part), b"".join(data), private=True)
         for index in range(lay.count):
-            filename = str(layout.ShardName(name, lay.split, index, lay.count, gzip))
+            filename = str(layout.ShardName(name, lay.split, index, lay.count, gzip, version))
             task = (lay.split, index, lay.count, filename, refs[index])
             storage.write_bytes(task_path(folder, filename),
                                 pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL),
@@ -106,6 +106,39 @@ def _check_private(path: str) -> None:
             f"{path} is not a private file of this user (owner {st.st_uid}, mode "
             f"{stat.filemode(st.st_mode)}); a staged task must be written by the run that "
             f"reads it. Another user may have replaced it: run the conversion again")
+
+
+#: The shards an update keeps, read by the pipeline for the data report (JSON).
+KEPT = "kept.json"
+
+
+def stage_kept(folder: str, kept: dict) -> int:
+    """Writes the list of the shards an update keeps (``{split: [ShardInfo]}``) for
+    the workers; returns how many there are. Each is numbered before the update's own
+    shards of its split (-k .. -1), so that the report's positions follow the version's
+    file order."""
+    import dataclasses
+    import json
+
+    listed = []
+    for split, shards in kept.items():
+        for j, shard in enumerate(shards):
+            listed.append([split, j - len(shards), dataclasses.asdict(shard)])
+    storage.write_bytes(storage.join(folder, KEPT), json.dumps(listed).encode(), private=True)
+    return len(listed)
+
+
+def read_kept(folder: str) -> list:
+    """``[(split, number, ShardInfo)]`` that ``stage_kept`` wrote; [] when none."""
+    import json
+
+    from tfrecorder._manifest import ShardInfo
+
+    try:
+        listed = json.loads(storage.read_bytes(storage.join(folder, KEPT)))
+    except FileNotFoundError:
+        return []
+    return [(split, number, ShardInfo(**info)) for split, number, info in listed]
 
 
 def list_tasks(folder: str) -> list[str]:

@@ -1,0 +1,575 @@
+"""Updates from an edited table: only what changed is written, every version stays
+readable (docs/versions.md), on real conversions with the DirectRunner."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import tfrecorder
+from tfrecorder import _layout as layout, _rows as rows
+from tests.conftest import encode
+
+LABELS = ["cat", "dog"]
+
+
+def _images(folder, n, start=0):
+    """``n`` small distinct JPEGs ``<i>.jpg``; their paths."""
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for i in range(start, start + n):
+        path = os.path.join(str(folder), f"{i}.jpg")
+        with open(path, "wb") as f:
+            f.write(encode(seed=i))
+        paths.append(path)
+    return paths
+
+
+def _table(paths, labels=None, splits=None):
+    n = len(paths)
+    return pd.DataFrame({
+        "split": splits or ["TRAIN" if i % 4 else "TEST" for i in range(n)],
+        "image_uri": paths,
+        "label": labels or [LABELS[i % 2] for i in range(n)]})
+
+
+def _garbage_keeping_stamp(path):
+    """Replaces ``path``'s bytes with as many bytes of garbage, and puts its size and
+    modification time back as they were: an update that trusts size and time does not
+    see it; one that opens the file finds no image."""
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.write(b"\0" * st.st_size)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_mtime_ns == st.st_mtime_ns
+
+
+def _digests(out):
+    return {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def _listed(out, version):
+    """The files version ``version``'s manifest lists, and the manifest itself."""
+    m = json.loads((out / layout.version_manifest(version)).read_text())
+    names = {layout.version_manifest(version)}
+    for info in m["splits"].values():
+        for s in info["shards"]:
+            names |= {s["file"], s["index"], s["rows"]} | (
+                {s["live_index"]} if s.get("live_index") else set())
+    return names
+
+
+def _live_records(tf, out, version):
+    """Every live record of ``version`` per split, read through the live index where a
+    shard has one (the records at those offsets only), else the whole shard."""
+    m = json.loads((out / layout.version_manifest(version)).read_text())
+    found = {}
+    for split, info in m["splits"].items():
+        records = []
+        for s in info["shards"]:
+            path = out / s["file"]
+            if s.get("live_index"):
+                data = path.read_bytes()
+                for line in (out / s["live_index"]).read_text().splitlines():
+                    offset, length = map(int, line.split())
+                    framed = data[offset:offset + length]
+                    records.append(framed[12:-4])  # length and its CRC, data, data's CRC
+            else:
+                records.extend(r.numpy() for r in tf.data.TFRecordDataset(str(path)))
+            assert len(records) - sum(len(r) for r in found.values()) >= 0
+        found[split] = [tf.train.Example.FromString(r) for r in records]
+        assert len(found[split]) == info["num_examples"]
+    return found
+
+
+def _values(example):
+    f = example.features.feature
+    return (f["image_uri"].bytes_list.value[0].decode(), f["label"].int64_list.value[0],
+            f["image"].bytes_list.value[0])
+
+
+@pytest.mark.slow
+def test_an_update_writes_only_what_changed_and_keeps_every_version(tf, tmp_path):
+    paths = _images(tmp_path / "img", 12)
+    out = tmp_path / "out"
+    first = tfrecorder.convert(_table(paths), str(out))
+    assert first.version == 1 and first.rows_per_split == {"train": 9, "test": 3}
+    v1 = _digests(out)
+    v1_listed = _listed(out, 1)
+
+    # The edit: row 1 removed, row 2 relabelled, image 3 rewritten, image 12 added.
+    table = _table(paths)
+    table = table.drop(index=[1])
+    table.loc[2, "label"] = "owl"
+    with open(paths[3], "wb") as f:
+        f.write(encode(seed=103, size=(30, 20)))
+    new = _images(tmp_path / "img", 1, start=12)[0]
+    table.loc[12] = ["TRAIN", new, "cat"]
+    untouched = [p for i, p in enumerate(paths) if i not in (1, 2, 3)]
+    for p in untouched:  # an update that opened any of them would quarantine it
+        _garbage_keeping_stamp(p)
+
+    result = tfrecorder.convert(table, str(out), mode="update")
+    assert result.version == 2 and not result.unchanged
+    assert result.rows_quarantined == 0  # no unchanged image was read
+    # image 0 is test (i % 4 == 0); 1, 2, 3 are train
+    assert result.changes == {"train": {"added": 3, "retired": 3, "kept": 6},
+                              "test": {"added": 0, "retired": 0, "kept": 3}}
+    assert result.rows_per_split == {"train": 9, "test": 3}
+    assert "version 2" in str(result) and "+3 added, -3 retired, 6 kept" in str(result)
+
+    # Nothing of version 1 was touched: its files are byte for byte as they were.
+    after = _digests(out)
+    for name in v1_listed:
+        assert after[name] == v1[name], name
+    assert (out / "versions" / "00002.json").read_bytes() == (out / "tfrecorder.json").read_bytes()
+    assert (out / "label.labels.txt").read_text() == "cat\ndog\nowl\n"  # ids kept, owl next
+
+    m2 = json.loads((out / "versions" / "00002.json").read_text())
+    assert (m2["format_version"], m2["version"], m2["parent"], m2["mode"]) == (2, 2, 1, "update")
+    assert m2["key"] == "image_uri" and m2["source"] == "DataFrame"
+    assert m2["vocabularies"]["label"] == ["cat", "dog", "owl"]
+    assert json.loads((out / "versions" / "00001.json").read_text())["vocabularies"] == {
+        "label": ["cat", "dog"]}
+    train = m2["splits"]["train"]["shards"]
+    assert [s["file"] for s in train] == ["data-train.tfrecord-00000-of-00001",
+                                          "data-train-v00002.tfrecord-00000-of-00001"]
+    assert train[0]["live"] == 6 and train[0]["num_examples"] == 9
+    assert train[0]["live_index"] == ("versions/00002/index/"
+                                      "data-train.tfrecord-00000-of-00001.idx")
+    assert "live" not in train[1] and "live_index" not in train[1]
+    assert m2["splits"]["train"]["num_examples"] == 6 + 3  # kept, and written
+    assert "live_index" not in m2["splits"]["test"]["shards"][0]
+
+    # The records of version 2: the kept ones of version 1, and the three written.
+    records = _live_records(tf, out, 2)
+    got = {uri: (label, data) for uri, label, data in map(_values, records["train"])}
+    want = {p: LABELS[i % 2] for i, p in enumerate(paths) if i % 4 and i not in (1,)}
+    want[paths[2]] = "owl"
+    want[new] = "cat"
+    names = ["cat", "dog", "owl"]
+    assert {uri: names[label] for uri, (label, _) in got.items()} == want
+    assert got[paths[3]][1] == open(paths[3], "rb").read()  # the rewritten image's new bytes
+    assert got[new][1] == open(new, "rb").read()
+    # Version 1 reads as it did: the records of its own shards, every one of them.
+    old = _live_records(tf, out, 1)
+    assert sorted(u for u, _, _ in map(_values, old["train"])) == sorted(
+        p for i, p in enumerate(paths) if i % 4)
+    assert tfrecorder.versions(str(out))[["version", "mode", "train_added", "train_retired",
+                                          "train_kept", "train_records"]].values.tolist() == [
+        [1, "convert", 9, 0, 0, 9], [2, "update", 3, 3, 6, 9]]
+
+    # check="content" opens every image: the garbage behind unchanged stamps shows.
+    # Every row it sends through is garbage: over the error budget (of the whole table),
+    # the update fails, and publishes nothing.
+    published = (out / "tfrecorder.json").read_bytes()
+    with pytest.raises(tfrecorder.ConversionError, match=f"{len(untouched)} of "
+                       f"{len(table)} rows were quarantined.*cannot identify image"):
+        tfrecorder.convert(table, str(out), mode="update", check="content")
+    assert (out / "tfrecorder.json").read_bytes() == published
+    assert not (out / "versions" / "00003.json").exists()
+    assert tfrecorder.versions(str(out))["version"].tolist() == [1, 2]
+
+
+def test_an_update_that_changes_nothing_writes_nothing(tmp_path):
+    paths = _images(tmp_path / "img", 6)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
+    for p in paths:  # unchanged rows are never opened
+        _garbage_keeping_stamp(p)
+    result = tfrecorder.convert(_table(paths), str(out), mode="update")
+    assert result.unchanged and result.version == 1
+    assert result.changes == {"train": {"added": 0, "retired": 0, "kept": 4},
+                              "test": {"added": 0, "retired": 0, "kept": 2}}
+    assert "up to date" in str(result)
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes())
+            for p in out.rglob("*") if p.is_file()} == before
+    assert not (out / layout.LOCK).exists() and not (out / layout.TMP_DIR).exists()
+
+
+@pytest.mark.slow
+def test_append_adds_new_keys_and_reports_the_stored_ones(tf, tmp_path):
+    paths = _images(tmp_path / "img", 6)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    more = _images(tmp_path / "img", 2, start=6)
+    table = _table(paths + more)
+    table.loc[0, "label"] = "dog"  # a stored key: append neither changes nor retires it
+    table = table.drop(index=[1])  # nor does it retire what the table no longer has
+    result = tfrecorder.convert(table, str(out), mode="append")
+    assert result.version == 2 and result.existing_count == 5
+    assert sorted(result.existing_keys) == [paths[0], paths[2], paths[3], paths[4], paths[5]]
+    assert "5 row(s) not appended" in str(result)
+    assert result.changes == {"train": {"added": 2, "retired": 0, "kept": 4},
+                              "test": {"added": 0, "retired": 0, "kept": 2}}
+    records = _live_records(tf, out, 2)
+    uris = sorted(u for split in records.values() for u, _, _ in map(_values, split))
+    assert uris == sorted(paths + more)  # each once
+    labels = {u: label for split in records.values() for u, label, _ in map(_values, split)}
+    assert labels[paths[0]] == 1 - 1  # still cat: append changes no stored record
+    m = json.loads((out / "tfrecorder.json").read_text())
+    assert m["mode"] == "append" and all(
+        "live_index" not in s for info in m["splits"].values() for s in info["shards"])
+
+
+@pytest.mark.slow
+def test_a_shard_with_no_live_record_is_not_listed(tf, tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths, splits=["TRAIN", "TRAIN", "TEST", "TEST"]), str(out))
+    table = _table(paths[:2], splits=["TRAIN", "TRAIN"])  # the whole test split removed
+    result = tfrecorder.convert(table, str(out), mode="update")
+    assert result.changes == {"train": {"added": 0, "retired": 0, "kept": 2},
+                              "test": {"added": 0, "retired": 2, "kept": 0}}
+    m = json.loads((out / "versions" / "00002.json").read_text())
+    assert list(m["splits"]) == ["train"]
+    assert not (out / "versions" / "00002" / "index").exists()  # no live index to write
+    assert (out / "data-test.tfrecord-00000-of-00001").exists()  # version 1's, kept
+    info = json.loads((out / "dataset_info.json").read_text())
+    assert [s["name"] for s in info["splits"]] == ["train"]
+    # Back again: a new row with the key of a retired record is new.
+    again = tfrecorder.convert(_table(paths, splits=["TRAIN", "TRAIN", "TEST", "TEST"]),
+                               str(out), mode="update")
+    assert again.version == 3 and again.changes["test"] == {"added": 2, "retired": 0,
+                                                             "kept": 0}
+    m3 = json.loads((out / "tfrecorder.json").read_text())
+    assert [s["file"] for s in m3["splits"]["test"]["shards"]] == [
+        "data-test-v00003.tfrecord-00000-of-00001"]
+    # A split of one update's whole shards is one template again, which TFDS reads.
+    info = json.loads((out / "dataset_info.json").read_text())
+    assert {s["name"]: s["filepathTemplate"] for s in info["splits"]}["test"] == (
+        "{DATASET}-{SPLIT}-v00003.{FILEFORMAT}-{SHARD_X_OF_Y}")
+    assert len(_live_records(tf, out, 3)["test"]) == 2
+
+
+@pytest.mark.slow
+def test_a_key_column_matches_rows_whose_image_moved(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    table = _table(paths, splits=["TRAIN"] * 4).assign(id=["a", "b", "c", "d"])
+    schema = {"split": tfrecorder.types.SplitKey, "image_uri": tfrecorder.types.ImageUri,
+              "label": tfrecorder.types.StringLabel, "id": tfrecorder.types.StringInput}
+    tfrecorder.convert(table, str(out), schema=schema, key="id")
+    lines = rows.read(str(out / layout.rows_file("data-train.tfrecord-00000-of-00001")))
+    assert sorted(e["key"] for e in lines) == ["a", "b", "c", "d"]
+    assert {e["key"]: e["features"] for e in lines}["a"] == {"id": "a"}
+    moved = tmp_path / "img" / "moved.jpg"
+    os.rename(paths[0], moved)
+    table.loc[0, "image_uri"] = str(moved)
+    result = tfrecorder.convert(table, str(out), schema=schema, key="id", mode="update")
+    # The same key with another image file: a change (its stamp is another file's).
+    assert result.changes == {"train": {"added": 1, "retired": 1, "kept": 3}}
+
+
+@pytest.mark.slow
+def test_what_an_update_cannot_do_is_refused_before_anything_is_written(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    before = _digests(out)
+    types = tfrecorder.types
+    with pytest.raises(tfrecorder.ConfigError, match="columns differ.*new features.*extra"):
+        tfrecorder.convert(_table(paths).assign(extra=[1, 2, 3, 4]), str(out), mode="update",
+                           schema={"split": types.SplitKey, "image_uri": types.ImageUri,
+                                   "label": types.StringLabel, "extra": types.IntegerInput})
+    with pytest.raises(tfrecorder.ConfigError, match="image settings.*shorter_side"):
+        tfrecorder.convert(_table(paths), str(out), mode="update", shorter_side=8)
+    with pytest.raises(tfrecorder.ConfigError, match="name='other'.*'data'"):
+        tfrecorder.convert(_table(paths), str(out), mode="update", name="other")
+    with pytest.raises(tfrecorder.ConfigError, match="label ids"):
+        tfrecorder.convert(_table(paths), str(out), mode="update",
+                           label_vocabulary=["dog", "cat"])
+    with pytest.raises(tfrecorder.ConfigError, match="key='nope' is not a column"):
+        tfrecorder.convert(_table(paths), str(out), mode="update", key="nope")
+    with pytest.raises(tfrecorder.ConfigError, match="overwrite"):
+        tfrecorder.convert(_table(paths), str(out), mode="update", overwrite=True)
+    with pytest.raises(tfrecorder.ConfigError, match="mode='replace'"):
+        tfrecorder.convert(_table(paths), str(out), mode="replace")
+    with pytest.raises(tfrecorder.OutputExistsError):  # no mode: as before
+        tfrecorder.convert(_table(paths), str(out))
+    assert _digests(out) == before and not (out / layout.LOCK).exists()
+
+    # A folder converted before rows files existed cannot be compared with.
+    for name in ("tfrecorder.json", "versions/00001.json"):
+        m = json.loads((out / name).read_text())
+        for info in m["splits"].values():
+            for s in info["shards"]:
+                del s["rows"]
+        (out / name).write_text(json.dumps(m))
+    with pytest.raises(tfrecorder.ConfigError, match="before rows files.*overwrite=True"):
+        tfrecorder.convert(_table(paths), str(out), mode="update")
+
+
+@pytest.mark.slow
+def test_overwrite_starts_over_at_version_one(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
+    assert (out / "versions" / "00002.json").exists()
+    (out / "notes.txt").write_text("mine")
+    result = tfrecorder.convert(_table(paths[1:]), str(out), overwrite=True)
+    assert result.version == 1
+    assert sorted(os.listdir(out / "versions")) == ["00001.json"]
+    assert not any("-v0" in n for n in os.listdir(out))
+    assert (out / "notes.txt").read_text() == "mine"
+    assert list(tfrecorder.versions(str(out))["version"]) == [1]
+
+
+def test_an_update_into_an_empty_folder_is_a_first_conversion(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    result = tfrecorder.convert(_table(paths), str(tmp_path / "out"), mode="update")
+    assert result.version == 1 and result.rows_written == 4
+    m = json.loads((tmp_path / "out" / "tfrecorder.json").read_text())
+    assert m["mode"] == "update" and m["version"] == 1 and "parent" not in m
+
+
+@pytest.mark.slow
+def test_a_killed_update_leaves_the_last_version_whole(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    before = _digests(out)
+    # What a run killed after writing a shard leaves: its ledger, and the shard.
+    run = out / layout.TMP_DIR / "0123456789ab"
+    run.mkdir(parents=True)
+    leftover = "data-train-v00002.tfrecord-00000-of-00001"
+    (run / "ledger.json").write_text(json.dumps({"files": [
+        leftover, layout.rows_file(leftover), "versions/00002.json"]}))
+    (out / leftover).write_bytes(b"half")
+    (out / "rows").joinpath(leftover + ".rows.jsonl.gz").write_bytes(b"half")
+    assert tfrecorder.verify(str(out)).records == 4  # version 1 reads as it is
+    more = _images(tmp_path / "img", 1, start=4)
+    result = tfrecorder.convert(_table(paths + more), str(out), mode="update")
+    assert result.version == 2 and result.changes["test"]["added"] == 1
+    assert not (out / leftover).exists() and not (out / layout.TMP_DIR).exists()
+    after = _digests(out)
+    assert all(after[n] == before[n] for n in _listed(out, 1))
+
+
+@pytest.mark.slow
+def test_the_command_line_updates_and_lists_versions(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    csv = tmp_path / "data.csv"
+    _table(paths).to_csv(csv, index=False)
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "tfrecorder", *args], env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    assert cli("convert", str(csv), str(out), "--no-progress").returncode == 0
+    _table(paths + _images(tmp_path / "img", 1, start=4)).to_csv(csv, index=False)
+    done = cli("convert", str(csv), str(out), "--update", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert "version 2" in done.stdout and "+1 added, -0 retired" in done.stdout
+    same = cli("convert", str(csv), str(out), "--update", "--no-progress")
+    assert same.returncode == 0 and "up to date" in same.stdout
+    listed = cli("versions", str(out))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split()[:4] == ["version", "published", "source", "mode"]
+    assert lines[1].split()[0] == "1" and "data.csv" in lines[1] and "convert" in lines[1]
+    assert lines[2].split()[0] == "2" and "update" in lines[2] and len(lines) == 3
+    appended = cli("convert", str(csv), str(out), "--append", "--no-progress")
+    assert appended.returncode == 0 and "up to date" in appended.stdout
+    assert "5 row(s) not appended" in appended.stdout
+    nothing = cli("versions", str(tmp_path / "nothing"))
+    assert nothing.returncode == 2 and nothing.stderr.startswith("Error: ")
+    both = cli("convert", str(csv), str(out), "--update", "--overwrite", "--no-progress")
+    assert both.returncode == 2 and "overwrite" in both.stderr
+
+
+@pytest.mark.slow
+def test_rows_quarantined_before_do_not_make_a_small_update_fail(tmp_path):
+    paths = _images(tmp_path / "img", 11) + [str(tmp_path / "img" / "missing.jpg")]
+    out = tmp_path / "out"
+    first = tfrecorder.convert(_table(paths), str(out))
+    assert first.rows_quarantined == 1  # 1 of 12: within max_error_fraction=0.1
+    more = _images(tmp_path / "img", 1, start=20)
+    # The missing image's row is not stored, so every update tries it again: 1 of the
+    # table's 13 rows, not 1 of the 2 rows the update reads.
+    result = tfrecorder.convert(_table(paths + more), str(out), mode="update")
+    assert result.version == 2 and result.rows_quarantined == 1
+    assert result.changes == {"train": {"added": 0, "retired": 0, "kept": 8},
+                              "test": {"added": 1, "retired": 0, "kept": 3}}
+    (line,) = (out / "errors.jsonl").read_text().splitlines()
+    assert json.loads(line)["image_uri"].endswith("missing.jpg")
+    # Tried again and quarantined again, with nothing else to change: nothing published.
+    again = tfrecorder.convert(_table(paths + more), str(out), mode="update")
+    assert again.unchanged and again.version == 2
+    assert sorted(p.name for p in (out / "versions").glob("*.json")) == [
+        "00001.json", "00002.json"]
+    assert not (out / layout.TMP_DIR).exists() and not (out / layout.LOCK).exists()
+
+
+@pytest.mark.slow
+def test_the_report_of_an_update_compares_new_rows_with_every_kept_one(tmp_path):
+    paths = _images(tmp_path / "img", 8)
+    out = tmp_path / "out"
+    table = _table(paths, splits=["TRAIN"] * 6 + ["TEST"] * 2)
+    tfrecorder.convert(table, str(out), near_duplicates=True)
+    copy = tmp_path / "img" / "copy.jpg"  # version 1's first train image, now in test
+    copy.write_bytes(open(paths[0], "rb").read())
+    table.loc[8] = ["TEST", str(copy), "cat"]
+    for p in paths:  # kept records are compared by their rows files, never read again
+        _garbage_keeping_stamp(p)
+    result = tfrecorder.convert(table.drop(index=[5]), str(out), mode="update",
+                                near_duplicates=True)
+    assert result.rows_quarantined == 0
+    m = json.loads((out / "tfrecorder.json").read_text())
+    assert m["quality"] == "versions/00002/quality.json"
+    report = json.loads((out / "versions" / "00002" / "quality.json").read_text())
+    assert (out / "quality.json").read_text() == (
+        out / "versions" / "00002" / "quality.json").read_text()
+    assert report["version"] == 2 and report["counts"]["leaks"] == {"exact": 1, "near": 0}
+    (pair,) = report["pairs"]
+    assert (pair["a"]["image_uri"], pair["a"]["split"], pair["a"]["position"]) == (
+        paths[0], "train", 0)
+    assert (pair["b"]["image_uri"], pair["b"]["split"], pair["b"]["position"]) == (
+        str(copy), "test", 2)  # after the two kept test records, in file order
+    assert report["stats"]["train"]["records"] == 5 and report["stats"]["test"]["records"] == 3
+    assert report["stats"]["train"]["labels"] == {"cat": 3, "dog": 2}
+    assert result.report.counts["leaks"]["exact"] == 1
+    # quality.json is the latest version's report (docs/format.md); version 1 names it.
+    assert json.loads((out / "versions" / "00001.json").read_text())["quality"] == "quality.json"
+
+
+@pytest.mark.slow
+def test_an_update_on_cloud_storage_stamps_objects_by_generation(gcs, tmp_path):
+    from tests.conftest import BUCKET
+
+    root = f"gs://{BUCKET}/versions-e2e"
+    uris = []
+    for i in range(6):
+        uris.append(f"{root}/img/{i}.jpg")
+        gcs.pipe(uris[-1], encode(seed=i))
+    out = f"{root}/out"
+    tfrecorder.convert(_table(uris), out)
+    (line, *_) = rows.read(f"{out}/rows/data-train.tfrecord-00000-of-00001.rows.jsonl.gz")
+    info = gcs.info(line["key"])
+    assert line["stamp"] == int(info["generation"]) and line["size"] == int(info["size"])
+    assert json.loads(gcs.cat(f"{out}/versions/00001.json"))["version"] == 1
+
+    gcs.pipe(uris[1], encode(seed=101))  # rewritten: a new generation
+    result = tfrecorder.convert(_table(uris[:5]), out, mode="update")  # and 5 removed
+    assert result.version == 2
+    assert result.changes == {"train": {"added": 1, "retired": 2, "kept": 2},
+                              "test": {"added": 0, "retired": 0, "kept": 2}}
+    m = json.loads(gcs.cat(f"{out}/tfrecorder.json"))
+    assert m == json.loads(gcs.cat(f"{out}/versions/00002.json"))
+    (old, new) = m["splits"]["train"]["shards"]
+    assert new["file"] == "data-train-v00002.tfrecord-00000-of-00001" and old["live"] == 2
+    assert gcs.exists(f"{out}/{old['live_index']}") and gcs.exists(f"{out}/{new['rows']}")
+    with pytest.raises(FileExistsError):  # a published version is never replaced
+        from tfrecorder import _storage as storage
+
+        storage.create_exclusive(f"{out}/versions/00002.json", b"{}")
+    assert tfrecorder.convert(_table(uris[:5]), out, mode="update").unchanged
+
+
+@pytest.mark.slow
+def test_a_version_published_by_a_run_killed_before_tfrecorder_json_is_the_latest(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    v1 = (out / "tfrecorder.json").read_bytes()
+    tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
+    (out / "tfrecorder.json").write_bytes(v1)  # as if killed right after versions/00002.json
+    result = tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
+    assert result.unchanged and result.version == 2
+    assert (out / "tfrecorder.json").read_bytes() == (out / "versions" / "00002.json").read_bytes()
+
+
+def test_update_shard_names_format_and_parse_with_their_version():
+    name = layout.ShardName("data", "train", 3, 8, False, 2)
+    assert str(name) == "data-train-v00002.tfrecord-00003-of-00008"
+    assert layout.ShardName.parse(str(name)) == name
+    assert layout.ShardName.parse("data-train.tfrecord-00003-of-00008").version == 1
+    # version 1's shards carry no version: one name per shard
+    assert layout.ShardName.parse("data-train-v00001.tfrecord-00003-of-00008") is None
+    for ours in ("rows/data-train-v00002.tfrecord-00000-of-00001.rows.jsonl.gz",
+                 "versions/00002.json", "versions/00002/quality.json",
+                 "versions/00002/index/data-train.tfrecord-00000-of-00001.idx"):
+        assert layout.is_output_name(ours), ours
+    for other in ("rows/notes.txt", "versions/2.json", "versions/00002/index/x.idx",
+                  "versions/../x.json", "rows/data-train.tfrecord-00000-of-00001.idx"):
+        assert not layout.is_output_name(other), other
+    assert layout.parse_live_index(
+        "versions/00003/index/data-test.tfrecord-00000-of-00001.idx") == (
+        3, "data-test.tfrecord-00000-of-00001")
+
+
+def test_rows_files_are_the_same_bytes_for_the_same_records():
+    entries = [rows.entry(row=2, key="a.jpg", split="train", labels=["cat"], size=10,
+                          stamp=5, sha256="ab", phash=255, width=3, height=4, fmt="jpeg"),
+               rows.entry(row="x", key=None, split="test", labels=[], features={"n": 1.5})]
+    data = rows.encode(entries)
+    assert data == rows.encode(entries) and list(rows.decode(data)) == [
+        {"row": 2, "key": "a.jpg", "split": "train", "label": ["cat"], "size": 10,
+         "stamp": 5, "sha256": "ab", "phash": "00000000000000ff", "w": 3, "h": 4,
+         "format": "jpeg"},
+        {"row": "x", "key": None, "split": "test", "label": [], "features": {"n": 1.5}}]
+    assert rows.key_text(" a.jpg ") == "a.jpg" and rows.key_text(12) == "12"
+
+
+def test_a_table_without_images_is_matched_by_its_values_or_its_key(tf, tmp_path):
+    types = tfrecorder.types
+    schema = {"split": types.SplitKey, "id": types.IntegerInput, "x": types.FloatInput}
+    df = pd.DataFrame({"split": ["TRAIN"] * 6, "id": range(6), "x": [i / 4 for i in range(6)]})
+    out = tmp_path / "out"
+    tfrecorder.convert(df, str(out), schema=schema)
+    edited = df.drop(index=[0]).copy()
+    edited.loc[1, "x"] = 9.5
+    edited.loc[6] = ["TRAIN", 2, 0.5]  # a row equal to a stored one: added, not kept twice
+    # No key column: every row's key is empty, and a row is kept where its values are.
+    result = tfrecorder.convert(edited, str(out), schema=schema, mode="update")
+    assert result.changes == {"train": {"added": 2, "retired": 2, "kept": 4}}
+    records = _live_records(tf, out, 2)["train"]
+    assert sorted((e.features.feature["id"].int64_list.value[0],
+                   e.features.feature["x"].float_list.value[0]) for e in records) == [
+        (1, 9.5), (2, 0.5), (2, 0.5), (3, 0.75), (4, 1.0), (5, 1.25)]
+    # Another key than the records were written with matches none of them: every row is
+    # written again, once, keyed by it; the same table again is then unchanged.
+    again = tfrecorder.convert(edited, str(out), schema=schema, mode="update", key="id")
+    assert again.changes == {"train": {"added": 6, "retired": 6, "kept": 0}}
+    assert tfrecorder.convert(edited, str(out), schema=schema, mode="update",
+                              key="id").unchanged
+
+
+@pytest.mark.slow
+def test_a_multi_label_image_changes_when_its_labels_do(tmp_path):
+    paths = _images(tmp_path / "img", 3)
+    table = pd.DataFrame({"split": ["TRAIN"] * 4, "image_uri": [paths[0], paths[0], paths[1],
+                                                                   paths[2]],
+                          "label": ["cat", "dog", "cat", "owl"]})
+    out = tmp_path / "out"
+    first = tfrecorder.convert(table, str(out), multi_label=True)
+    assert first.multi_label and first.rows_per_split == {"train": 3}
+    lines = rows.read(str(out / layout.rows_file("data-train.tfrecord-00000-of-00001")))
+    assert sorted(sorted(e["label"]) for e in lines) == [["cat"], ["cat", "dog"], ["owl"]]
+    same = tfrecorder.convert(table.iloc[[1, 0, 2, 3]], str(out), multi_label=True,
+                              mode="update")
+    assert same.unchanged  # the order of an image's labels is no change
+    result = tfrecorder.convert(table.drop(index=[1]), str(out), multi_label=True,
+                                mode="update")
+    assert result.changes == {"train": {"added": 1, "retired": 1, "kept": 2}}
+
+
+@pytest.mark.slow
+def test_index_files_added_later_let_an_update_retire_records(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out), write_index=False)
+    with pytest.raises(tfrecorder.ConfigError, match="tfrecorder index"):
+        tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
+    tfrecorder.build_index(str(out))
+    result = tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
+    assert result.version == 2 and result.changes["train"]["retired"] == 1

@@ -1,0 +1,69 @@
+"""Rows files: ``rows/<shard>.rows.jsonl.gz``, one JSON object per record of a shard,
+in file order, written by the step that writes the shard (docs/format.md, "Rows files").
+
+They say what each record was made from (its row, key, split, label, the image file's
+size and stamp, the digest of its bytes) so that an update can tell which rows of an
+edited table are unchanged without opening a shard or an image again. No Beam here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from typing import Iterable, Iterator
+
+from tfrecorder import _storage as storage
+
+#: The default match key: the image column's value as the table gives it.
+DEFAULT_KEY = "image_uri"
+
+
+def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
+          stamp: int | None = None, sha256: str | None = None, phash: int | None = None,
+          width: int | None = None, height: int | None = None, fmt: str | None = None,
+          features: dict | None = None, image_uri: str | None = None) -> dict:
+    """One record's line; image fields only for rows with an image, ``phash`` only
+    where near duplicates are hashed, ``features`` only where the table has other
+    columns, ``image_uri`` only where the key is another column than the image's."""
+    out = {"row": row, "key": key, "split": split, "label": list(labels)}
+    if image_uri is not None:
+        out["image_uri"] = image_uri
+    if sha256 is not None:
+        out.update(size=size, stamp=stamp, sha256=sha256, w=width, h=height, format=fmt)
+        if phash is not None:
+            out["phash"] = f"{phash:016x}"
+    if features:
+        out["features"] = features
+    return out
+
+
+def encode(entries: Iterable[dict]) -> bytes:
+    """The rows file of ``entries``: gzip (no name, no time in its header, so the same
+    records give the same bytes) of one strict JSON object per line."""
+    text = b"".join(json.dumps(e, sort_keys=True, ensure_ascii=False, allow_nan=False,
+                               separators=(",", ":")).encode() + b"\n" for e in entries)
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=6) as f:
+        f.write(text)
+    return buf.getvalue()
+
+
+def decode(data: bytes) -> Iterator[dict]:
+    """The entries of a rows file's bytes, in file order."""
+    for line in gzip.decompress(data).splitlines():
+        if line.strip():
+            yield json.loads(line)
+
+
+def read(path: str) -> list[dict]:
+    """The entries of the rows file at ``path``."""
+    return list(decode(storage.read_bytes(path)))
+
+
+def key_text(value) -> str:
+    """A match key as text: a string as it is (blanks around it removed), anything else
+    as its strict JSON (``12``, ``"2024-05-01"``)."""
+    if isinstance(value, str):
+        return value.strip()
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)

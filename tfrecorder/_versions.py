@@ -1,0 +1,434 @@
+"""Versions of an output folder: what an update of the table changes, and the list of
+published versions (docs/format.md, "Versions and the data report"; docs/versions.md).
+
+An update reads the latest version's rows files (never its shards), matches the rows of
+the edited table to the stored records by key, and decides per row: unchanged (kept,
+its image not read), new or changed (written into new shards), or gone (retired: left
+out of the live index of its shard). ``plan`` makes that decision; the pipeline's last
+step publishes it (``output.finish`` with ``Update``). No Beam here.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+from typing import Any, Iterator
+
+from tfrecorder import _index as index, _layout as layout, _rows as rows
+from tfrecorder import _storage as storage
+from tfrecorder._errors import ConfigError
+from tfrecorder._manifest import Manifest, ShardInfo
+
+#: Stamps looked up at once for images on an object store (one request each).
+REMOTE_STAT_THREADS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Update:
+    """What an update publishes besides the shards it writes: the parent's shards that
+    keep live records (with ``live`` and ``live_index`` as this version sees them),
+    the live index files it writes, and the counts of what changed."""
+
+    version: int
+    parent: Manifest
+    kept: dict                      # split -> [ShardInfo] of the parent's, still live
+    live_indexes: tuple             # live index files written by this update
+    changes: dict                   # split -> {"added", "retired", "kept"}
+    label_counts: dict              # split -> {label name: kept records}
+    kept_rows: int                  # records kept
+    rows_in: int                    # rows of the table
+    channels: dict = dataclasses.field(default_factory=dict)  # of kept images, as known
+    formats: tuple = ()             # image formats of kept records
+    existing: tuple = ()            # append: keys already stored (the first ones)
+    existing_count: int = 0         # append: rows whose key was already stored
+
+
+@dataclasses.dataclass
+class _Stored:
+    shard: ShardInfo
+    position: int
+    entry: dict
+
+
+@dataclasses.dataclass
+class Plan:
+    """An update decided: the rows to write (per split, their indices in the spilled
+    table's order) and the ``Update`` to publish (its ``live_indexes`` content too)."""
+
+    picked: dict                    # split -> set of row numbers in the split to write
+    update: Update
+    live_index_data: dict           # live index name -> bytes
+    added: int                      # rows to write
+
+    @property
+    def unchanged(self) -> bool:
+        return not self.added and not any(c["retired"] for c in self.update.changes.values())
+
+
+def check_updatable(output_dir: str, parent: Manifest, opts, features: dict,
+                    vocabularies: dict, label_column: str | None) -> None:
+    """ConfigError, before anything is written, when ``output_dir``'s latest version
+    cannot be updated with this table and these options."""
+    fix = ("convert once with overwrite=True (--overwrite) to start over at version 1, "
+           "or write to another folder")
+    missing = [s.file for info in parent.splits.values() for s in info.shards if not s.rows]
+    if missing:
+        raise ConfigError(
+            f"{output_dir} was converted before rows files existed ({missing[0]} has none), "
+            f"so an update cannot tell which rows changed; {fix}")
+    if opts.mode == "update" and parent.compression == "gzip":
+        raise ConfigError(
+            f"{output_dir} holds gzip shards: an update retires records through index "
+            f"files, which gzip shards cannot have; use mode='append' (which only adds), "
+            f"or convert once without compression with overwrite=True (--overwrite)")
+    if opts.mode == "update" and any(not s.index for info in parent.splits.values()
+                                     for s in info.shards):
+        raise ConfigError(
+            f"{output_dir} has shards without index files: an update retires records "
+            f"through them; run `tfrecorder index {output_dir}` first")
+    if opts.name != parent.name:
+        raise ConfigError(f"name={opts.name!r}, but {output_dir} holds the dataset "
+                          f"{parent.name!r}: give name={parent.name!r}, or {fix}")
+    if opts.compression != parent.compression:
+        raise ConfigError(f"compression={opts.compression!r}, but {output_dir} was written "
+                          f"with compression={parent.compression!r}: give the same, or {fix}")
+    wanted = ({"shorter_side": opts.shorter_side, "jpeg_quality": opts.jpeg_quality}
+              if opts.shorter_side is not None else {})
+    if wanted != dict(parent.image_options):
+        raise ConfigError(
+            f"image settings {wanted or 'none (images stored as they are)'} differ from "
+            f"those {output_dir} was written with "
+            f"({dict(parent.image_options) or 'none (images stored as they are)'}): give "
+            f"the same shorter_side and jpeg_quality, or {fix}")
+    theirs = {k: dataclasses.asdict(v) for k, v in parent.features.items()}
+    ours = {k: dataclasses.asdict(v) for k, v in features.items()}
+    if theirs != ours:
+        gone = sorted(set(theirs) - set(ours))
+        new = sorted(set(ours) - set(theirs))
+        other = sorted(k for k in set(ours) & set(theirs) if ours[k] != theirs[k])
+        said = "; ".join(x for x in (
+            f"features no longer there: {gone}" if gone else "",
+            f"new features: {new}" if new else "",
+            f"features of another type or shape: {other}" if other else "") if x)
+        raise ConfigError(f"the table's columns differ from those {output_dir} was written "
+                          f"from ({said}); every version holds the same features: {fix}")
+    for column, names in vocabularies.items():
+        old = parent.vocabularies.get(column, [])
+        if column == label_column:
+            if list(names[:len(old)]) != list(old):
+                raise ConfigError(
+                    f"the label ids of {column!r} would change ({old[:5]} stored, "
+                    f"{list(names[:5])} now); label ids never change between versions: "
+                    f"give label_vocabulary with the stored names first "
+                    f"({layout.labels_file(column)}), or {fix}")
+        elif list(names) != list(old):
+            raise ConfigError(
+                f"the categories of column {column!r} changed ({old[:5]} stored, "
+                f"{list(names[:5])} now), which would change their ids; {fix}")
+
+
+def label_vocabulary(parent: Manifest, label_column: str | None, given):
+    """The label vocabulary an update reads its table with: ``given`` when given (the
+    stored names must come first, checked later), else the stored names, to which the
+    table's new names are appended (``None``: integer labels, ids as they are)."""
+    if given is not None or label_column is None:
+        return given
+    return list(parent.vocabularies.get(label_column, []))
+
+
+def _live_positions(output_dir: str, shard: ShardInfo, pending: str | None = None) -> list[int]:
+    """Positions (record numbers in file order) of the shard's live records; a live
+    index not yet published is read from ``pending``, the run's folder, where it is."""
+    if not shard.live_index:
+        return list(range(shard.num_examples))
+    full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
+                       shard.index)
+    where = {offset: i for i, (offset, _) in enumerate(full)}
+    path = storage.inside(output_dir, shard.live_index)
+    if pending is not None and storage.exists(storage.join(pending, shard.live_index)):
+        path = storage.join(pending, shard.live_index)
+    live = storage.read_bytes(path).split()
+    return [where[int(offset)] for offset in live[::2]]
+
+
+def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
+              label_names: tuple, near: bool, pending: str | None = None):
+    """What the data report needs of a shard an update keeps, from its rows file and
+    its live index (no record or image is read): ``(ShardStats, [])`` with
+    ``kept=True`` and a Looker holding each live record's digest and hash. ``number``
+    places it before the update's own shards in its split (negative); ``pending``: the
+    run's folder, which holds the live indexes the update has not published yet."""
+    from tfrecorder._quality import Looker
+    from tfrecorder._shard import ShardStats
+
+    entries = rows.read(storage.inside(output_dir, shard.rows))
+    live = _live_positions(output_dir, shard, pending)
+    full = (index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
+                        shard.index) if shard.index else None)
+    ids = {name: i for i, name in enumerate(label_names)}
+    look = Looker(near=near)
+    stats = ShardStats(split, number, 0, shard.file, 0, 0, look=look, kept=True)
+    for rank, position in enumerate(live):
+        e = entries[position]
+        labels = tuple(ids[n] for n in e.get("label") or [] if n in ids)
+        for i in labels:
+            stats.labels[i] = stats.labels.get(i, 0) + 1
+        stats.num_examples += 1
+        stats.rows += 1
+        stats.num_bytes += full[position][1] if full else 0
+        if "sha256" in e:
+            stats.source_bytes += e.get("size") or 0
+            fmt = e.get("format")
+            if fmt:
+                stats.formats[fmt] = stats.formats.get(fmt, 0) + 1
+            look.widths[e["w"]] = look.widths.get(e["w"], 0) + 1
+            look.heights[e["h"]] = look.heights.get(e["h"], 0) + 1
+            phash = int(e["phash"], 16) if near and e.get("phash") else None
+            look.seen.append((e["sha256"], phash,
+                              (split, number, rank, e.get("row"),
+                               e.get("image_uri", e.get("key")), labels)))
+    if not full:
+        stats.num_bytes = shard.num_bytes
+    return stats, []
+
+
+def stored(output_dir: str, parent: Manifest, content: bool = False) -> dict:
+    """Every live record of ``parent`` by its key and what makes it unchanged:
+    ``{key: {signature: [_Stored, ...]}}``, from the rows files (and live indexes)
+    alone; the signatures of ``check="content"`` hold digests instead of stamps."""
+    out: dict[Any, dict] = {}
+    for info in parent.splits.values():
+        for shard in info.shards:
+            entries = rows.read(storage.inside(output_dir, shard.rows))
+            for position in _live_positions(output_dir, shard):
+                e = entries[position]
+                if "sha256" not in e:
+                    image = None
+                elif content:
+                    image = ("sha256", e["sha256"])
+                else:
+                    image = ("stat", e.get("size"), e.get("stamp"))
+                sig = _signature(e.get("split"), sorted(e.get("label") or []),
+                                 e.get("features") or {}, image, e.get("image_uri"))
+                out.setdefault(e.get("key"), {}).setdefault(sig, []).append(
+                    _Stored(shard, position, e))
+    return out
+
+
+def _signature(split: str, labels: list, features: dict, image, uri) -> tuple:
+    """What must be equal for a row to be its stored record unchanged: split, labels,
+    other values, the image's size and stamp (or digest), and, where the key is
+    another column, the image's value."""
+    return (split, tuple(labels), json.dumps(features, sort_keys=True, ensure_ascii=False),
+            image, uri)
+
+
+def _stamps(uris: list, content: bool, max_bytes: int) -> list:
+    """Per uri ``(size, stamp)``, or with ``content`` the SHA-256 of its bytes; None
+    where it cannot be looked at (the pipeline then quarantines it)."""
+    from tfrecorder._quality import digest
+
+    def one(uri):
+        if uri is None:
+            return None
+        try:
+            if content:
+                return digest(storage.read_file(uri, max_bytes))
+            return storage.stamp(uri)
+        except OSError:
+            return None
+
+    remote = any(u is not None and storage.is_remote(u) for u in uris[:1])
+    if not (remote or content) or len(uris) < 2:
+        return [one(u) for u in uris]
+    with concurrent.futures.ThreadPoolExecutor(REMOTE_STAT_THREADS) as pool:
+        return list(pool.map(one, uris))
+
+
+def _table_rows(table, settings) -> Iterator[tuple]:
+    """``(split, number in split, key, labels, features, row, image value)`` of every
+    spilled row; the image value only where the key is another column."""
+    from tfrecorder._metadata import strict_json
+
+    names = settings.label_names
+    for split in sorted(table.counts, key=layout.split_order):
+        n = 0
+        for block in table.blocks(split):
+            for row in block.rows(split):
+                values = row.values
+                if settings.key_column is not None:
+                    key = rows.key_text(strict_json(values[settings.key_column]))
+                elif row.image_uri is None:
+                    key = None
+                elif settings.image_column is not None:
+                    key = values[settings.image_column].strip()
+                else:
+                    key = row.image_uri
+                labels = sorted(names[i] if 0 <= i < len(names) else str(i)
+                                for i in row.labels)
+                features = {settings.columns[i]: strict_json(values[i])
+                            for i in settings.feature_columns}
+                uri = None
+                if settings.key_column is not None and row.image_uri is not None:
+                    uri = (values[settings.image_column].strip()
+                           if settings.image_column is not None else row.image_uri)
+                yield split, n, key, labels, features, row, uri
+                n += 1
+
+
+def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts) -> Plan:
+    """The update of ``parent`` (the latest version, number ``version - 1`` or less) by
+    the spilled ``table``: which rows to write, which records to retire."""
+    content = opts.check == "content"
+    append = opts.mode == "append"
+    by_key = stored(output_dir, parent, content)
+    # every stored record, before matching takes the kept ones out of ``by_key``
+    every = [c for sigs in by_key.values() for records in sigs.values() for c in records]
+    picked: dict[str, set] = {}
+    added: dict[str, int] = {}
+    kept: dict[str, int] = {}
+    matched: set[tuple] = set()  # (shard file, position) of kept records
+    existing: list = []
+    existing_count = 0
+    batch: list = []
+
+    def decide(batch):
+        nonlocal existing_count
+        seen = _stamps([r[5].image_uri for r in batch], content, opts.max_image_bytes)
+        for (split, n, key, labels, features, row, uri), look in zip(batch, seen):
+            candidates = by_key.get(key)
+            if append and candidates:
+                existing_count += 1
+                if len(existing) < 5:
+                    existing.append(key)
+                continue
+            hit = None
+            if candidates and (look is not None or row.image_uri is None):
+                image = (None if row.image_uri is None else
+                         ("sha256", look) if content else ("stat", *look))
+                same = candidates.get(_signature(split, labels, features, image, uri))
+                if same:  # rows of one key are matched one to one with equal records
+                    hit = same.pop(0)
+            if hit is not None:
+                matched.add((hit.shard.file, hit.position))
+                kept[split] = kept.get(split, 0) + 1
+            else:
+                picked.setdefault(split, set()).add(n)
+                added[split] = added.get(split, 0) + 1
+
+    for item in _table_rows(table, settings):
+        batch.append(item)
+        if len(batch) >= 4096:
+            decide(batch)
+            batch = []
+    if batch:
+        decide(batch)
+
+    # What the update retires: every stored record no row kept (append retires none).
+    retired: dict[str, set] = {}
+    label_counts: dict[str, dict] = {}
+    formats: set = set()
+    kept_rows = 0
+    for c in every:
+        split = c.entry.get("split")
+        if append or (c.shard.file, c.position) in matched:
+            kept_rows += 1
+            counts = label_counts.setdefault(split, {})
+            for name in c.entry.get("label") or []:
+                counts[name] = counts.get(name, 0) + 1
+            if c.entry.get("format"):
+                formats.add(c.entry["format"])
+        else:
+            retired.setdefault(c.shard.file, set()).add(c.position)
+    if append:
+        kept = {}
+        for c in every:
+            split = c.entry.get("split")
+            kept[split] = kept.get(split, 0) + 1
+
+    shards: dict[str, list] = {}
+    live_data: dict[str, bytes] = {}
+    retired_per_split: dict[str, int] = {}
+    for split, info in parent.splits.items():
+        for shard in info.shards:
+            gone = retired.get(shard.file)
+            if not gone:
+                shards.setdefault(split, []).append(shard)
+                continue
+            retired_per_split[split] = retired_per_split.get(split, 0) + len(gone)
+            live = [p for p in _live_positions(output_dir, shard) if p not in gone]
+            if not live:
+                continue  # no live record: the version does not list it
+            full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
+                               shard.index)
+            name = layout.live_index(version, shard.file)
+            live_data[name] = index.format(full[p] for p in live)
+            shards.setdefault(split, []).append(dataclasses.replace(
+                shard, live=len(live), live_index=name))
+    splits = set(added) | set(kept) | set(retired_per_split)
+    changes = {s: {"added": added.get(s, 0), "retired": retired_per_split.get(s, 0),
+                   "kept": kept.get(s, 0)}
+               for s in sorted(splits, key=layout.split_order)}
+    channels = _parent_channels(output_dir)
+    update = Update(
+        version=version, parent=parent, kept=shards, live_indexes=tuple(sorted(live_data)),
+        changes=changes, label_counts=label_counts, kept_rows=kept_rows,
+        rows_in=table.rows_in, channels={channels: kept_rows} if channels else {},
+        formats=tuple(sorted(formats)), existing=tuple(existing),
+        existing_count=existing_count)
+    return Plan(picked, update, live_data, sum(added.values()))
+
+
+def _parent_channels(output_dir: str) -> int | None:
+    """The channel count the latest features.json gives the image, if any."""
+    try:
+        feats = json.loads(storage.read_bytes(storage.join(output_dir, layout.FEATURES)))
+        for f in feats["featuresDict"]["features"].values():
+            dims = f.get("image", {}).get("shape", {}).get("dimensions")
+            if dims:
+                return int(dims[-1])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return None
+
+
+# --- the list of versions ---------------------------------------------------------------
+
+def versions(output_dir) -> "Any":
+    """Every version published in ``output_dir``, oldest first, as a pandas DataFrame:
+    ``version``, ``published`` (UTC), ``source``, ``mode``, then per split
+    ``<split>_added``, ``<split>_retired``, ``<split>_kept`` and ``<split>_records``
+    (live records of that version). A folder written before versions existed is
+    listed as its one version."""
+    import pandas as pd
+
+    from tfrecorder import _metadata as metadata, _output as output
+
+    output_dir = str(output_dir)
+    found = output.read_versions(output_dir)
+    if not found:
+        m = metadata.read_manifest(output_dir)  # IncompleteOutputError when none
+        found = ((m.version or 1, m),)
+    rows_, splits = [], []
+    for k, m in found:
+        row = {"version": k, "published": pd.Timestamp(m.published) if m.published else pd.NaT,
+               "source": m.source, "mode": m.mode or "convert"}
+        changes = m.changes or {s: {"added": i.num_examples, "retired": 0, "kept": 0}
+                                for s, i in m.splits.items()}
+        for split in set(changes) | set(m.splits):
+            if split not in splits:
+                splits.append(split)
+            c = changes.get(split, {})
+            for what in ("added", "retired", "kept"):
+                row[f"{split}_{what}"] = int(c.get(what, 0))
+            info = m.splits.get(split)
+            row[f"{split}_records"] = info.num_examples if info else 0
+        rows_.append(row)
+    columns = ["version", "published", "source", "mode"] + [
+        f"{s}_{w}" for s in sorted(splits, key=layout.split_order)
+        for w in ("added", "retired", "kept", "records")]
+    frame = pd.DataFrame(rows_).reindex(columns=columns)
+    for c in columns[4:]:
+        frame[c] = frame[c].fillna(0).astype(int)
+    return frame
