@@ -573,3 +573,49 @@ def test_index_files_added_later_let_an_update_retire_records(tmp_path):
     tfrecorder.build_index(str(out))
     result = tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
     assert result.version == 2 and result.changes["train"]["retired"] == 1
+
+
+@pytest.mark.slow
+def test_every_reader_reads_each_version_exactly_after_a_real_update(tf, tmp_path, capsys):
+    # The update's own files (live index, v00002 shard) read by load(), access, read(),
+    # verify() and the command line, at version 1 and at the latest.
+    from tfrecorder import _cli as cli, access
+
+    paths = _images(tmp_path / "img", 16)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    table = _table(paths).drop(index=[1, 5])           # two train rows retired
+    table.loc[2, "label"] = "owl"                        # one relabelled
+    extra = _images(tmp_path / "img", 2, start=16)
+    table.loc[16] = ["TRAIN", extra[0], "dog"]
+    table.loc[17] = ["TEST", extra[1], "cat"]
+    assert tfrecorder.convert(table, str(out), mode="update").version == 2
+
+    train_v1 = {p: LABELS[i % 2] for i, p in enumerate(paths) if i % 4}
+    train_v2 = {p: LABELS[i % 2] for i, p in enumerate(paths) if i % 4 and i not in (1, 5)}
+    train_v2[paths[2]] = "owl"
+    train_v2[extra[0]] = "dog"
+    for version, want in ((1, train_v1), (2, train_v2), (None, train_v2)):
+        frame = tfrecorder.read(str(out), "train", version=version)
+        assert dict(zip(frame["image_uri"], frame["label"])) == want, version
+        reader = access.Reader(str(out), "train", version=version)
+        assert len(reader) == len(want)
+        uris = sorted(tf.train.Example.FromString(r).features.feature["image_uri"]
+                      .bytes_list.value[0].decode() for r in reader.records(range(len(reader))))
+        assert uris == sorted(want)
+        ds = tfrecorder.load(str(out), split="train", batch_size=4, image_size=(8, 8),
+                             version=version, shuffle=False)
+        assert sum(int(tf.nest.flatten(batch)[0].shape[0]) for batch in ds) == len(want)
+        done = tfrecorder.verify(str(out), version=version)
+        assert done.records_per_split["train"] == len(want)
+        assert done.records_per_split["test"] == (4 if version == 1 else 5)
+    assert cli.main(["verify", str(out), "--version", "1"]) == 0
+    assert "train 12" in capsys.readouterr().out
+    assert cli.main(["verify", str(out)]) == 0
+    assert "train 11" in capsys.readouterr().out
+    assert cli.main(["verify", str(out), "--version", "3"]) == 2
+    assert "versions 1, 2" in capsys.readouterr().err
+    assert cli.main(["inspect", str(out), "--version", "1", "-n", "20",
+                     "--output-dir", str(tmp_path / "look")]) == 0
+    looked = pd.read_csv(tmp_path / "look" / "data.csv")
+    assert "owl" not in set(looked["label"]) and len(looked) == 12
