@@ -44,6 +44,14 @@ def victims(tmp_path):
     return intact
 
 
+def _craft(out, manifest: dict) -> None:
+    """Writes a crafted manifest as the folder's: ``tfrecorder.json`` and the latest
+    version's own file, which readers pin and read."""
+    text = json.dumps(manifest)
+    (out / layout.MANIFEST).write_text(text)
+    (out / layout.version_manifest(manifest.get("version", 1))).write_text(text)
+
+
 def _converted(tmp_path, prefix="a", **kw):
     out = tmp_path / "out"
     tfrecorder.convert(_table(tmp_path, prefix), str(out), num_shards=2, overwrite=True, **kw)
@@ -58,7 +66,7 @@ def test_a_manifest_listing_paths_outside_is_refused_by_every_reader_and_by_over
     name = str(tmp_path / "victim.txt") if name == "VICTIM" else name
     manifest = json.loads((out / layout.MANIFEST).read_text())
     manifest["splits"]["train"]["shards"][0]["file"] = name
-    (out / layout.MANIFEST).write_text(json.dumps(manifest))
+    _craft(out, manifest)
     for read in (tfrecorder.load, tfrecorder.info, tfrecorder.verify, tfrecorder.inspect):
         with pytest.raises(tfrecorder.IncompleteOutputError, match="not a shard name"):
             read(str(out))
@@ -82,7 +90,7 @@ def test_a_manifest_listing_another_index_file_is_refused_by_every_reader_and_by
     entry = str(tmp_path / "secret.txt") if entry == "SECRET" else entry
     manifest = json.loads((out / layout.MANIFEST).read_text())
     manifest["splits"]["train"]["shards"][0]["index"] = entry
-    (out / layout.MANIFEST).write_text(json.dumps(manifest))
+    _craft(out, manifest)
     expected = "index/data-train.tfrecord-00000-of-00002.idx"
     readers = (tfrecorder.load, tfrecorder.info, tfrecorder.verify, tfrecorder.inspect,
                tfrecorder.build_index, lambda o: access.Reader(o).record(0),
@@ -92,7 +100,9 @@ def test_a_manifest_listing_another_index_file_is_refused_by_every_reader_and_by
         with pytest.raises(tfrecorder.IncompleteOutputError) as e:
             read(str(out))
         message = str(e.value)
-        assert layout.MANIFEST in message and repr(entry) in message and expected in message
+        # the manifest the reader read is named: tfrecorder.json or the version's own
+        assert (layout.MANIFEST in message or layout.version_manifest(1) in message)
+        assert repr(entry) in message and expected in message
         assert "SECRET" not in message
     with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted.*index file"):
         tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
@@ -243,7 +253,8 @@ def test_a_manifest_on_cloud_storage_naming_objects_outside_is_refused(gcs, tmp_
     tfrecorder.convert(_table(tmp_path, "a"), out)
     manifest = json.loads(gcs.cat(f"{BUCKET}/crafted/{layout.MANIFEST}"))
     manifest["splits"]["train"]["shards"][0]["file"] = "../victim.txt"
-    gcs.pipe(f"{BUCKET}/crafted/{layout.MANIFEST}", json.dumps(manifest).encode())
+    for name in (layout.MANIFEST, layout.version_manifest(1)):  # the file readers pin too
+        gcs.pipe(f"{BUCKET}/crafted/{name}", json.dumps(manifest).encode())
     with pytest.raises(tfrecorder.IncompleteOutputError, match="not a shard name"):
         tfrecorder.verify(out)
     with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted"):

@@ -619,3 +619,41 @@ def test_every_reader_reads_each_version_exactly_after_a_real_update(tf, tmp_pat
                      "--output-dir", str(tmp_path / "look")]) == 0
     looked = pd.read_csv(tmp_path / "look" / "data.csv")
     assert "owl" not in set(looked["label"]) and len(looked) == 12
+
+
+@pytest.mark.slow
+def test_vacuum_removes_only_what_older_versions_alone_list(tf, tmp_path, capsys):
+    from tfrecorder import _cli as cli, access
+
+    paths = _images(tmp_path / "img", 12)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    table = _table(paths)
+    table.loc[1, "label"] = "owl"
+    tfrecorder.convert(table, str(out), mode="update")                 # version 2
+    table = table.drop(index=[2])
+    tfrecorder.convert(table, str(out), mode="update")                 # version 3
+    latest = _listed(out, 3)
+    kept = {n: d for n, d in _digests(out).items() if n in latest}
+    # (the test's _listed leaves out data reports: version 2's is its own file; the
+    # folder's quality.json, which version 1 names, is the latest's copy and stays)
+    only_old = (_listed(out, 1) | _listed(out, 2) | {"versions/00002/quality.json"}) - latest
+    assert "versions/00002/index/data-train.tfrecord-00000-of-00001.idx" in only_old
+    want = sorted(tfrecorder.read(str(out), "train")["image_uri"])
+
+    with pytest.raises(tfrecorder.ConfigError, match="keep=0"):
+        tfrecorder.vacuum(str(out), keep=0)
+    done = tfrecorder.vacuum(str(out), keep=1)
+    assert done.versions == (1, 2)
+    assert set(done.files) == only_old - {"versions/00001.json", "versions/00002.json"}
+    after = _digests(out)
+    assert not only_old & set(after)                       # every file only they listed: gone
+    assert {n: after[n] for n in kept} == kept             # the kept version's: untouched
+    assert sorted(tfrecorder.read(str(out), "train")["image_uri"]) == want
+    assert tfrecorder.verify(str(out)).records == 11
+    assert tfrecorder.versions(str(out))["version"].tolist() == [3]
+    with pytest.raises(tfrecorder.ConfigError, match="it has version 3"):
+        access.Reader(str(out), "train", version=1)
+    assert str(tfrecorder.vacuum(str(out), keep=1)) == "nothing to remove: every version is kept"
+    assert cli.main(["vacuum", str(out), "--keep", "1"]) == 0
+    assert "nothing to remove" in capsys.readouterr().out

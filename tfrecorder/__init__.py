@@ -41,7 +41,7 @@ from tfrecorder._layout import FeatureSpec
 from tfrecorder._loading import Datasets, info, load
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
 from tfrecorder._options import Options
-from tfrecorder._output import build_index
+from tfrecorder._output import build_index, vacuum
 from tfrecorder._preview import Preview, show
 from tfrecorder._read import read
 from tfrecorder._report import Report, report
@@ -90,6 +90,7 @@ __all__ = [
     "report",
     "show",
     "types",
+    "vacuum",
     "verify",
     "versions",
 ]

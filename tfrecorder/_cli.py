@@ -383,6 +383,25 @@ def _run_versions(args, _beam_flags) -> int:
     return 0
 
 
+def _vacuum_parser(sub) -> None:
+    p = sub.add_parser(
+        "vacuum", help="remove the versions older than the last N and their files",
+        description="Remove the versions of an output directory older than its last N: "
+                    "the files only they list, then their manifests, oldest first. A file "
+                    "a kept version lists is never removed. The same as "
+                    "tfrecorder.vacuum(output_dir, keep=N).")
+    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
+    p.add_argument("--keep", type=int, required=True, metavar="N",
+                   help="how many of the latest versions to keep (1 or more)")
+
+
+def _run_vacuum(args, _beam_flags) -> int:
+    from tfrecorder._output import vacuum
+
+    print(f"{args.output_dir}: {vacuum(args.output_dir, args.keep)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecorder",
@@ -397,12 +416,13 @@ def build_parser() -> argparse.ArgumentParser:
     _verify_parser(sub)
     _report_parser(sub)
     _versions_parser(sub)
+    _vacuum_parser(sub)
     return parser
 
 
 COMMANDS = {"convert": _run_convert, "inspect": _run_inspect, "create-image-csv": _run_csv,
             "index": _run_index, "verify": _run_verify, "report": _run_report,
-            "versions": _run_versions}
+            "versions": _run_versions, "vacuum": _run_vacuum}
 
 
 def _tfrecorder_command(argv: list[str]) -> list[str]:

@@ -29,7 +29,8 @@ from tfrecorder import (
     _index as index, _layout as layout, _legacy as legacy, _metadata as metadata,
     _storage as storage, _view as view)
 from tfrecorder._errors import (ConfigError, ConversionError, CorruptRecordError,
-                               OutputBusyError, OutputExistsError, TFRecorderError)
+                               IncompleteOutputError, OutputBusyError, OutputExistsError,
+                               TFRecorderError)
 from tfrecorder._lock import (  # noqa: F401  (the lock's names, as callers know them)
     BOOT_ID, DATAFLOW_LOCK_TTL, LOCK_TTL, RENEW_EVERY, Lock, _read_holder, _stale, acquire,
     describe, identity, release)
@@ -487,5 +488,71 @@ def build_index(output_dir: str) -> list[str]:
                     shard["index"] = index.name(shard["file"])
             storage.write_atomic(here(layout.MANIFEST), json_bytes(d))
         return sorted(written, key=lambda p: _order(latest, p))
+    finally:
+        lock.release()
+
+
+@dataclasses.dataclass(frozen=True)
+class Vacuumed:
+    """What ``vacuum`` removed: the versions and the files (names inside the folder)."""
+
+    versions: tuple
+    files: tuple
+    bytes: int
+
+    def __str__(self) -> str:
+        from tfrecorder._result import human_bytes
+
+        if not self.versions:
+            return "nothing to remove: every version is kept"
+        return (f"removed version(s) {', '.join(map(str, self.versions))}: "
+                f"{len(self.files)} file(s), {human_bytes(self.bytes)}")
+
+
+def vacuum(output_dir: str, keep: int) -> Vacuumed:
+    """Removes the versions of ``output_dir`` older than its last ``keep``: first the
+    files that only those versions list (shards, index, rows and live index files, their
+    data reports), then their manifests, oldest first. A file any kept version lists is
+    never removed, nor the folder's own files (``tfrecorder.json``, labels, report). Runs
+    under the folder's lock, as a conversion does; a reader of a removed version stops
+    with ``OutputChangedError``."""
+    from tfrecorder._lock import acquire
+
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise ConfigError(f"keep={keep!r}: give how many of the latest versions to keep, "
+                          f"1 or more")
+    s = survey(output_dir)
+    if s.manifest is None:
+        raise IncompleteOutputError(
+            f"{output_dir} holds no whole conversion ({s.damaged or 'no tfrecorder.json'}); "
+            f"nothing to vacuum")
+    lock = acquire(output_dir, new_run_id(), "vacuum")
+    try:
+        versions = read_versions(output_dir)
+        dropped, kept = versions[:-keep], versions[-keep:]
+        if not dropped:
+            return Vacuumed((), (), 0)
+        in_use = {layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES,
+                  layout.QUALITY}
+        for k, m in kept:
+            in_use |= _listed(m) | {layout.version_manifest(k)}
+        in_use |= _listed(s.manifest)
+        gone = sorted(set().union(*(_listed(m) for _, m in dropped)) - in_use)
+        here = functools.partial(_inside, output_dir)
+        size = 0
+        for name in gone:
+            try:
+                size += storage.size(here(name))
+                storage.remove(here(name))
+            except FileNotFoundError:
+                pass
+        for k, _ in dropped:  # oldest first: what is left is always a run of versions
+            storage.remove(here(layout.version_manifest(k)))
+        if not storage.is_remote(output_dir):
+            for k, _ in dropped:
+                folder = here(layout.VERSIONS_DIR, f"{k:05d}")
+                if os.path.isdir(folder):
+                    _remove_empty_tree(folder)
+        return Vacuumed(tuple(k for k, _ in dropped), tuple(gone), size)
     finally:
         lock.release()
