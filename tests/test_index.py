@@ -141,6 +141,8 @@ def _strip_index(out):
         for shard in split["shards"]:
             del shard["index"]
     open(path, "w").write(json.dumps(d))
+    # nor versions files (format 1): readers read tfrecorder.json itself
+    shutil.rmtree(os.path.join(out, "versions"))
 
 
 def test_build_index_writes_what_the_conversion_writes(tmp_path, converted):
