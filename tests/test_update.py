@@ -657,3 +657,20 @@ def test_vacuum_removes_only_what_older_versions_alone_list(tf, tmp_path, capsys
     assert str(tfrecorder.vacuum(str(out), keep=1)) == "nothing to remove: every version is kept"
     assert cli.main(["vacuum", str(out), "--keep", "1"]) == 0
     assert "nothing to remove" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_tfds_reads_the_splits_an_update_left_whole_and_is_told_of_the_others(tmp_path):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    paths = _images(tmp_path / "img", 12)
+    out = tmp_path / "out"
+    assert tfrecorder.convert(_table(paths), str(out)).tfds_left_out == []
+    table = _table(paths).drop(index=[1])                    # a train row retired
+    result = tfrecorder.convert(table, str(out), mode="update")
+    assert result.tfds_left_out == ["train"]
+    assert "TFDS        split(s) train left out of dataset_info.json" in str(result)
+    builder = tfds.builder_from_directory(str(out))
+    assert set(builder.info.splits) == {"test"}
+    assert len(builder.as_dataset(split="test")) == 3      # the split no update touched
+    with pytest.raises(Exception, match="train"):
+        builder.as_dataset(split="train")

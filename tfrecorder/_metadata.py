@@ -292,7 +292,7 @@ def read_manifest(output_dir: str) -> Manifest:
 _TFDS = "tensorflow_datasets.core.features."
 
 
-def _tfds_template(s: SplitInfo) -> str | None:
+def tfds_template(s: SplitInfo) -> str | None:
     """The file-name template of a split whose live records are whole shards under one
     template (every shard of one version, all listed, none with retired records), else
     None: TFDS reads a split by one template, and would read retired records."""
@@ -311,13 +311,13 @@ def tfds_dataset_info(m: Manifest) -> dict:
     update's split holding records of two versions is left out: docs/format.md)."""
     splits = [
         {
-            "filepathTemplate": _tfds_template(s),
+            "filepathTemplate": tfds_template(s),
             "name": s.name,
             "numBytes": str(s.num_bytes),
             "shardLengths": [str(x.num_examples) for x in s.shards],
         }
         for s in sorted(m.splits.values(), key=lambda s: layout.split_order(s.name))
-        if _tfds_template(s) is not None
+        if tfds_template(s) is not None
     ]
     info: dict[str, Any] = {
         "description": "Written by tfrecorder." + (

@@ -77,6 +77,9 @@ class ConversionResult(_Keys):
     changes: dict = dataclasses.field(default_factory=dict)
     #: An update that found nothing to change, and so wrote nothing.
     unchanged: bool = False
+    #: Splits that ``dataset_info.json`` leaves out because an update appended to or
+    #: retired from them: TFDS reads a split by one file-name template (docs/versions.md).
+    tfds_left_out: list = dataclasses.field(default_factory=list)
     #: ``mode="append"``: rows whose key the folder already held (not written), and the
     #: first of those keys.
     existing_count: int = 0
@@ -145,6 +148,9 @@ class ConversionResult(_Keys):
             changes={s: {k: int(c.get(k, 0)) for k in ("added", "retired", "kept")}
                      for s, c in sorted((m.changes or {}).items(),
                                         key=lambda kv: layout.split_order(kv[0]))},
+            tfds_left_out=sorted((s for s, i in m.splits.items()
+                                  if metadata.tfds_template(i) is None),
+                                 key=layout.split_order),
         )
 
     def label_distribution(self):
@@ -188,6 +194,11 @@ class ConversionResult(_Keys):
         for split, c in self.changes.items():
             lines.append(f"  {split:<11} +{c.get('added', 0)} added, -{c.get('retired', 0)} "
                          f"retired, {c.get('kept', 0)} kept")
+        if self.tfds_left_out:
+            lines.append(f"  TFDS        split(s) {', '.join(self.tfds_left_out)} left out of "
+                         f"dataset_info.json: they hold records of two versions, which "
+                         f"tfds.builder_from_directory cannot read by one file-name template "
+                         f"(every tfrecorder reader can; convert with overwrite=True for TFDS)")
         if self.existing_count:
             shown = ", ".join(map(str, self.existing_keys))
             lines.append(f"  EXISTING    {self.existing_count:>9} row(s) not appended: their "
