@@ -674,3 +674,27 @@ def test_tfds_reads_the_splits_an_update_left_whole_and_is_told_of_the_others(tm
     assert len(builder.as_dataset(split="test")) == 3      # the split no update touched
     with pytest.raises(Exception, match="train"):
         builder.as_dataset(split="train")
+
+
+@pytest.mark.slow
+def test_an_update_builds_its_dataflow_job_and_publishes_nothing_in_a_dry_run(gcs, tmp_path):
+    from tests.conftest import BUCKET
+
+    root = f"gs://{BUCKET}/versions-dataflow"
+    uris = []
+    for i in range(8):
+        uris.append(f"{root}/img/{i}.jpg")
+        gcs.pipe(uris[-1], encode(seed=i))
+    out = f"{root}/out"
+    tfrecorder.convert(_table(uris), out)
+    published = gcs.cat(f"{out}/tfrecorder.json")
+    gcs.pipe(uris[1], encode(seed=201))                  # one image rewritten
+    result = tfrecorder.convert(
+        _table(uris), out, mode="update", runner="DataflowRunner", project="my-project",
+        region="us-central1", pipeline_options=["--dry_run=True", "--no_auth"])
+    assert result.job_id is None and result.job is not None        # built, not submitted
+    names = [t.unique_name for t in result.job.proto_pipeline.components.transforms.values()]
+    assert any("WriteShards" in n for n in names) and any("FindMatches" in n for n in names)
+    assert gcs.cat(f"{out}/tfrecorder.json") == published          # nothing published
+    assert not gcs.exists(f"{out}/versions/00002.json")
+    assert tfrecorder.convert(_table(uris), out, mode="update").version == 2  # then it runs
