@@ -37,6 +37,14 @@ def _table(paths, labels=None, splits=None):
         "label": labels or [LABELS[i % 2] for i in range(n)]})
 
 
+def _gcs_images(gcs, root, n):
+    """``n`` small distinct JPEGs uploaded as ``root/img/<i>.jpg``; their URIs."""
+    uris = [f"{root}/img/{i}.jpg" for i in range(n)]
+    for i, uri in enumerate(uris):
+        gcs.pipe(uri, encode(seed=i))
+    return uris
+
+
 def _garbage_keeping_stamp(path):
     """Replaces ``path``'s bytes with as many bytes of garbage, and puts its size and
     modification time back as they were: an update that trusts size and time does not
@@ -447,10 +455,7 @@ def test_an_update_on_cloud_storage_stamps_objects_by_generation(gcs, tmp_path):
     from tests.conftest import BUCKET
 
     root = f"gs://{BUCKET}/versions-e2e"
-    uris = []
-    for i in range(6):
-        uris.append(f"{root}/img/{i}.jpg")
-        gcs.pipe(uris[-1], encode(seed=i))
+    uris = _gcs_images(gcs, root, 6)
     out = f"{root}/out"
     tfrecorder.convert(_table(uris), out)
     (line, *_) = rows.read(f"{out}/rows/data-train.tfrecord-00000-of-00001.rows.jsonl.gz")
@@ -681,10 +686,7 @@ def test_an_update_builds_its_dataflow_job_and_publishes_nothing_in_a_dry_run(gc
     from tests.conftest import BUCKET
 
     root = f"gs://{BUCKET}/versions-dataflow"
-    uris = []
-    for i in range(8):
-        uris.append(f"{root}/img/{i}.jpg")
-        gcs.pipe(uris[-1], encode(seed=i))
+    uris = _gcs_images(gcs, root, 8)
     out = f"{root}/out"
     tfrecorder.convert(_table(uris), out)
     published = gcs.cat(f"{out}/tfrecorder.json")

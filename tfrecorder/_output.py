@@ -363,12 +363,7 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
                                       for c in built.manifest.changes.values()):
         # Every row it tried was quarantined again, and it retires nothing: the update
         # changes nothing, so it publishes nothing.
-        for done in (folder, *run.cleanup):
-            storage.remove(done)
-        tmp = here(layout.TMP_DIR)
-        if not storage.listdir(tmp):
-            storage.remove(tmp)
-        release(storage.join(output_dir, layout.LOCK), run.run_id)
+        _close(run)
         return None
     moved = [*built.shards, *built.indexes, *built.rows,
              *(update.live_indexes if update is not None else ())]
@@ -405,13 +400,19 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
         storage.makedirs(here(layout.VERSIONS_DIR))
     storage.create_exclusive(here(layout.version_manifest(version)), data)
     storage.write_atomic(here(layout.MANIFEST), data)
-    for done in (folder, *run.cleanup):
+    _close(run)
+    return manifest
+
+
+def _close(run: RunFolder) -> None:
+    """The run's end: its own folders removed (and the folder of runs, once empty), its
+    lock released."""
+    for done in (run.folder, *run.cleanup):
         storage.remove(done)
-    tmp = here(layout.TMP_DIR)
+    tmp = _inside(run.output_dir, layout.TMP_DIR)
     if not storage.listdir(tmp):
         storage.remove(tmp)
-    release(storage.join(output_dir, layout.LOCK), run.run_id)
-    return manifest
+    release(storage.join(run.output_dir, layout.LOCK), run.run_id)
 
 
 def budget_failure(run: RunFolder, spec: metadata.DatasetSpec) -> ConversionError | None:
