@@ -185,6 +185,25 @@ def gcs():
             os.environ["STORAGE_EMULATOR_HOST"] = old
 
 
+@pytest.fixture
+def run_cli(capsys):
+    """``tfrecorder ARGS`` run in this process (``tfrecorder._cli.main``), for tests that
+    check a command's output and exit code but not the process around it: returns what a
+    process would give (``returncode``, ``stdout``, ``stderr``). argparse's usage errors
+    and ``--help`` exit; their exit code is the return code, as in a process."""
+    import types
+
+    from tfrecorder._cli import main
+
+    def run(*args):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code
+        captured = capsys.readouterr()
+        return types.SimpleNamespace(returncode=code, stdout=captured.out, stderr=captured.err)
+
+    return run
 
 
 
