@@ -300,3 +300,26 @@ def timeless_data(name: str, data: bytes) -> bytes:
         d["published"] = "..."
         return json.dumps(d, sort_keys=True).encode()
     return data
+
+
+@pytest.fixture(scope="session")
+def samples_converted(tmp_path_factory):
+    """``samples_converted(**options)``: ``samples/data.csv`` converted with ``options``,
+    as ``(folder, ConversionResult)``. Each set of options is converted once per test run
+    and the folder is shared by every test that asks for it, so tests only read it; a test
+    (or a module's fixture) that changes files works on a copy (``shutil.copytree``), which
+    holds the same bytes a conversion of its own would."""
+    made = {}
+
+    def converted(**options):
+        key = json.dumps(options, sort_keys=True)
+        if key not in made:
+            import tfrecorder
+
+            folder = tmp_path_factory.mktemp("samples") / "out"
+            result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(folder),
+                                        **options)
+            made[key] = str(folder), result
+        return made[key]
+
+    return converted

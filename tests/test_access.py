@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -23,9 +24,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory):
+def out(tmp_path_factory, samples_converted):
+    # A copy: tests here add and remove its index files.
     folder = tmp_path_factory.mktemp("access") / "out"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(folder), num_shards=3)
+    shutil.copytree(samples_converted(num_shards=3)[0], folder)
     return str(folder)
 
 

@@ -15,12 +15,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def three_shards(tmp_path_factory):
-    """The samples, train in 3 shards of 9 records."""
-    out = str(tmp_path_factory.mktemp("readers") / "out")
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out,
-                       num_shards={"train": 3, "validation": 1, "test": 1})
-    return out
+def three_shards(samples_converted):
+    """The samples, train in 3 shards of 9 records (read only)."""
+    return samples_converted(num_shards={"train": 3, "validation": 1, "test": 1})[0]
 
 
 def _names(ds):

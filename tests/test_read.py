@@ -40,10 +40,8 @@ def _by(df, *keys):
 
 
 @pytest.fixture(scope="module")
-def samples_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("read") / "out"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), num_shards=3)
-    return str(out)
+def samples_out(samples_converted):
+    return samples_converted(num_shards=3)[0]  # read only
 
 
 # --- image tables ---------------------------------------------------------------------------
