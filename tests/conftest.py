@@ -185,6 +185,25 @@ def gcs():
             os.environ["STORAGE_EMULATOR_HOST"] = old
 
 
+@pytest.fixture
+def run_cli(capsys):
+    """``tfrecorder ARGS`` run in this process (``tfrecorder._cli.main``), for tests that
+    check a command's output and exit code but not the process around it: returns what a
+    process would give (``returncode``, ``stdout``, ``stderr``). argparse's usage errors
+    and ``--help`` exit; their exit code is the return code, as in a process."""
+    import types
+
+    from tfrecorder._cli import main
+
+    def run(*args):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code
+        captured = capsys.readouterr()
+        return types.SimpleNamespace(returncode=code, stdout=captured.out, stderr=captured.err)
+
+    return run
 
 
 
@@ -281,3 +300,26 @@ def timeless_data(name: str, data: bytes) -> bytes:
         d["published"] = "..."
         return json.dumps(d, sort_keys=True).encode()
     return data
+
+
+@pytest.fixture(scope="session")
+def samples_converted(tmp_path_factory):
+    """``samples_converted(**options)``: ``samples/data.csv`` converted with ``options``,
+    as ``(folder, ConversionResult)``. Each set of options is converted once per test run
+    and the folder is shared by every test that asks for it, so tests only read it; a test
+    (or a module's fixture) that changes files works on a copy (``shutil.copytree``), which
+    holds the same bytes a conversion of its own would."""
+    made = {}
+
+    def converted(**options):
+        key = json.dumps(options, sort_keys=True)
+        if key not in made:
+            import tfrecorder
+
+            folder = tmp_path_factory.mktemp("samples") / "out"
+            result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(folder),
+                                        **options)
+            made[key] = str(folder), result
+        return made[key]
+
+    return converted

@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -23,9 +24,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory):
+def out(tmp_path_factory, samples_converted):
+    # A copy: tests here add and remove its index files.
     folder = tmp_path_factory.mktemp("access") / "out"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(folder), num_shards=3)
+    shutil.copytree(samples_converted(num_shards=3)[0], folder)
     return str(folder)
 
 
@@ -177,9 +179,8 @@ def test_multi_label_and_box_lists_parse_as_tensorflow_parses_them(tf, tmp_path,
     assert labels == {b"0.jpg": [0, 1], b"1.jpg": [1]}
 
 
-def test_gzip_directories_are_refused(tmp_path):
-    out = str(tmp_path / "gz")
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out, compression="gzip")
+def test_gzip_directories_are_refused(samples_converted):
+    out = samples_converted(compression="gzip")[0]  # read only
     with pytest.raises(ConfigError, match="gzip-compressed shards.*compression=None"):
         access.Reader(out, "train")
 
@@ -207,9 +208,9 @@ def test_a_damaged_record_names_the_shard_and_offset(tmp_path):
         reader.record(2)
 
 
-def test_a_directory_converted_again_while_read_is_an_error(tmp_path):
+def test_a_directory_converted_again_while_read_is_an_error(tmp_path, samples_converted):
     out = str(tmp_path / "out")
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out, num_shards=2)
+    shutil.copytree(samples_converted(num_shards=2)[0], out)  # a conversion of its own
     path = os.path.join(out, layout.MANIFEST)
 
     def set_generation(g):

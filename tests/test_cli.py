@@ -1,4 +1,7 @@
-"""The command line, run as a user runs it: a subprocess, its output and exit code."""
+"""The command line: its output and exit code. Most tests call ``tfrecorder._cli.main``
+in this process (the process boundary is not what they test); the few that are about the
+process itself run ``python -m tfrecorder`` as a user does: the exit code the interpreter
+ends with, a fresh interpreter's logging on stderr, the console script."""
 
 import csv
 import os
@@ -9,15 +12,14 @@ import pytest
 
 from tests.conftest import SAMPLES, encode
 
-# Every test here starts the CLI as a new process (a few seconds each).
-pytestmark = pytest.mark.slow
-
 
 def cli(*args, cwd=None):
+    """``python -m tfrecorder ARGS``, a new process (a few seconds each)."""
     return subprocess.run([sys.executable, "-m", "tfrecorder", *args], capture_output=True,
                           text=True, cwd=cwd, env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
 
+@pytest.mark.slow
 def test_convert_prints_the_result_and_exits_0(tmp_path):
     out = tmp_path / "out"
     p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(out), "--num-shards", "2")
@@ -27,67 +29,77 @@ def test_convert_prints_the_result_and_exits_0(tmp_path):
     assert "it/s" not in p.stderr and "rows/s" not in p.stderr  # no bar off a terminal
 
 
-def test_usage_and_validation_errors_exit_2_with_one_error_line(tmp_path):
-    p = cli("convert")
+@pytest.mark.slow
+def test_usage_and_validation_errors_exit_2_with_one_error_line(tmp_path, run_cli):
+    p = cli("convert")  # the interpreter's own exit code, from argparse's usage error
     assert p.returncode == 2 and "usage:" in p.stderr
     bad = tmp_path / "bad.csv"
     bad.write_text("TRAIN,a.jpg,cat\nSOMETIMES,b.jpg,dog\n")
-    p = cli("convert", str(bad), str(tmp_path / "out"))
+    p = run_cli("convert", str(bad), str(tmp_path / "out"))
     assert p.returncode == 2
     assert p.stderr.startswith("Error: The input table has 1 problem(s):")
     assert "row 2, column 'split'" in p.stderr and "Traceback" not in p.stderr
-    p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o"), "--compression", "zip")
+    p = run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o"),
+                "--compression", "zip")
     assert p.returncode == 2 and "invalid choice" in p.stderr
-    p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o2"),
-            "--runner", "DataflowRunner")
+    p = run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o2"),
+                "--runner", "DataflowRunner")
     assert p.returncode == 2 and p.stderr.startswith("Error: runner='DataflowRunner' needs project=")
 
 
-def test_a_run_over_the_error_budget_exits_1(tmp_path, image_table):
+@pytest.mark.slow
+def test_a_run_over_the_error_budget_exits_1(tmp_path, image_table, run_cli):
     good = image_table("a.jpg", encode())
     data = tmp_path / "d.csv"
     data.write_text(f"TRAIN,{good},x\nTRAIN,{tmp_path}/missing.jpg,x\n")
-    p = cli("convert", str(data), str(tmp_path / "out"), "--max-error-fraction", "0.1")
+    p = run_cli("convert", str(data), str(tmp_path / "out"), "--max-error-fraction", "0.1")
     assert p.returncode == 1
     assert p.stderr.startswith("Error: 1 of 2 rows were quarantined") and "Traceback" not in p.stderr
 
 
-def test_existing_output_exits_2_and_names_the_flag(tmp_path):
+@pytest.mark.slow
+def test_existing_output_exits_2_and_names_the_flag(tmp_path, run_cli):
     out = tmp_path / "out"
-    assert cli("convert", os.path.join(SAMPLES, "data.csv"), str(out)).returncode == 0
-    p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(out))
+    assert run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(out)).returncode == 0
+    p = run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(out))
     assert p.returncode == 2 and "--overwrite" in p.stderr
 
 
-def test_inspect_writes_files_and_prints(tmp_path):
+@pytest.mark.slow
+def test_inspect_writes_files_and_prints(tmp_path, run_cli):
     out = tmp_path / "out"
-    cli("convert", os.path.join(SAMPLES, "data.csv"), str(out))
-    p = cli("inspect", str(out), "--split", "test", "-n", "2", "--output-dir", str(tmp_path / "i"))
+    run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(out))
+    p = run_cli("inspect", str(out), "--split", "test", "-n", "2",
+                "--output-dir", str(tmp_path / "i"))
     assert p.returncode == 0, p.stderr
     assert "train 27, validation 6, test 3" in p.stdout
     assert "data.csv" in os.listdir(tmp_path / "i")
-    p = cli("inspect", str(tmp_path / "nothing-here"))
+    p = run_cli("inspect", str(tmp_path / "nothing-here"))
     assert p.returncode == 2 and "nothing-here does not exist" in p.stderr
 
 
-def test_inspect_takes_tfrecorders_flag_names(tmp_path):
+@pytest.mark.slow
+def test_inspect_takes_tfrecorders_flag_names(tmp_path, run_cli):
     """TFRecorder's README: inspect --tfrecord-dir=DIR --split=TRAIN --num_records=5
     --output_dir=OUT."""
     out = tmp_path / "out"
-    assert cli("convert", os.path.join(SAMPLES, "data.csv"), str(out)).returncode == 0
-    p = cli("inspect", f"--tfrecord-dir={out}", "--split=TRAIN", "--num_records=2",
-            f"--output_dir={tmp_path / 'look'}")
+    assert run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(out)).returncode == 0
+    p = run_cli("inspect", f"--tfrecord-dir={out}", "--split=TRAIN", "--num_records=2",
+                f"--output_dir={tmp_path / 'look'}")
     assert p.returncode == 0, p.stderr
     assert "first 2 records of train" in p.stdout
     assert sorted(os.listdir(tmp_path / "look"))[-1] == "data.csv"
     assert len(os.listdir(tmp_path / "look")) == 3
-    p = cli("inspect", f"--tfrecord_dir={out}", "--split", "test", "-n", "1")
+    p = run_cli("inspect", f"--tfrecord_dir={out}", "--split", "test", "-n", "1")
     assert p.returncode == 0 and "first 1 records of test" in p.stdout
-    p = cli("inspect", "--split", "test")
+    p = run_cli("inspect", "--split", "test")
     assert p.returncode == 2 and p.stderr.startswith("Error: inspect needs one TFRECORD_DIR")
 
 
+@pytest.mark.slow
 def test_verbose_before_or_after_the_command(tmp_path):
+    # New processes: the command sets up logging for a fresh interpreter, which a test
+    # process (whose logging pytest has set up) is not.
     for i, args in enumerate([["-v", "convert"], ["convert", "-v"]]):
         p = cli(*args, os.path.join(SAMPLES, "data.csv"), str(tmp_path / f"o{i}"))
         assert p.returncode == 0, p.stderr
@@ -96,9 +108,9 @@ def test_verbose_before_or_after_the_command(tmp_path):
     assert "INFO" not in p.stderr
 
 
-def test_help_speaks_of_flags_and_files_not_python_values():
-    convert = cli("convert", "--help").stdout
-    inspect = cli("inspect", "--help").stdout
+def test_help_speaks_of_flags_and_files_not_python_values(run_cli):
+    convert = run_cli("convert", "--help").stdout
+    inspect = run_cli("inspect", "--help").stdout
     for text in (convert, inspect):
         assert "None" not in text and "dict" not in text and "output_dir" not in text.split(
             "TFRecorder's")[0], text
@@ -107,51 +119,56 @@ def test_help_speaks_of_flags_and_files_not_python_values():
     assert "TFRECORD_DIR" in inspect and "--output-dir DIR" in inspect
 
 
-def test_shards_per_split_on_the_command_line(tmp_path):
+@pytest.mark.slow
+def test_shards_per_split_on_the_command_line(tmp_path, run_cli):
     out = tmp_path / "out"
-    p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(out), "--num-shards",
-            "train=3,validation=2")
+    p = run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(out), "--num-shards",
+                "train=3,validation=2")
     assert p.returncode == 0, p.stderr
     assert "data-train.tfrecord-00002-of-00003" in os.listdir(out)
     assert "data-validation.tfrecord-00001-of-00002" in os.listdir(out)
-    p = cli("convert", os.path.join(SAMPLES, "data.csv"), str(out), "--num-shards", "many")
+    p = run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(out), "--num-shards", "many")
     assert p.returncode == 2 and "give a whole number" in p.stderr
 
 
-def test_create_image_csv_from_a_folder(tmp_path, image_table):
+@pytest.mark.slow
+def test_create_image_csv_from_a_folder(tmp_path, image_table, run_cli):
     for rel in ["train/cat/1.png", "test/dog/2.png"]:
         image_table(f"tree/{rel}", encode(fmt="PNG"))
-    p = cli("create-image-csv", str(tmp_path / "tree"), str(tmp_path / "t.csv"))
+    p = run_cli("create-image-csv", str(tmp_path / "tree"), str(tmp_path / "t.csv"))
     assert p.returncode == 0 and "wrote 2 rows" in p.stdout
     rows = sorted(csv.reader(open(tmp_path / "t.csv")))
     assert rows == [["TEST", str(tmp_path / "tree/test/dog/2.png"), "dog"],
                     ["TRAIN", str(tmp_path / "tree/train/cat/1.png"), "cat"]]
-    assert cli("convert", str(tmp_path / "t.csv"), str(tmp_path / "o")).returncode == 0
+    assert run_cli("convert", str(tmp_path / "t.csv"), str(tmp_path / "o")).returncode == 0
 
 
 @pytest.mark.parametrize("command", [[], ["convert"], ["inspect"], ["create-image-csv"]])
-def test_every_command_and_option_has_help(command):
-    p = cli(*command, "--help")
+def test_every_command_and_option_has_help(command, run_cli):
+    p = run_cli(*command, "--help")
     assert p.returncode == 0
     lines = [l for l in p.stdout.splitlines() if l.strip().startswith("-")]
     for line in lines:  # an option line without words after it has no help text
         assert len(line.split("  ")) > 1 or line.strip().startswith("-h"), line
 
 
+@pytest.mark.slow
 def test_python_dash_m_and_console_script_agree():
     exe = os.path.join(os.path.dirname(sys.executable), "tfrecorder")
     a = subprocess.run([exe, "--help"], capture_output=True, text=True).stdout
     assert a == cli("--help").stdout
 
 
-def test_schema_file_and_beam_flags_pass_through(tmp_path):
+@pytest.mark.slow
+def test_schema_file_and_beam_flags_pass_through(tmp_path, run_cli):
     schema = tmp_path / "schema.json"
     schema.write_text('{"split": "SplitKey", "x": "FloatInput", "name": "StringInput"}')
     data = tmp_path / "t.csv"
     data.write_text("split,x,name\nTRAIN,1.5,a\nTEST,2.5,b\n")
-    p = cli("convert", str(data), str(tmp_path / "o"), "--schema", str(schema),
-            "--direct_running_mode=in_memory", "--direct_num_workers=1")
+    p = run_cli("convert", str(data), str(tmp_path / "o"), "--schema", str(schema),
+                "--direct_running_mode=in_memory", "--direct_num_workers=1")
     assert p.returncode == 0, p.stderr
     assert "wrote 2 of 2 rows" in p.stdout
-    p = cli("convert", str(data), str(tmp_path / "o2"), "--schema", str(tmp_path / "none.json"))
+    p = run_cli("convert", str(data), str(tmp_path / "o2"), "--schema",
+                str(tmp_path / "none.json"))
     assert p.returncode == 2 and "does not exist" in p.stderr and "Traceback" not in p.stderr

@@ -2,19 +2,20 @@
 boundary is not what is tested here)."""
 
 import os
+import shutil
 
 import pytest
 
 import tfrecorder
 from tfrecorder import access
 from tfrecorder._cli import main
-from tests.conftest import SAMPLES
 
 
 @pytest.fixture
-def out(tmp_path):
+def out(tmp_path, samples_converted):
+    """A conversion of the samples of this test's own (a copy: a test damages it)."""
     out = str(tmp_path / "out")
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out, num_shards=2)
+    shutil.copytree(samples_converted(num_shards=2)[0], out)
     return out
 
 

@@ -4,8 +4,6 @@ one file per split, and every problem an annotation can have."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -261,16 +259,14 @@ def test_a_dict_source_names_splits_and_coco_files(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_command_line_takes_coco_files_per_split(tmp_path):
+def test_the_command_line_takes_coco_files_per_split(tmp_path, run_cli):
     _images(tmp_path / "train2017")
     _images(tmp_path / "val2017")
     train = _write(tmp_path / "instances_train.json", _coco(ANNOTATIONS))
     val = _write(tmp_path / "instances_val.json", _coco([]))
-    p = subprocess.run(
-        [sys.executable, "-m", "tfrecorder", "convert", f"train={train},validation={val}",
-         str(tmp_path / "out"), "--images-dir",
-         f"train={tmp_path / 'train2017'},validation={tmp_path / 'val2017'}"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    images = f"train={tmp_path / 'train2017'},validation={tmp_path / 'val2017'}"
+    p = run_cli("convert", f"train={train},validation={val}", str(tmp_path / "out"),
+                "--images-dir", images)
     assert p.returncode == 0, p.stderr
     assert "note: COCO keys not converted" in p.stdout
     m = tfrecorder.info(str(tmp_path / "out"))

@@ -4,6 +4,7 @@ import gzip
 import hashlib
 import json
 import os
+import pathlib
 import shutil
 
 import pandas as pd
@@ -87,9 +88,9 @@ def test_the_bundled_samples_give_the_same_bytes_on_every_machine(tmp_path):
     assert first["sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
 
 
-def test_samples_round_trip_with_plain_tensorflow(tf, tmp_path):
-    out = tmp_path / "out"
-    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out))
+def test_samples_round_trip_with_plain_tensorflow(tf, samples_converted):
+    folder, result = samples_converted()  # tfrecorder.convert(samples/data.csv, folder)
+    out = pathlib.Path(folder)
     table = pd.read_csv(os.path.join(SAMPLES, "data.csv"), keep_default_na=False)
     assert result.rows_in == len(table) == result.rows_written
     assert result.labels == ["circle", "square", "triangle"]
@@ -186,9 +187,8 @@ def test_existing_output_is_refused_unless_overwrite(tmp_path):
     assert isinstance(tfrecorder.OutputExistsError("x"), FileExistsError)
 
 
-def test_gzip_shards_are_readable(tf, tmp_path):
-    out = tmp_path / "out"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), compression="gzip")
+def test_gzip_shards_are_readable(tf, samples_converted):
+    out = pathlib.Path(samples_converted(compression="gzip")[0])
     files = _files(out)
     assert all(f.endswith(".gz") for fs in files.values() for f in fs)
     assert sum(len(read_examples(tf, fs, "GZIP")) for fs in files.values()) == 36
@@ -273,8 +273,8 @@ def test_tfds_reads_the_output_directory(tmp_path):
     assert len(builder.as_dataset(split="train[:10%]")) == round(result.rows_per_split["train"] / 10)
 
 
-def test_label_distribution_per_split(tmp_path):
-    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"))
+def test_label_distribution_per_split(samples_converted):
+    result = samples_converted()[1]  # tfrecorder.convert(samples/data.csv, a folder)
     table = pd.read_csv(os.path.join(SAMPLES, "data.csv"), keep_default_na=False)
     dist = result.label_distribution()
     assert list(dist.index) == ["circle", "square", "triangle"]

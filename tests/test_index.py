@@ -92,10 +92,9 @@ def _index_dir(out):
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("index") / "out")
-    tfrecorder.convert(DATA, out, num_shards={"train": 3, "validation": 1, "test": 1})
-    return out
+def converted(samples_converted):
+    # Read only: tests that change files change a copy.
+    return samples_converted(num_shards={"train": 3, "validation": 1, "test": 1})[0]
 
 
 def test_a_conversion_writes_an_index_per_shard_listed_in_its_manifest(tf, converted):

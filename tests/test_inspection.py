@@ -8,10 +8,8 @@ from tests.conftest import SAMPLES
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("insp") / "out"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out))
-    return str(out)
+def out(samples_converted):
+    return samples_converted()[0]  # read only
 
 
 def test_inspect_writes_a_csv_and_the_original_image_files(out, tmp_path):

@@ -11,10 +11,8 @@ from tests.conftest import SAMPLES
 
 
 @pytest.fixture(scope="module")
-def samples_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("load") / "out"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), num_shards=2)
-    return str(out)
+def samples_out(samples_converted):
+    return samples_converted(num_shards=2)[0]  # read only
 
 
 def _table():

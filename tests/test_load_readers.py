@@ -15,12 +15,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def three_shards(tmp_path_factory):
-    """The samples, train in 3 shards of 9 records."""
-    out = str(tmp_path_factory.mktemp("readers") / "out")
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out,
-                       num_shards={"train": 3, "validation": 1, "test": 1})
-    return out
+def three_shards(samples_converted):
+    """The samples, train in 3 shards of 9 records (read only)."""
+    return samples_converted(num_shards={"train": 3, "validation": 1, "test": 1})[0]
 
 
 def _names(ds):
@@ -125,18 +122,26 @@ import tfrecorder
 out, mode, k, path, kwargs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], json.loads(sys.argv[5])
 if "shard" in kwargs:
     kwargs["shard"] = tuple(kwargs["shard"])
-ds = tfrecorder.load(out, split="train", batch_size=4, decode_images=False, **kwargs)
-it = iter(ds)
-ckpt = tf.train.Checkpoint(data=it)
-if mode == "restore":
-    ckpt.restore(tf.train.latest_checkpoint(path)).assert_consumed()
-batches = []
-for i, batch in enumerate(it):
-    batches.append([n.decode() for n in batch["image_name"].numpy()])
-    if mode == "save" and i + 1 == k:
-        ckpt.save(path + "/data")
-        break
-print(json.dumps(batches))
+
+def run(mode, k):
+    ds = tfrecorder.load(out, split="train", batch_size=4, decode_images=False, **kwargs)
+    it = iter(ds)
+    ckpt = tf.train.Checkpoint(data=it)
+    if mode == "restore":
+        ckpt.restore(tf.train.latest_checkpoint(path)).assert_consumed()
+    batches = []
+    for i, batch in enumerate(it):
+        batches.append([n.decode() for n in batch["image_name"].numpy()])
+        if mode == "save" and i + 1 == k:
+            ckpt.save(path + "/data")
+            break
+    return batches
+
+if mode == "whole+save":  # the whole epoch, then the first k batches saved: two datasets
+    whole = run("whole", 0)
+    print(json.dumps([whole, run("save", 3 if len(whole) > 3 else 1)]))
+else:
+    print(json.dumps(run(mode, k)))
 """
 
 
@@ -154,9 +159,10 @@ def _run(*args):
                          ids=["in order", "global", "window", "reader 1 of 3, global"])
 def test_an_iterator_resumes_in_a_new_process_where_it_stopped(three_shards, tmp_path, kwargs):
     path = tmp_path / "ckpt"
-    whole = _run(three_shards, "whole", 0, path, json.dumps(kwargs))
+    # One process reads the whole epoch and then saves after k batches (each from a
+    # dataset of its own); a new one restores.
+    whole, first = _run(three_shards, "whole+save", 0, path, json.dumps(kwargs))
     k = 3 if len(whole) > 3 else 1
-    first = _run(three_shards, "save", k, path, json.dumps(kwargs))
     rest = _run(three_shards, "restore", 0, path, json.dumps(kwargs))
     assert first == whole[:k] and rest == whole[k:] and rest
 

@@ -5,6 +5,7 @@ import base64
 import gzip
 import io
 import os
+import pathlib
 import shutil
 
 import numpy as np
@@ -18,9 +19,9 @@ from tests.conftest import BUCKET, SAMPLES, encode, write_images
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    out = tmp_path_factory.mktemp("conv") / "out"
-    return tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out)), out
+def converted(samples_converted):
+    out, result = samples_converted()  # read only
+    return result, pathlib.Path(out)
 
 
 # --- 1. the result is a mapping ---------------------------------------------------------

@@ -2,18 +2,12 @@
 or multi_label=True. A single-label table with a few images repeated under another label
 is refused with those rows, not silently turned into lists."""
 
-import os
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
 
 import tfrecorder
 from tfrecorder import access
 from tests.test_spill import _pictures
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _photos(folder, n):
@@ -96,14 +90,10 @@ def test_list_cells_with_multi_label_false_are_a_config_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_command_line_flag(tmp_path, stray):
+def test_the_command_line_flag(tmp_path, stray, run_cli):
     csv, _ = stray
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    refused = subprocess.run([sys.executable, "-m", "tfrecorder", "convert", csv,
-                              str(tmp_path / "a")], capture_output=True, text=True, env=env)
+    refused = run_cli("convert", csv, str(tmp_path / "a"))
     assert refused.returncode != 0 and "--multi-label" in refused.stderr
-    done = subprocess.run([sys.executable, "-m", "tfrecorder", "convert", csv,
-                           str(tmp_path / "b"), "--multi-label"], capture_output=True,
-                          text=True, env=env)
+    done = run_cli("convert", csv, str(tmp_path / "b"), "--multi-label")
     assert done.returncode == 0, done.stderr
     assert len(access.Reader(str(tmp_path / "b"), "train")) == 88

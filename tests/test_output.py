@@ -3,6 +3,7 @@ only our own files replaced, and nothing left behind."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -255,10 +256,11 @@ def test_the_lock_on_cloud_storage(gcs):
 # --- nothing destroyed before the run is sound ----------------------------------------
 
 @pytest.fixture
-def previous(tmp_path):
-    """An output directory holding a complete conversion, and its files' bytes."""
+def previous(tmp_path, samples_converted):
+    """An output directory holding a complete conversion, and its files' bytes (a copy
+    of the shared conversion: the same bytes, its own folder)."""
     out = tmp_path / "out"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), num_shards=2)
+    shutil.copytree(samples_converted(num_shards=2)[0], out)
     return out, _snapshot(out)
 
 

@@ -2,21 +2,17 @@
 
 import base64
 import io
-import os
 import re
 
 import numpy as np
 import pytest
 
 import tfrecorder
-from tests.conftest import SAMPLES
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("show") / "out"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out))
-    return str(out)
+def out(samples_converted):
+    return samples_converted()[0]  # read only
 
 
 def _shown(preview):

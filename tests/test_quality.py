@@ -6,8 +6,6 @@ from __future__ import annotations
 import io
 import json
 import random
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -152,23 +150,21 @@ def test_imbalance_warning(tmp_path):
 
 
 @pytest.mark.slow
-def test_report_command_prints_and_fails_on_request(table, tmp_path):
+def test_report_command_prints_and_fails_on_request(table, tmp_path, run_cli):
     out = str(tmp_path / "out")
     tfrecorder.convert(str(table), out)
-    run = [sys.executable, "-m", "tfrecorder", "report", out]
-    plain = subprocess.run(run, capture_output=True, text=True)
+    run = ["report", out]
+    plain = run_cli(*run)
     assert plain.returncode == 0, plain.stderr
     assert "leaks: 1 exact" in plain.stdout and "img/copy_of_3.jpg" in plain.stdout
-    failing = subprocess.run(run + ["--fail-on", "leaks,conflicts"], capture_output=True,
-                             text=True)
+    failing = run_cli(*run, "--fail-on", "leaks,conflicts")
     assert failing.returncode == 3 and "1 leaks, 1 conflicts" in failing.stderr
     # a kind of finding the report does not know: a usage error
-    assert subprocess.run(run + ["--fail-on", "near"], capture_output=True).returncode == 2
+    assert run_cli(*run, "--fail-on", "near").returncode == 2
     clean = tmp_path / "clean.csv"
     clean.write_text("".join(line + "\n" for line in table.read_text().splitlines()[:12]))
     tfrecorder.convert(str(clean), str(tmp_path / "clean"), )
-    ok = subprocess.run([sys.executable, "-m", "tfrecorder", "report", str(tmp_path / "clean"),
-                         "--fail-on", "leaks,conflicts,duplicates"], capture_output=True, text=True)
+    ok = run_cli("report", str(tmp_path / "clean"), "--fail-on", "leaks,conflicts,duplicates")
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 

@@ -40,10 +40,8 @@ def _by(df, *keys):
 
 
 @pytest.fixture(scope="module")
-def samples_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("read") / "out"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), num_shards=3)
-    return str(out)
+def samples_out(samples_converted):
+    return samples_converted(num_shards=3)[0]  # read only
 
 
 # --- image tables ---------------------------------------------------------------------------
@@ -260,9 +258,8 @@ def test_a_folder_without_a_conversion_is_refused(tmp_path):
             tfrecorder.read(os.path.join(SAMPLES, "data.csv"), split=split)
 
 
-def test_gzip_shards_are_refused_with_the_fix(tmp_path):
-    out = str(tmp_path / "out")
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out, compression="gzip")
+def test_gzip_shards_are_refused_with_the_fix(samples_converted):
+    out = samples_converted(compression="gzip")[0]  # read only
     with pytest.raises(tfrecorder.ConfigError, match="compression=None"):
         tfrecorder.read(out)
 
@@ -293,9 +290,10 @@ def _as_written_before_image_uri(out):
     shutil.rmtree(os.path.join(out, "rows"))
 
 
-def test_a_conversion_written_before_records_held_their_uri_gives_the_file_names(tmp_path):
+def test_a_conversion_written_before_records_held_their_uri_gives_the_file_names(
+        tmp_path, samples_converted):
     out = str(tmp_path / "out")
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out)
+    shutil.copytree(samples_converted()[0], out)  # a conversion of its own: changed below
     now = tfrecorder.read(out)
     _as_written_before_image_uri(out)
     before = tfrecorder.read(out)

@@ -25,10 +25,8 @@ N_TABLE = 23
 
 
 @pytest.fixture(scope="module")
-def images_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("torch") / "images"
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), num_shards=3)
-    return str(out)
+def images_out(samples_converted):
+    return samples_converted(num_shards=3)[0]  # read only
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ readable (docs/versions.md), on real conversions with the DirectRunner."""
 import hashlib
 import json
 import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -362,17 +360,12 @@ def test_a_killed_update_leaves_the_last_version_whole(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_command_line_updates_and_lists_versions(tmp_path):
+def test_the_command_line_updates_and_lists_versions(tmp_path, run_cli):
     paths = _images(tmp_path / "img", 4)
     csv = tmp_path / "data.csv"
     _table(paths).to_csv(csv, index=False)
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "tfrecorder", *args], env=env,
-                              capture_output=True, text=True, timeout=300)
-
+    cli = run_cli
     assert cli("convert", str(csv), str(out), "--no-progress").returncode == 0
     _table(paths + _images(tmp_path / "img", 1, start=4)).to_csv(csv, index=False)
     done = cli("convert", str(csv), str(out), "--update", "--no-progress")

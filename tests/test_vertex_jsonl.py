@@ -4,8 +4,6 @@ of a custom training job (AIP_* variables), and every problem a line can have.""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -361,16 +359,18 @@ def test_from_vertex_reads_os_environ_by_default(monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_command_line_converts_from_vertex_and_refuses_other_formats(tmp_path):
-    env = {**os.environ, **_job(tmp_path), "PYTHONWARNINGS": "ignore"}
-    run = [sys.executable, "-m", "tfrecorder", "convert", "--from-vertex"]
-    p = subprocess.run([*run, str(tmp_path / "out")], env=env, capture_output=True, text=True)
+def test_the_command_line_converts_from_vertex_and_refuses_other_formats(
+        tmp_path, monkeypatch, run_cli):
+    for name, value in _job(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    run = ["convert", "--from-vertex"]
+    p = run_cli(*run, str(tmp_path / "out"))
     assert p.returncode == 0, p.stderr
     assert "wrote 4 of 4 rows" in p.stdout
     assert tfrecorder.info(str(tmp_path / "out")).splits["train"].num_examples == 2
-    p = subprocess.run([*run, str(tmp_path / "o2")], env={**env, "AIP_DATA_FORMAT": "csv"},
-                       capture_output=True, text=True)
+    monkeypatch.setenv("AIP_DATA_FORMAT", "csv")
+    p = run_cli(*run, str(tmp_path / "o2"))
     assert p.returncode == 2 and p.stderr.startswith("Error: AIP_DATA_FORMAT='csv'")
-    p = subprocess.run([*run, "a.jsonl", str(tmp_path / "o3")], env=env,
-                       capture_output=True, text=True)
+    monkeypatch.setenv("AIP_DATA_FORMAT", "jsonl")
+    p = run_cli(*run, "a.jsonl", str(tmp_path / "o3"))
     assert p.returncode == 2 and "--from-vertex takes OUTPUT_DIR only" in p.stderr

@@ -32,10 +32,9 @@ NEW_LABEL = "zebra"
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("view") / "out")
-    tfrecorder.convert(DATA, out, num_shards={"train": 3, "validation": 1, "test": 1})
-    return out
+def converted(samples_converted):
+    # Read only: tests that change files change a copy.
+    return samples_converted(num_shards={"train": 3, "validation": 1, "test": 1})[0]
 
 
 def _manifest(out, name=layout.MANIFEST) -> dict:
