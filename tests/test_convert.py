@@ -257,6 +257,7 @@ def test_bad_options_are_config_errors(tmp_path, options, match):
         tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o"), **options)
 
 
+@pytest.mark.slow
 def test_tfds_reads_the_output_directory(tmp_path):
     tfds = pytest.importorskip("tensorflow_datasets")
     out = tmp_path / "out"

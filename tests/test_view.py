@@ -210,6 +210,7 @@ def _loaded(tf, out, **kw) -> list[str]:
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [1, 2])
 def test_load_reads_the_live_records_whole_in_parts_and_globally_shuffled(tf, versioned,
                                                                          version):
@@ -303,6 +304,7 @@ def test_verify_reads_each_version(versioned, tmp_path):
         access.Reader(copy, "train").record(9 - len(RETIRED[0]))  # shard 1's first
 
 
+@pytest.mark.slow
 def test_a_reader_of_version_1_keeps_reading_it_while_version_2_is_published(tf, converted,
                                                                             tmp_path):
     out = str(tmp_path / "out")
