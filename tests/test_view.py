@@ -236,6 +236,7 @@ def test_load_reads_the_live_records_whole_in_parts_and_globally_shuffled(tf, ve
         assert NEW_LABEL not in info.label_names
 
 
+@pytest.mark.slow
 def test_the_other_readers_take_the_version(versioned):
     torch_mod = pytest.importorskip("tfrecorder.torch")
     from tfrecorder import grain
