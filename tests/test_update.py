@@ -35,12 +35,18 @@ def _table(paths, labels=None, splits=None):
         "label": labels or [LABELS[i % 2] for i in range(n)]})
 
 
-def _gcs_images(gcs, root, n):
-    """``n`` small distinct JPEGs uploaded as ``root/img/<i>.jpg``; their URIs."""
+def _converted_on_gcs(gcs, folder, n):
+    """``n`` small distinct JPEGs uploaded to the emulator's ``folder/img/<i>.jpg`` and
+    converted into ``folder/out``: their URIs and the output's."""
+    from tests.conftest import BUCKET
+
+    root = f"gs://{BUCKET}/{folder}"
     uris = [f"{root}/img/{i}.jpg" for i in range(n)]
     for i, uri in enumerate(uris):
         gcs.pipe(uri, encode(seed=i))
-    return uris
+    out = f"{root}/out"
+    tfrecorder.convert(_table(uris), out)
+    return uris, out
 
 
 def _garbage_keeping_stamp(path):
@@ -445,12 +451,7 @@ def test_the_report_of_an_update_compares_new_rows_with_every_kept_one(tmp_path)
 
 @pytest.mark.slow
 def test_an_update_on_cloud_storage_stamps_objects_by_generation(gcs, tmp_path):
-    from tests.conftest import BUCKET
-
-    root = f"gs://{BUCKET}/versions-e2e"
-    uris = _gcs_images(gcs, root, 6)
-    out = f"{root}/out"
-    tfrecorder.convert(_table(uris), out)
+    uris, out = _converted_on_gcs(gcs, "versions-e2e", 6)
     (line, *_) = rows.read(f"{out}/rows/data-train.tfrecord-00000-of-00001.rows.jsonl.gz")
     info = gcs.info(line["key"])
     assert line["stamp"] == int(info["generation"]) and line["size"] == int(info["size"])
@@ -676,12 +677,7 @@ def test_tfds_reads_the_splits_an_update_left_whole_and_is_told_of_the_others(tm
 
 @pytest.mark.slow
 def test_an_update_builds_its_dataflow_job_and_publishes_nothing_in_a_dry_run(gcs, tmp_path):
-    from tests.conftest import BUCKET
-
-    root = f"gs://{BUCKET}/versions-dataflow"
-    uris = _gcs_images(gcs, root, 8)
-    out = f"{root}/out"
-    tfrecorder.convert(_table(uris), out)
+    uris, out = _converted_on_gcs(gcs, "versions-dataflow", 8)
     published = gcs.cat(f"{out}/tfrecorder.json")
     gcs.pipe(uris[1], encode(seed=201))                  # one image rewritten
     result = tfrecorder.convert(

@@ -122,11 +122,11 @@ class Looker:
     sums: list | None = None          # [pixels, [sum per channel], [sum of squares]]
 
     def wants_image(self) -> bool:
-        """Whether ``look`` needs the image decoded."""
+        """Whether ``measure`` needs the image decoded."""
         return self.near or self.pixels
 
     def measure(self, data: bytes, img=None) -> tuple:
-        """What ``look`` keeps of one image, computed without touching the Looker (so
+        """What ``add`` keeps of one image, computed without touching the Looker (so
         any thread may): ``(sha256, dhash or None, channel sums or None)``. ``img`` is the
         writer's decode where it made one (pre-sizing); else the image is decoded small
         here when the report needs pixels."""
@@ -154,11 +154,6 @@ class Looker:
             self.sums[2] = [a + b for a, b in zip(self.sums[2], q)]
         self.seen.append((sha, h, ref))
         return sha, h
-
-    def look(self, ref: tuple, data: bytes, width: int, height: int, img=None) -> tuple:
-        """``add`` of ``measure``: one record taken in where it is read; returns its
-        ``(sha256, dhash or None)``."""
-        return self.add(ref, width, height, self.measure(data, img))
 
 
 # --- matching, in the pipeline ----------------------------------------------------------

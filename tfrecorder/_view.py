@@ -32,7 +32,6 @@ import dataclasses
 import json
 import operator
 import os
-import re
 
 from tfrecorder import (
     _index as index, _layout as layout, _metadata as metadata, _splits as splits,
@@ -40,53 +39,6 @@ from tfrecorder import (
 from tfrecorder._errors import (ConfigError, CorruptRecordError, IncompleteOutputError,
                                OutputChangedError)
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
-
-#: The folder of version manifests: ``versions/00002.json``.
-VERSIONS = "versions"
-#: A shard's name, of version 1 or of the update that wrote it (``-v00002``).
-_SHARD = re.compile(
-    r"[a-zA-Z]\w*-[a-z][a-z0-9_]*(?:-v\d{5})?\.tfrecord-\d{5}-of-\d{5}(?:\.gz)?")
-_VERSION_FILE = re.compile(r"(\d{5})\.json")
-
-
-def version_file(number: int) -> str:
-    """``2`` -> ``versions/00002.json``: version ``number``'s manifest in the folder."""
-    return f"{VERSIONS}/{number:05d}.json"
-
-
-def live_index_name(number: int, shard_file: str) -> str:
-    """The live index a version ``number`` writes for ``shard_file``."""
-    return f"{VERSIONS}/{number:05d}/{index.name(shard_file)}"
-
-
-def is_shard_name(name) -> bool:
-    """True for a shard name of any version (``data-train-v00002.tfrecord-...``)."""
-    return isinstance(name, str) and _SHARD.fullmatch(name) is not None
-
-
-def is_version_file(name: str) -> bool:
-    """True for a version's manifest file, ``versions/KKKKK.json``."""
-    return isinstance(name, str) and re.fullmatch(rf"{VERSIONS}/\d{{5}}\.json", name) is not None
-
-
-def is_version_name(name) -> bool:
-    """True for a name that versions add to a folder: a version's manifest, live index
-    or data report, a rows file, a shard an update wrote or its index file."""
-    if not isinstance(name, str):
-        return False
-    if is_version_file(name) or _QUALITY.fullmatch(name) or _ROWS.fullmatch(name):
-        return True
-    m = _LIVE_INDEX.fullmatch(name)
-    if m is not None:
-        return is_shard_name(m["shard"])
-    if name.startswith(f"{index.DIR}/") and name.endswith(index.SUFFIX):
-        name = name[len(index.DIR) + 1:-len(index.SUFFIX)]
-    return is_shard_name(name)
-
-
-_LIVE_INDEX = re.compile(rf"{VERSIONS}/\d{{5}}/{index.DIR}/(?P<shard>[^/]+){re.escape(index.SUFFIX)}")
-_QUALITY = re.compile(rf"(?:{VERSIONS}/\d{{5}}/)?{re.escape(layout.QUALITY)}")
-_ROWS = re.compile(r"rows/(?P<shard>[^/]+)\.rows\.jsonl\.gz")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,13 +241,13 @@ class View:
 def versions(output_dir: str) -> list[int]:
     """The numbers of the versions ``output_dir`` holds: those of ``versions/*.json``,
     or ``[1]`` for a folder converted before versions existed."""
-    folder = storage.join(output_dir, VERSIONS)
+    folder = storage.join(output_dir, layout.VERSIONS_DIR)
     try:
         names = storage.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         names = []
-    found = sorted(int(m[1]) for n in names
-                   if (m := _VERSION_FILE.fullmatch(n.rstrip("/").rsplit("/", 1)[-1])))
+    found = sorted(k for n in names if (k := layout.parse_version_manifest(
+        f"{layout.VERSIONS_DIR}/{n.rstrip('/').rsplit('/', 1)[-1]}")) is not None)
     return found or [1]
 
 
@@ -333,7 +285,7 @@ def open_version(output_dir: str, version: int | None = None) -> Version:
 def _open_once(output_dir: str, version: int | None) -> Version:
     latest = storage.join(output_dir, layout.MANIFEST)
     if version is not None:
-        path = storage.join(output_dir, version_file(version))
+        path = storage.join(output_dir, layout.version_manifest(version))
         try:
             return _version(output_dir, storage.read_bytes(path), path, version)
         except (FileNotFoundError, NotADirectoryError):
@@ -360,7 +312,7 @@ def _open_once(output_dir: str, version: int | None) -> Version:
     if data is not None and number > 1 or _has_versions(output_dir, number):
         # The version's own file is what a reader pins: tfrecorder.json is replaced by
         # the next version, the version's file never is.
-        pinned = storage.join(output_dir, version_file(number))
+        pinned = storage.join(output_dir, layout.version_manifest(number))
         try:
             own = storage.read_bytes(pinned)
         except (FileNotFoundError, NotADirectoryError):
@@ -371,7 +323,7 @@ def _open_once(output_dir: str, version: int | None) -> Version:
 
 
 def _has_versions(output_dir: str, number: int) -> bool:
-    return storage.exists(storage.join(output_dir, version_file(number)))
+    return storage.exists(storage.join(output_dir, layout.version_manifest(number)))
 
 
 def _number(data: bytes) -> int:
@@ -403,8 +355,8 @@ def _version(output_dir: str, data: bytes | None, pin: str, number: int) -> Vers
             f"{pin} is not a complete tfrecorder manifest ({type(e).__name__}: {e}); the "
             f"conversion that wrote it did not finish cleanly. Convert again with "
             f"overwrite=True.") from None
-    if pin.endswith(version_file(number)):
-        files = files | {version_file(number)}
+    if pin.endswith(layout.version_manifest(number)):
+        files = files | {layout.version_manifest(number)}
     return Version(output_dir, number, manifest, shards, pin, generation_of(data), files)
 
 
@@ -419,7 +371,7 @@ def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
         listed = []
         for x in s["shards"]:
             file = x.get("file")
-            if not is_shard_name(file):
+            if layout.ShardName.parse(file) is None:
                 raise ValueError(f"it lists {file!r} as a shard file, which is not a shard "
                                  f"name tfrecorder writes")
             if x.get("index") is not None and x["index"] != index.name(file):
@@ -428,12 +380,12 @@ def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
                     f"not the index file name tfrecorder writes for it ({index.name(file)!r})")
             live_index = x.get("live_index")
             if live_index is not None:
-                m = _LIVE_INDEX.fullmatch(live_index) if isinstance(live_index, str) else None
-                if m is None or m["shard"] != file:
+                parsed = layout.parse_live_index(live_index)
+                if parsed is None or parsed[1] != file:
                     raise ValueError(f"it lists {live_index!r} as the live index of shard "
                                      f"{file}, which is not a name tfrecorder writes for it")
             rows = x.get("rows")
-            if rows is not None and rows != f"rows/{file}.rows.jsonl.gz":
+            if rows is not None and rows != layout.rows_file(file):
                 raise ValueError(f"it lists {rows!r} as the rows file of shard {file}, "
                                  f"which is not a name tfrecorder writes for it")
             n = int(x["num_examples"])
@@ -451,7 +403,8 @@ def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
         total = sum(sh.live for sh in listed) if listed else s["num_examples"]
         splits_json[name] = {**s, "num_examples": total, "shards": []}
     quality = d.get("quality")
-    if quality is not None and not (isinstance(quality, str) and _QUALITY.fullmatch(quality)):
+    if quality is not None and not (quality == layout.QUALITY
+                                    or layout.is_version_quality(quality)):
         raise ValueError(f"it lists {quality!r} as its data report, which is not a file "
                          f"name tfrecorder writes")
     base = Manifest.from_json({**d, "splits": splits_json, "quality": None})
