@@ -4,6 +4,9 @@ readable (docs/versions.md), on real conversions with the DirectRunner."""
 import hashlib
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -447,6 +450,85 @@ def test_the_report_of_an_update_compares_new_rows_with_every_kept_one(tmp_path)
     assert result.report.counts["leaks"]["exact"] == 1
     # quality.json is the latest version's report (docs/format.md); version 1 names it.
     assert json.loads((out / "versions" / "00001.json").read_text())["quality"] == "quality.json"
+
+
+def _edited_twice(tmp_path, folder):
+    """20 images converted with the report's near pairs into ``folder``, copied into
+    ``folder``-copy, and the edited table (2 rows removed, 2 relabelled, 3 new: one a
+    copy of a train image in test, one whose file is missing)."""
+    paths = _images(tmp_path / "img", 20)
+    out = tmp_path / folder
+    table = _table(paths)
+    tfrecorder.convert(table, str(out), near_duplicates=True)
+    copy = tmp_path / "img" / "copy.jpg"
+    copy.write_bytes(open(paths[1], "rb").read())  # paths[1] is in train
+    edited = table.drop(index=[2, 3])
+    edited.loc[[4, 5], "label"] = ["dog", "cat"]
+    edited.loc[20] = ["TEST", str(copy), "cat"]
+    edited.loc[21] = ["TRAIN", str(tmp_path / "img" / "missing.jpg"), "dog"]
+    edited.loc[22] = ["TRAIN", _images(tmp_path / "img", 1, start=30)[0], "dog"]
+    shutil.copytree(out, tmp_path / f"{folder}-copy")
+    return out, tmp_path / f"{folder}-copy", edited
+
+
+@pytest.mark.slow
+def test_a_small_update_runs_its_steps_without_beam_and_writes_the_same_files(
+        tmp_path, monkeypatch):
+    from tfrecorder import _runners as runners
+    from tests.conftest import timeless
+
+    here, beam, edited = _edited_twice(tmp_path, "out")
+    without = tfrecorder.convert(edited, str(here), mode="update", near_duplicates=True)
+    monkeypatch.setattr(runners, "WITHOUT_BEAM", False)
+    through = tfrecorder.convert(edited, str(beam), mode="update", near_duplicates=True)
+    assert without.job_id.startswith("here-") and through.job_id.startswith("direct-")
+    for r in (without, through):
+        assert r.version == 2 and r.rows_quarantined == 1
+        assert r.changes["train"] == {"added": 2, "retired": 3, "kept": 12}
+        assert r.report.counts["leaks"]["exact"] == 1
+    files = {p.relative_to(here).as_posix() for p in here.rglob("*") if p.is_file()}
+    assert files == {p.relative_to(beam).as_posix() for p in beam.rglob("*") if p.is_file()}
+    assert "versions/00002/quality.json" in files and "errors.jsonl" in files
+    for name in sorted(files):  # byte for byte, but the time published and images' times
+        assert timeless(here / name) == timeless(beam / name), name
+
+
+@pytest.mark.slow
+def test_an_update_with_pipeline_options_or_over_the_budget_still_says_so(
+        tmp_path, monkeypatch):
+    out, copy, edited = _edited_twice(tmp_path, "out")
+    # Options for Beam: the update runs on Beam, as asked.
+    given = tfrecorder.convert(edited, str(out), mode="update", near_duplicates=True,
+                               pipeline_options={"direct_num_workers": 1})
+    assert given.job_id.startswith("direct-") and given.version == 2
+    # Without Beam, a run over its error budget fails as on Beam, and publishes nothing.
+    for i in range(23, 30):
+        edited.loc[i] = ["TRAIN", str(tmp_path / "img" / f"gone{i}.jpg"), "cat"]
+    with pytest.raises(tfrecorder.ConversionError, match="max_error_fraction") as failed:
+        tfrecorder.convert(edited, str(copy), mode="update", near_duplicates=True,
+                           max_error_fraction=0.2)
+    assert json.loads((copy / "tfrecorder.json").read_text())["version"] == 1
+    assert not (copy / "versions" / "00002.json").exists()
+    assert (copy / "errors.jsonl").read_text() == ""  # version 1's, as it was
+    (named,) = [w.strip("(),.;'") for w in str(failed.value).split()
+                if w.strip("(),.;'").endswith("errors.jsonl")]
+    assert named.startswith(str(copy)) and named != str(copy / "errors.jsonl")
+    assert len(open(named).read().splitlines()) == 8  # every row it could not write
+
+
+@pytest.mark.slow
+def test_a_small_update_never_imports_beam(tmp_path):
+    out, _, edited = _edited_twice(tmp_path, "out")
+    table = tmp_path / "edited.csv"
+    edited.to_csv(table, index=False)
+    code = ("import sys, tfrecorder\n"
+            f"r = tfrecorder.convert({str(table)!r}, {str(out)!r}, mode='update', "
+            "near_duplicates=True)\n"
+            "print(r.version, r.job_id[:5], 'apache_beam' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "here-", "False"]
 
 
 @pytest.mark.slow

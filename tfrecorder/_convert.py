@@ -343,7 +343,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
         # a thread, rather than Beam's multi-threaded mode.
         work_threads=workers if in_process and opts.runner == "DirectRunner" else 1)
     return runners.Run(opts, task_dir, tuple(shards), settings, spec, records,
-                       1 if in_process else workers)
+                       1 if in_process else workers, update=update is not None)
 
 
 def create_tfrecords(input_data, output_dir: str = "./tfrecords", **kwargs):

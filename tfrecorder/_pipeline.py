@@ -1,8 +1,9 @@
 """The Beam pipeline: shard tasks -> shards -> matches -> metadata. It builds, never runs.
 
-Every step only wires code that lives elsewhere: ``staging`` reads the staged shard
-tasks, ``shard.write`` writes a shard, ``quality`` keys and matches its records for the
-data report, ``output.finish`` publishes the run.
+Every step only wires code that lives elsewhere: ``steps`` holds what each step does
+(a staged task written by ``shard.write``, its records keyed and matched by ``quality``
+for the data report, the run published by ``output.finish``), and runs the same steps
+without Beam for an update small enough to run in this process.
 
 The pipeline uses only what every Beam runner supports, so that any of them runs it the
 same way: one straight chain of steps, each with one input and one output, no tagged
@@ -19,16 +20,11 @@ tasks and one number per shard, whatever the number of rows.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
 
 import apache_beam as beam
 import apache_beam.pipeline as beam_pipeline
 
-from tfrecorder import (
-    _metadata as metadata, _output as output, _progress as progress, _quality as quality,
-    _shard as shard, _staging as staging, _versions as versions)
-from tfrecorder._plan import gc_paused
+from tfrecorder import _metadata as metadata, _output as output, _shard as shard, _steps as steps
 
 
 class _WriteShardFn(beam.DoFn):
@@ -39,34 +35,8 @@ class _WriteShardFn(beam.DoFn):
         self._progress_dir = progress_dir
 
     def process(self, index: int):
-        tasks = _tasks(self._task_dir)
-        if index >= len(tasks):
-            # A shard an update keeps: its records' digests, for the data report.
-            split, number, kept = _kept(self._task_dir)[index - len(tasks)]
-            s = self._settings
-            yield versions.kept_look(s.run.output_dir, split, number, kept, s.label_names,
-                                     s.near_duplicates, pending=s.run.folder)
-            return
-        # A task unpickles tens of thousands of objects, none in a cycle: the cycle
-        # collector would walk them (and everything else) several times for nothing.
-        with gc_paused():
-            task = staging.read_task(tasks[index])
-            # One element per shard: (ShardStats, [Quarantined, ...])
-            written = shard.write(task, self._settings,
-                                  progress.reporter(self._progress_dir, task.filename))
-        yield written
-
-
-@functools.lru_cache(maxsize=4)
-def _kept(task_dir: str) -> list:
-    return staging.read_kept(task_dir)
-
-
-@functools.lru_cache(maxsize=4)
-def _tasks(task_dir: str) -> tuple[str, ...]:
-    # Listed once per worker process, not once per shard: on an object store a listing
-    # is a request per thousand names.
-    return tuple(staging.list_tasks(task_dir))
+        # One element per shard: (ShardStats, [Quarantined, ...])
+        yield steps.write_shard(index, self._task_dir, self._settings, self._progress_dir)
 
 
 class WriteShards(beam.PTransform):
@@ -99,27 +69,6 @@ def _one_worker(p: beam.Pipeline) -> bool:
             and p.options.view_as(DirectOptions).direct_num_workers == 1)
 
 
-def _match_keys(written):
-    """A shard's element keyed by the shard, then each of its records keyed by what
-    may match it (``quality.keyed``); the records leave the shard's element."""
-    stats, bad = written
-    look = stats.look
-    if look is not None:
-        stats = dataclasses.replace(stats, look=dataclasses.replace(look, seen=[]))
-    yield ("s", stats.split, stats.index), (stats, bad)
-    if look is not None:
-        yield from quality.keyed(look.seen, look.near)
-
-
-def _matches(group):
-    key, members = group
-    if key[0] == "s":
-        for written in members:
-            yield ("shard", written)
-    else:
-        yield from quality.found(key, members)
-
-
 class FindMatches(beam.PTransform):
     """Every shard's ``(ShardStats, [Quarantined])`` -> the same, one per shard, as
     ``("shard", ...)``, and the matches between records: ``("exact", ...)`` per digest
@@ -129,11 +78,11 @@ class FindMatches(beam.PTransform):
         return (
             written
             # -> (("s", split, index), shard) and ((kind, ...), record) per record
-            | "Key" >> beam.FlatMap(_match_keys)
+            | "Key" >> beam.FlatMap(steps.match_keys)
             # -> (key, [shard] or [the records that key brings together])
             | "Group" >> beam.GroupByKey()
             # -> ("shard", shard), ("exact", ...), ("near", ...)
-            | "Match" >> beam.FlatMap(_matches)
+            | "Match" >> beam.FlatMap(steps.matches)
         )
 
 
@@ -143,17 +92,7 @@ def _one_key(element):
 
 def _finish(keyed, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
     _, elements = keyed
-    written, exact, near = [], [], []
-    for e in elements:
-        if e[0] == "shard":
-            written.append(e[1])
-        elif e[0] == "exact":
-            exact.append(e[1:])
-        else:
-            near.append(e[1:])
-    output.finish(run, spec, [s for s, _ in written],
-                  [q for _, bad in written for q in bad], matches=(exact, near))
-    return run.output_dir
+    return steps.finish(elements, run, spec)
 
 
 class WriteMetadata(beam.PTransform):

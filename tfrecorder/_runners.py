@@ -303,6 +303,15 @@ class Run:
     records: int                    # records the tasks will write
     workers: int                    # DirectRunner workers (1: in this process)
     kept: int = 0                   # shards an update keeps, read for the data report
+    update: bool = False            # an update (mode "update" or "append")
+
+    @property
+    def without_beam(self) -> bool:
+        """An update the DirectRunner would run in this process on one worker, with no
+        pipeline options of the user's: its steps run here without starting Beam
+        (``steps.run_here``), whose start-up costs more than a small update's work."""
+        return (self.update and self.opts.runner == "DirectRunner" and self.workers == 1
+                and not self.opts.pipeline_options and WITHOUT_BEAM)
 
     @property
     def output_dir(self) -> str:
@@ -421,6 +430,10 @@ def run_dataflow(run: Run, lock: output.Lock):
 
 # --- DirectRunner ---------------------------------------------------------------------
 
+#: Whether an update small enough to run in this process skips Beam (Run.without_beam).
+WITHOUT_BEAM = True
+
+
 def run_direct(run: Run) -> str:
     """Runs the conversion from this process (the DirectRunner, or any Beam runner but
     Dataflow), with a progress bar where one shows."""
@@ -429,15 +442,29 @@ def run_direct(run: Run) -> str:
 
     from tfrecorder import _progress as progress
 
+    go = _run_here if run.without_beam else _run_beam
     # Shard writers report progress to a folder on this machine: other runners' workers
     # may run elsewhere.
     if run.opts.runner != "DirectRunner" or not progress.wanted(run.opts.progress):
-        return _run_beam(run, None)
+        return go(run, None)
     folder = tempfile.mkdtemp(prefix="tfrecorder-progress-")  # local, even for gs:// output
     try:
-        return progress.watch(lambda: _run_beam(run, folder), run.records, folder)
+        return progress.watch(lambda: go(run, folder), run.records, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_here(run: Run, progress_dir: str | None) -> str:
+    """The steps of the pipeline run in this process, without Beam (``Run.without_beam``);
+    a failed run's error budget is explained as Beam's runs explain it."""
+    from tfrecorder import _steps as steps
+
+    steps.run_here(run.task_dir, len(run.shards), run.settings, run.spec, progress_dir,
+                   kept=run.kept)
+    failure = output.budget_failure(run.settings.run, run.spec)
+    if failure is not None:
+        raise _explained(failure, run.settings.run)
+    return f"here-{uuid.uuid4().hex[:12]}"
 
 
 def _run_beam(run: Run, progress_dir: str | None) -> str:

@@ -1,0 +1,104 @@
+"""The conversion's steps as plain functions, and a run of them in this process.
+
+``pipeline`` wraps each step in a Beam transform; ``run_here`` calls the same functions
+in order, for an update small enough to run in this process, where starting Beam would
+cost more than the update itself (docs/versions.md, "What an update costs"). No Beam
+here: what a step computes does not depend on who calls it.
+
+A step's element is what Beam passes between the transforms: a shard number, then one
+``(ShardStats, [Quarantined])`` per shard, then the records keyed by what may match them,
+then ``("shard" | "exact" | "near", ...)`` gathered under one key for the last step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from tfrecorder import (
+    _metadata as metadata, _output as output, _progress as progress, _quality as quality,
+    _shard as shard, _staging as staging, _versions as versions)
+from tfrecorder._plan import gc_paused
+
+
+def write_shard(index: int, task_dir: str, settings: shard.WriteSettings,
+                progress_dir: str | None = None):
+    """Shard number ``index`` -> its ``(ShardStats, [Quarantined])``: the staged task
+    written into its shard, or, for a number past the tasks, a shard an update keeps,
+    whose records' digests the data report compares the new ones with."""
+    tasks = _tasks(task_dir)
+    if index >= len(tasks):
+        split, number, kept = _kept(task_dir)[index - len(tasks)]
+        s = settings
+        return versions.kept_look(s.run.output_dir, split, number, kept, s.label_names,
+                                  s.near_duplicates, pending=s.run.folder)
+    # A task unpickles tens of thousands of objects, none in a cycle: the cycle
+    # collector would walk them (and everything else) several times for nothing.
+    with gc_paused():
+        task = staging.read_task(tasks[index])
+        return shard.write(task, settings, progress.reporter(progress_dir, task.filename))
+
+
+@functools.lru_cache(maxsize=4)
+def _kept(task_dir: str) -> list:
+    return staging.read_kept(task_dir)
+
+
+@functools.lru_cache(maxsize=4)
+def _tasks(task_dir: str) -> tuple[str, ...]:
+    # Listed once per worker process, not once per shard: on an object store a listing
+    # is a request per thousand names.
+    return tuple(staging.list_tasks(task_dir))
+
+
+def match_keys(written):
+    """A shard's element keyed by the shard, then each of its records keyed by what
+    may match it (``quality.keyed``); the records leave the shard's element."""
+    stats, bad = written
+    look = stats.look
+    if look is not None:
+        stats = dataclasses.replace(stats, look=dataclasses.replace(look, seen=[]))
+    yield ("s", stats.split, stats.index), (stats, bad)
+    if look is not None:
+        yield from quality.keyed(look.seen, look.near)
+
+
+def matches(group):
+    """``(key, members)`` of one key -> ``("shard", written)`` per shard, or the
+    matches that key's records make (``quality.found``)."""
+    key, members = group
+    if key[0] == "s":
+        for written in members:
+            yield ("shard", written)
+    else:
+        yield from quality.found(key, members)
+
+
+def finish(elements, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
+    """Every shard's and every match's element -> the run published
+    (``output.finish``); its output folder."""
+    written, exact, near = [], [], []
+    for e in elements:
+        if e[0] == "shard":
+            written.append(e[1])
+        elif e[0] == "exact":
+            exact.append(e[1:])
+        else:
+            near.append(e[1:])
+    output.finish(run, spec, [s for s, _ in written],
+                  [q for _, bad in written for q in bad], matches=(exact, near))
+    return run.output_dir
+
+
+def run_here(task_dir: str, shards: int, settings: shard.WriteSettings,
+             spec: metadata.DatasetSpec, progress_dir: str | None = None,
+             kept: int = 0) -> str:
+    """The steps of ``pipeline.build`` run in this process, in order: every shard
+    written (its images prepared in ``settings.work_threads`` threads, as on Beam's
+    one in-process worker), the records grouped by key, the run published."""
+    groups: dict = {}
+    for i in range(shards + kept):
+        for key, value in match_keys(write_shard(i, task_dir, settings, progress_dir)):
+            groups.setdefault(key, []).append(value)
+    return finish([m for group in groups.items() for m in matches(group)],
+                  settings.run, spec)
