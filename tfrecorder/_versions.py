@@ -220,8 +220,8 @@ def _signature(split: str, labels: list, features: dict, image, uri) -> tuple:
     """What must be equal for a row to be its stored record unchanged: split, labels,
     other values, the image's size and stamp (or digest), and, where the key is
     another column, the image's value."""
-    return (split, tuple(labels), json.dumps(features, sort_keys=True, ensure_ascii=False),
-            image, uri)
+    values = json.dumps(features, sort_keys=True, ensure_ascii=False) if features else "{}"
+    return split, tuple(labels), values, image, uri
 
 
 def _stamps(uris: list, content: bool, max_bytes: int) -> list:
