@@ -42,6 +42,7 @@ from tfrecorder._loading import Datasets, info, load
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
 from tfrecorder._options import Options
 from tfrecorder._output import build_index, vacuum
+from tfrecorder._compact import compact
 from tfrecorder._preview import Preview, show
 from tfrecorder._read import read
 from tfrecorder._report import Report, report
@@ -77,6 +78,7 @@ __all__ = [
     "Verification",
     "build_index",
     "check_tfrecords",
+    "compact",
     "convert",
     "convert_and_load",
     "create_image_csv",

@@ -402,6 +402,25 @@ def _run_vacuum(args, _beam_flags) -> int:
     return 0
 
 
+def _compact_parser(sub) -> None:
+    p = sub.add_parser(
+        "compact", help="rewrite the splits TFDS cannot read as whole shards of a new version",
+        description="Rewrite the live records of every split an update appended to or "
+                    "retired from as whole shards of a new version, so that TFDS reads "
+                    "every split again; earlier versions keep their files (tfrecorder "
+                    "vacuum removes them). The same as tfrecorder.compact(output_dir).")
+    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
+    p.add_argument("--split", action="append", metavar="SPLIT",
+                   help="rewrite this split (repeat for more), even if TFDS reads it")
+
+
+def _run_compact(args, _beam_flags) -> int:
+    from tfrecorder._compact import compact
+
+    print(compact(args.output_dir, args.split))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecorder",
@@ -417,12 +436,14 @@ def build_parser() -> argparse.ArgumentParser:
     _report_parser(sub)
     _versions_parser(sub)
     _vacuum_parser(sub)
+    _compact_parser(sub)
     return parser
 
 
 COMMANDS = {"convert": _run_convert, "inspect": _run_inspect, "create-image-csv": _run_csv,
             "index": _run_index, "verify": _run_verify, "report": _run_report,
-            "versions": _run_versions, "vacuum": _run_vacuum}
+            "versions": _run_versions, "vacuum": _run_vacuum,
+            "compact": _run_compact}
 
 
 def _tfrecorder_command(argv: list[str]) -> list[str]:

@@ -87,7 +87,9 @@ class Survey:
         m = self.manifest
         if m is None and not self.versions:
             return frozenset()
-        names = {layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES}
+        # quality.json is the latest version's report, which only version 1 lists.
+        names = {layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES,
+                 layout.QUALITY}
         for k, v in ([] if m is None else [(None, m)]) + list(self.versions):
             names |= _listed(v)
             if k is not None:
@@ -363,7 +365,7 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
                                       for c in built.manifest.changes.values()):
         # Every row it tried was quarantined again, and it retires nothing: the update
         # changes nothing, so it publishes nothing.
-        _close(run)
+        close(run)
         return None
     moved = [*built.shards, *built.indexes, *built.rows,
              *(update.live_indexes if update is not None else ())]
@@ -380,6 +382,19 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
         version = 1
     else:
         version = update.version
+    return publish(run, moved, {layout.ERRORS: built.errors, **built.files},
+                   built.manifest, version)
+
+
+def publish(run: RunFolder, moved: Iterable[str], files: dict[str, bytes],
+            manifest: Manifest, version: int) -> Manifest:
+    """A version published: the files ``moved`` from the run's folder into place (when
+    the run wrote there), ``files`` written, then the version's own manifest created
+    (never replaced: of two runs, one wins), then ``tfrecorder.json``, which readers
+    open; the run closed. Returns ``manifest`` as published (with its time)."""
+    output_dir, folder = run.output_dir, run.folder
+    here = functools.partial(_inside, output_dir)
+    moved = list(moved)
     if run.moved:
         if not storage.is_remote(output_dir):
             for folder_name in sorted({storage.dirname(here(n)) for n in moved}):
@@ -387,24 +402,21 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
         for name in moved:
             storage.rename(storage.join(folder, name), here(name))
     _remove_empty_index_dir(output_dir)
-    storage.write_bytes(here(layout.ERRORS), built.errors)
-    for name, data in built.files.items():
+    for name, data in files.items():
         if "/" in name and not storage.is_remote(output_dir):  # versions/KKKKK/quality.json
             storage.makedirs(storage.dirname(here(name)))
         storage.write_bytes(here(name), data)
-    # Published: the version's own manifest, created (never replaced: of two runs, one
-    # wins), then the latest version's, which readers open.
-    manifest = metadata.published(built.manifest)
+    manifest = metadata.published(manifest)
     data = manifest.to_bytes()
     if not storage.is_remote(output_dir):
         storage.makedirs(here(layout.VERSIONS_DIR))
     storage.create_exclusive(here(layout.version_manifest(version)), data)
     storage.write_atomic(here(layout.MANIFEST), data)
-    _close(run)
+    close(run)
     return manifest
 
 
-def _close(run: RunFolder) -> None:
+def close(run: RunFolder) -> None:
     """The run's end: its own folders removed (and the folder of runs, once empty), its
     lock released."""
     for done in (run.folder, *run.cleanup):

@@ -198,7 +198,8 @@ class ConversionResult(_Keys):
             lines.append(f"  TFDS        split(s) {', '.join(self.tfds_left_out)} left out of "
                          f"dataset_info.json: they hold records of two versions, which "
                          f"tfds.builder_from_directory cannot read by one file-name template "
-                         f"(every tfrecorder reader can; convert with overwrite=True for TFDS)")
+                         f"(every tfrecorder reader can; `tfrecorder compact {self.output_dir}` "
+                         f"rewrites them for TFDS)")
         if self.existing_count:
             shown = ", ".join(map(str, self.existing_keys))
             lines.append(f"  EXISTING    {self.existing_count:>9} row(s) not appended: their "

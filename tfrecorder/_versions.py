@@ -137,7 +137,7 @@ def label_vocabulary(parent: Manifest, label_column: str | None, given):
     return list(parent.vocabularies.get(label_column, []))
 
 
-def _live_positions(output_dir: str, shard: ShardInfo, pending: str | None = None) -> list[int]:
+def live_positions(output_dir: str, shard: ShardInfo, pending: str | None = None) -> list[int]:
     """Positions (record numbers in file order) of the shard's live records; a live
     index not yet published is read from ``pending``, the run's folder, where it is."""
     if not shard.live_index:
@@ -163,7 +163,7 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     from tfrecorder._shard import ShardStats
 
     entries = rows.read(storage.inside(output_dir, shard.rows))
-    live = _live_positions(output_dir, shard, pending)
+    live = live_positions(output_dir, shard, pending)
     full = (index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
                         shard.index) if shard.index else None)
     ids = {name: i for i, name in enumerate(label_names)}
@@ -201,7 +201,7 @@ def stored(output_dir: str, parent: Manifest, content: bool = False) -> dict:
     for info in parent.splits.values():
         for shard in info.shards:
             entries = rows.read(storage.inside(output_dir, shard.rows))
-            for position in _live_positions(output_dir, shard):
+            for position in live_positions(output_dir, shard):
                 e = entries[position]
                 if "sha256" not in e:
                     image = None
@@ -357,7 +357,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
                 shards.setdefault(split, []).append(shard)
                 continue
             retired_per_split[split] = retired_per_split.get(split, 0) + len(gone)
-            live = [p for p in _live_positions(output_dir, shard) if p not in gone]
+            live = [p for p in live_positions(output_dir, shard) if p not in gone]
             if not live:
                 continue  # no live record: the version does not list it
             full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
