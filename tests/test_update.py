@@ -703,6 +703,51 @@ def test_every_reader_reads_each_version_exactly_after_a_real_update(tf, tmp_pat
 
 
 @pytest.mark.slow
+def test_dali_reads_each_version_through_its_live_index_files(tmp_path):
+    # DALI's own TFRecord reader, handed a version's shards and its live index files
+    # (Reader.files, Reader.index_files), reads exactly that version's records.
+    pytest.importorskip("nvidia.dali")
+    import numpy as np
+    from nvidia.dali import fn, pipeline_def
+    import nvidia.dali.tfrecord as tfrec
+    from tfrecorder import access
+
+    paths = _images(tmp_path / "img", 16)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    table = _table(paths).drop(index=[1, 6])
+    table.loc[3, "label"] = "owl"
+    table.loc[16] = ["TRAIN", _images(tmp_path / "img", 1, start=16)[0], "dog"]
+    assert tfrecorder.convert(table, str(out), mode="update").version == 2
+
+    for version in (1, 2):
+        reader = access.Reader(str(out), "train", version=version)
+        if version == 2:
+            assert any("versions/00002/index" in p for p in reader.index_files)
+
+        @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+        def pipeline():
+            ex = fn.readers.tfrecord(
+                path=reader.files, index_path=reader.index_files, random_shuffle=False,
+                features={"image_uri": tfrec.FixedLenFeature((), tfrec.string, ""),
+                          "label": tfrec.FixedLenFeature([1], tfrec.int64, -1)},
+                name="reader")
+            return ex["image_uri"], ex["label"]
+
+        pipe = pipeline()
+        pipe.build()
+        assert pipe.reader_meta("reader")["epoch_size"] == len(reader)
+        got = []
+        for _ in range(len(reader)):
+            uri, label = pipe.run()
+            got.append((np.array(uri.at(0)).tobytes().decode(), int(np.array(label.at(0))[0])))
+        want = [(f["image_uri"].decode(), int(f["label"]))
+                for f in map(reader.features, range(len(reader)))]
+        assert got == want, version
+    assert len(want) == 11 and ("owl" in tfrecorder.read(str(out), "train")["label"].tolist())
+
+
+@pytest.mark.slow
 def test_vacuum_removes_only_what_older_versions_alone_list(tf, tmp_path, capsys):
     from tfrecorder import _cli as cli, access
 
