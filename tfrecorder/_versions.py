@@ -164,8 +164,10 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
 
     entries = rows.read(storage.inside(output_dir, shard.rows))
     live = live_positions(output_dir, shard, pending)
+    # The live records' bytes: the whole file's where every record is live.
     full = (index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
-                        shard.index) if shard.index else None)
+                        shard.index) if shard.index and len(live) < shard.num_examples
+            else None)
     ids = {name: i for i, name in enumerate(label_names)}
     look = Looker(near=near)
     stats = ShardStats(split, number, 0, shard.file, 0, 0, look=look, kept=True)
