@@ -234,6 +234,10 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         # The shards it keeps are read too (their rows files), for the data report.
         run = dataclasses.replace(run, kept=staging.stage_kept(run.task_dir,
                                                                decided.update.kept))
+        if run.without_beam:  # the kept shards' rows files, as read: not read again
+            run = dataclasses.replace(run, rows_read=decided.rows_read)
+        else:
+            decided.rows_read.clear()
     except BaseException:
         lock.release()
         raise

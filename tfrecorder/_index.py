@@ -66,6 +66,10 @@ def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
     ``gaps=True`` reads a version's live index, which lists only the records the
     version keeps: a record may start after the previous one's end (the retired ones
     between), never before it."""
+    quick = _parse_whole(data, count=count, size=size, gaps=gaps)
+    if quick is not None:
+        return quick
+    # Something is wrong: line by line, to name the line.
     entries, at = [], 0
     for number, line in enumerate(data.decode("ascii", "replace").splitlines(), 1):
         parts = line.split()
@@ -94,6 +98,32 @@ def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
             f"holds {count} (an index cut short, or another shard's); rebuild it with "
             f"`tfrecorder index`")
     return entries
+
+
+def _parse_whole(data: bytes, *, count: int | None, size: int | None,
+                 gaps: bool) -> list[tuple[int, int]] | None:
+    """``parse``'s entries of a sound index, read as a whole (several times quicker than
+    line by line, which a reader opening a large split feels); None where any check
+    fails, for ``parse`` to find the line at fault."""
+    lines = data.split(b"\n")
+    fields = data.split()
+    if len(fields) != 2 * sum(1 for line in lines if line.strip()):
+        return None  # a line that is not two fields
+    try:
+        numbers = list(map(int, fields))
+    except ValueError:
+        return None
+    offsets, lengths = numbers[0::2], numbers[1::2]
+    if offsets and (min(lengths) < FRAMING or min(offsets) < 0):
+        return None
+    at = 0
+    for offset, length in zip(offsets, lengths):
+        if offset < at if gaps else offset != at:
+            return None
+        at = offset + length
+    if (size is not None and at > size) or (count is not None and len(offsets) != count):
+        return None
+    return list(zip(offsets, lengths))
 
 
 #: What to do about a damaged index file, or a damaged live index (which lists what

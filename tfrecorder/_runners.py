@@ -304,6 +304,9 @@ class Run:
     workers: int                    # DirectRunner workers (1: in this process)
     kept: int = 0                   # shards an update keeps, read for the data report
     update: bool = False            # an update (mode "update" or "append")
+    #: The kept shards' rows files as the update read them (rows file -> entries), for
+    #: an update run here (``without_beam``): not read twice.
+    rows_read: dict | None = None
 
     @property
     def without_beam(self) -> bool:
@@ -460,7 +463,7 @@ def _run_here(run: Run, progress_dir: str | None) -> str:
     from tfrecorder import _steps as steps
 
     steps.run_here(run.task_dir, len(run.shards), run.settings, run.spec, progress_dir,
-                   kept=run.kept)
+                   kept=run.kept, rows_read=run.rows_read)
     failure = output.budget_failure(run.settings.run, run.spec)
     if failure is not None:
         raise _explained(failure, run.settings.run)

@@ -22,18 +22,22 @@ from tfrecorder._plan import gc_paused
 
 
 def write_shard(index: int, task_dir: str, settings: shard.WriteSettings,
-                progress_dir: str | None = None):
+                progress_dir: str | None = None, rows_read: dict | None = None):
     """Shard number ``index`` -> its ``(ShardStats, [Quarantined])``: the staged task
     written into its shard, or, for a number past the tasks, a shard an update keeps,
-    whose records' digests the data report compares the new ones with."""
+    whose records' digests the data report compares the new ones with (from its rows
+    file, or its entries in ``rows_read`` where the update read them already)."""
     tasks = _tasks(task_dir)
+    # A task unpickles tens of thousands of objects, and a kept shard's look makes as
+    # many, none in a cycle: the cycle collector would walk them (and everything else)
+    # several times for nothing.
     if index >= len(tasks):
         split, number, kept = _kept(task_dir)[index - len(tasks)]
         s = settings
-        return versions.kept_look(s.run.output_dir, split, number, kept, s.label_names,
-                                  s.near_duplicates, pending=s.run.folder)
-    # A task unpickles tens of thousands of objects, none in a cycle: the cycle
-    # collector would walk them (and everything else) several times for nothing.
+        with gc_paused():
+            return versions.kept_look(s.run.output_dir, split, number, kept, s.label_names,
+                                      s.near_duplicates, pending=s.run.folder,
+                                      entries=(rows_read or {}).get(kept.rows))
     with gc_paused():
         task = staging.read_task(tasks[index])
         return shard.write(task, settings, progress.reporter(progress_dir, task.filename))
@@ -92,13 +96,18 @@ def finish(elements, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
 
 def run_here(task_dir: str, shards: int, settings: shard.WriteSettings,
              spec: metadata.DatasetSpec, progress_dir: str | None = None,
-             kept: int = 0) -> str:
+             kept: int = 0, rows_read: dict | None = None) -> str:
     """The steps of ``pipeline.build`` run in this process, in order: every shard
     written (its images prepared in ``settings.work_threads`` threads, as on Beam's
-    one in-process worker), the records grouped by key, the run published."""
+    one in-process worker), the records grouped by key, the run published.
+    ``rows_read``: the kept shards' rows files as the update read them."""
     groups: dict = {}
-    for i in range(shards + kept):
-        for key, value in match_keys(write_shard(i, task_dir, settings, progress_dir)):
-            groups.setdefault(key, []).append(value)
-    return finish([m for group in groups.items() for m in matches(group)],
-                  settings.run, spec)
+    # Paused once for the whole run (write_shard says why): paused per shard, each
+    # resumption would walk every object the run holds.
+    with gc_paused():
+        for i in range(shards + kept):
+            written = write_shard(i, task_dir, settings, progress_dir, rows_read)
+            for key, value in match_keys(written):
+                groups.setdefault(key, []).append(value)
+        found = [m for group in groups.items() for m in matches(group)]
+    return finish(found, settings.run, spec)

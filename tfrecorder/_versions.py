@@ -60,6 +60,9 @@ class Plan:
     update: Update
     live_index_data: dict           # live index name -> bytes
     added: int                      # rows to write
+    #: The parent's rows files as read (rows file name -> entries), for ``kept_look``
+    #: in this process; emptied where the update runs elsewhere.
+    rows_read: dict = dataclasses.field(default_factory=dict)
 
     @property
     def unchanged(self) -> bool:
@@ -140,8 +143,14 @@ def label_vocabulary(parent: Manifest, label_column: str | None, given):
 def live_positions(output_dir: str, shard: ShardInfo, pending: str | None = None) -> list[int]:
     """Positions (record numbers in file order) of the shard's live records; a live
     index not yet published is read from ``pending``, the run's folder, where it is."""
+    return _live(output_dir, shard, pending)[0]
+
+
+def _live(output_dir: str, shard: ShardInfo, pending: str | None = None) -> tuple:
+    """``(live_positions, the shard's index entries)``; the entries only where a live
+    index was read through them (None where every record is live)."""
     if not shard.live_index:
-        return list(range(shard.num_examples))
+        return list(range(shard.num_examples)), None
     full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
                        shard.index)
     where = {offset: i for i, (offset, _) in enumerate(full)}
@@ -149,60 +158,73 @@ def live_positions(output_dir: str, shard: ShardInfo, pending: str | None = None
     if pending is not None and storage.exists(storage.join(pending, shard.live_index)):
         path = storage.join(pending, shard.live_index)
     live = storage.read_bytes(path).split()
-    return [where[int(offset)] for offset in live[::2]]
+    return [where[int(offset)] for offset in live[::2]], full
 
 
 def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
-              label_names: tuple, near: bool, pending: str | None = None):
+              label_names: tuple, near: bool, pending: str | None = None,
+              entries: list | None = None):
     """What the data report needs of a shard an update keeps, from its rows file and
     its live index (no record or image is read): ``(ShardStats, [])`` with
     ``kept=True`` and a Looker holding each live record's digest and hash. ``number``
     places it before the update's own shards in its split (negative); ``pending``: the
-    run's folder, which holds the live indexes the update has not published yet."""
+    run's folder, which holds the live indexes the update has not published yet;
+    ``entries``: its rows file's, where they were read already."""
     from tfrecorder._quality import Looker
     from tfrecorder._shard import ShardStats
 
-    entries = rows.read(storage.inside(output_dir, shard.rows))
-    live = live_positions(output_dir, shard, pending)
-    # The live records' bytes: the whole file's where every record is live.
-    full = (index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
-                        shard.index) if shard.index and len(live) < shard.num_examples
-            else None)
+    if entries is None:
+        entries = rows.read(storage.inside(output_dir, shard.rows))
+    # The live records' bytes from the index; the whole file's where every one is live.
+    live, full = _live(output_dir, shard, pending)
     ids = {name: i for i, name in enumerate(label_names)}
     look = Looker(near=near)
     stats = ShardStats(split, number, 0, shard.file, 0, 0, look=look, kept=True)
+    # Counted in local dicts (Counter-like, one lookup each), then stored.
+    label_counts, formats, widths, heights = {}, {}, {}, {}
+    seen = look.seen
+    source_bytes = 0
     for rank, position in enumerate(live):
         e = entries[position]
-        labels = tuple(ids[n] for n in e.get("label") or [] if n in ids)
+        labels = tuple(ids[n] for n in e["label"] if n in ids) if e.get("label") else ()
         for i in labels:
-            stats.labels[i] = stats.labels.get(i, 0) + 1
-        stats.num_examples += 1
-        stats.rows += 1
-        stats.num_bytes += full[position][1] if full else 0
-        if "sha256" in e:
-            stats.source_bytes += e.get("size") or 0
-            fmt = e.get("format")
-            if fmt:
-                stats.formats[fmt] = stats.formats.get(fmt, 0) + 1
-            look.widths[e["w"]] = look.widths.get(e["w"], 0) + 1
-            look.heights[e["h"]] = look.heights.get(e["h"], 0) + 1
-            phash = int(e["phash"], 16) if near and e.get("phash") else None
-            look.seen.append((e["sha256"], phash,
-                              (split, number, rank, e.get("row"),
-                               e.get("image_uri", e.get("key")), labels)))
+            label_counts[i] = label_counts.get(i, 0) + 1
+        sha = e.get("sha256")
+        if sha is None:
+            continue
+        source_bytes += e.get("size") or 0
+        fmt = e.get("format")
+        if fmt:
+            formats[fmt] = formats.get(fmt, 0) + 1
+        w, h = e["w"], e["h"]
+        widths[w] = widths.get(w, 0) + 1
+        heights[h] = heights.get(h, 0) + 1
+        phash = e.get("phash") if near else None
+        seen.append((sha, int(phash, 16) if phash else None,
+                     (split, number, rank, e.get("row"), e.get("image_uri", e.get("key")),
+                      labels)))
+    stats.num_examples = stats.rows = len(live)
+    stats.num_bytes = sum(full[p][1] for p in live) if full else 0
+    stats.source_bytes = source_bytes
+    stats.labels, stats.formats = label_counts, formats
+    look.widths, look.heights = widths, heights
     if not full:
         stats.num_bytes = shard.num_bytes
     return stats, []
 
 
-def stored(output_dir: str, parent: Manifest, content: bool = False) -> dict:
+def stored(output_dir: str, parent: Manifest, content: bool = False,
+           read: dict | None = None) -> dict:
     """Every live record of ``parent`` by its key and what makes it unchanged:
     ``{key: {signature: [_Stored, ...]}}``, from the rows files (and live indexes)
-    alone; the signatures of ``check="content"`` hold digests instead of stamps."""
+    alone; the signatures of ``check="content"`` hold digests instead of stamps.
+    ``read`` gets each rows file's entries, by its name."""
     out: dict[Any, dict] = {}
     for info in parent.splits.values():
         for shard in info.shards:
             entries = rows.read(storage.inside(output_dir, shard.rows))
+            if read is not None:
+                read[shard.rows] = entries
             for position in live_positions(output_dir, shard):
                 e = entries[position]
                 if "sha256" not in e:
@@ -284,7 +306,8 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     the spilled ``table``: which rows to write, which records to retire."""
     content = opts.check == "content"
     append = opts.mode == "append"
-    by_key = stored(output_dir, parent, content)
+    rows_read: dict = {}
+    by_key = stored(output_dir, parent, content, rows_read)
     # every stored record, before matching takes the kept ones out of ``by_key``
     every = [c for sigs in by_key.values() for records in sigs.values() for c in records]
     picked: dict[str, set] = {}
@@ -359,11 +382,13 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
                 shards.setdefault(split, []).append(shard)
                 continue
             retired_per_split[split] = retired_per_split.get(split, 0) + len(gone)
-            live = [p for p in live_positions(output_dir, shard) if p not in gone]
+            live, full = _live(output_dir, shard)
+            live = [p for p in live if p not in gone]
             if not live:
                 continue  # no live record: the version does not list it
-            full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
-                               shard.index)
+            if full is None:
+                full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
+                                   shard.index)
             name = layout.live_index(version, shard.file)
             live_data[name] = index.format(full[p] for p in live)
             shards.setdefault(split, []).append(dataclasses.replace(
@@ -379,7 +404,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
         rows_in=table.rows_in, channels={channels: kept_rows} if channels else {},
         formats=tuple(sorted(formats)), existing=tuple(existing),
         existing_count=existing_count)
-    return Plan(picked, update, live_data, sum(added.values()))
+    return Plan(picked, update, live_data, sum(added.values()), rows_read)
 
 
 def _parent_channels(output_dir: str) -> int | None:
