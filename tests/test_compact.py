@@ -199,3 +199,25 @@ def test_compact_on_cloud_storage(gcs, tmp_path):
     assert got["image_uri"].tolist() == want["image_uri"].tolist()
     assert tfrecorder.verify(out).records_per_split["train"] == 5
     assert LABELS[0] in set(got["label"])
+
+
+@pytest.mark.slow
+def test_what_a_killed_compact_left_is_removed_by_the_next_one(tmp_path):
+    out, _ = _updated(tmp_path)
+    want = {s: _records(out, s) for s in ("train", "test")}
+    # What a compaction killed while moving its files into place leaves: its ledger,
+    # and a shard of the version it did not publish.
+    run = out / layout.TMP_DIR / "0123456789ab"
+    run.mkdir(parents=True)
+    leftover = "data-train-v00003.tfrecord-00001-of-00002"  # a name it will not write
+    (run / "ledger.json").write_text(json.dumps({"files": [
+        leftover, layout.rows_file(leftover), "versions/00003.json"]}))
+    (out / leftover).write_bytes(b"half")
+    (out / layout.rows_file(leftover)).write_bytes(b"half")
+    assert tfrecorder.verify(str(out)).version == 2  # the last version reads as it is
+    done = tfrecorder.compact(str(out))
+    assert done.version == 3 and leftover not in done.files
+    assert not (out / leftover).exists() and not (out / layout.rows_file(leftover)).exists()
+    assert not (out / layout.TMP_DIR).exists()
+    assert {s: _records(out, s) for s in ("train", "test")} == want
+    assert tfrecorder.verify(str(out)).records == 16
