@@ -136,6 +136,42 @@ def test_compact_of_named_splits_and_its_errors(tmp_path, run_cli):
 
 
 @pytest.mark.slow
+def test_damaged_rows_files_and_live_indexes_are_named_and_nothing_is_published(tmp_path):
+    out, _ = _updated(tmp_path)
+    m = json.loads((out / "tfrecorder.json").read_text())
+    (shard,) = [s for s in m["splits"]["train"]["shards"] if s.get("live_index")]
+    rows_file, live_index = out / shard["rows"], out / shard["live_index"]
+    kept_rows, kept_live = rows_file.read_bytes(), live_index.read_bytes()
+    lines = gzip.decompress(kept_rows).splitlines()
+    for damage, message in (
+            (lambda: rows_file.write_bytes(gzip.compress(b"\n".join(lines[:-3]))),
+             f"{shard['rows']}: {len(lines) - 3} lines where its shard holds {len(lines)}"),
+            (lambda: rows_file.unlink(), "the rows file is missing"),
+            (lambda: rows_file.write_bytes(kept_rows[:40]), "not a rows file"),
+            (lambda: live_index.write_bytes(b"foo bar\n" + kept_live),
+             "line 1: 'foo bar' is not 'OFFSET LENGTH'"),
+            (lambda: live_index.write_bytes(b"0 99999\n"), "live index is damaged")):
+        damage()
+        with pytest.raises(tfrecorder.CorruptRecordError, match=message):
+            tfrecorder.compact(str(out))
+        rows_file.write_bytes(kept_rows)
+        live_index.write_bytes(kept_live)
+        assert json.loads((out / "tfrecorder.json").read_text())["version"] == 2
+        assert not (out / layout.LOCK).exists() and not (out / layout.TMP_DIR).exists()
+    assert tfrecorder.compact(str(out)).version == 3  # repaired: it goes through
+
+
+def test_splits_are_named_in_any_spelling_or_refused(tmp_path):
+    paths = _images(tmp_path / "img", 8)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    assert tfrecorder.compact(str(out), splits="TRAIN").splits == {"train": 6}
+    for bad in (5, ["train", 3], {"train": 1}):
+        with pytest.raises(tfrecorder.ConfigError, match="give a split's name or a list"):
+            tfrecorder.compact(str(out), splits=bad)
+
+
+@pytest.mark.slow
 def test_a_damaged_record_stops_compact_and_leaves_the_last_version_whole(tmp_path):
     out, _ = _updated(tmp_path)
     want = _records(out, "test")
@@ -180,6 +216,10 @@ def test_compact_of_gzip_shards_after_an_append(tf, tmp_path):
     assert all(s.get("index") is None for info in m["splits"].values()
                for s in info["shards"])
     assert tfrecorder.verify(str(out)).records_per_split == {"train": 7, "test": 3}
+    # The same records in other gzip bytes: the report counts the new files' bytes.
+    report = json.loads((out / "quality.json").read_text())
+    assert {s: report["stats"][s]["stored_bytes"] for s in ("train", "test")} == {
+        s: info["num_bytes"] for s, info in m["splits"].items()}
     ds = tfrecorder.load(str(out), split="test", batch_size=5, image_size=(8, 8),
                          shuffle=False)
     assert sum(int(tf.nest.flatten(b)[0].shape[0]) for b in ds) == 3

@@ -588,6 +588,51 @@ def test_update_shard_names_format_and_parse_with_their_version():
         3, "data-test.tfrecord-00000-of-00001")
 
 
+@pytest.mark.parametrize("data, gaps", [
+    (b"0 16 16\n16\n", False), (b"0\n16 16 16\n", False), (b"0 16 40\n16\n", True),
+    (b"0\r16\n", False), (b"0\x0b16\n", False), (b"0\x0c16\n16 16\n", False),
+    (b"0 16\n16 x\n", False), (b"0 16\n17 16\n", False), (b"0 15\n", False)])
+def test_an_index_line_that_is_not_offset_and_length_is_refused_by_its_line(data, gaps):
+    from tfrecorder import _index as index
+
+    with pytest.raises(tfrecorder.CorruptRecordError, match=r"x.idx, line \d"):
+        index.parse(data, "x.idx", gaps=gaps)
+
+
+def test_sound_index_files_read_the_same_whole_or_line_by_line():
+    from tfrecorder import _index as index
+
+    assert index.parse(b"0 16\n16 20\n") == [(0, 16), (16, 20)]
+    assert index.parse(b"0 16\r\n16 20\r\n") == [(0, 16), (16, 20)]   # read line by line
+    assert index.parse(b"\n0 16\n\n16 20") == [(0, 16), (16, 20)]
+    assert index.parse(b"0 16\n40 20\n", gaps=True) == [(0, 16), (40, 20)]
+    assert index.parse(b"") == []
+    with pytest.raises(tfrecorder.CorruptRecordError, match="the shard holds 3"):
+        index.parse(b"0 16\n16 20\n", "x.idx", count=3)
+    with pytest.raises(tfrecorder.CorruptRecordError, match="ends past"):
+        index.parse(b"0 16\n16 20\n", "x.idx", size=35)
+
+
+def test_a_rows_file_is_one_object_per_line_or_refused(tmp_path):
+    import gzip as gz
+
+    def read(text, count=None):
+        path = tmp_path / "x.rows.jsonl.gz"
+        path.write_bytes(gz.compress(text))
+        return rows.read(str(path), count)
+
+    assert read(b'{"a":1}\n\n{"b":2}\n') == [{"a": 1}, {"b": 2}]
+    assert read('\ufeff{"a":1}\n{"b":2}\n'.encode()) == [{"a": 1}, {"b": 2}]  # a BOM
+    for bad in (b'{"a":1}, {"b":2}\n{"c":3}\n', b'[{"a":1}\n{"b":2}]\n', b'{"a":1}\n{"b":',
+                b'[1, 2]\n'):
+        with pytest.raises(tfrecorder.CorruptRecordError, match="x.rows.jsonl.gz: not a rows"):
+            read(bad)
+    with pytest.raises(tfrecorder.CorruptRecordError, match="2 lines where its shard holds 3"):
+        read(b'{"a":1}\n{"b":2}\n', 3)
+    with pytest.raises(tfrecorder.CorruptRecordError, match="the rows file is missing"):
+        rows.read(str(tmp_path / "none.rows.jsonl.gz"))
+
+
 def test_rows_files_are_the_same_bytes_for_the_same_records():
     entries = [rows.entry(row=2, key="a.jpg", split="train", labels=["cat"], size=10,
                           stamp=5, sha256="ab", phash=255, width=3, height=4, fmt="jpeg"),

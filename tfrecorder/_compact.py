@@ -24,6 +24,7 @@ from tfrecorder import (
     _plan as plan, _records as records, _rows as rows, _storage as storage,
     _versions as versions)
 from tfrecorder._errors import ConfigError, IncompleteOutputError
+from tfrecorder._splits import ALIASES
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 
 
@@ -58,6 +59,10 @@ def compact(output_dir: str, splits=None) -> Compacted:
     output_dir = str(output_dir)
     if isinstance(splits, str):
         splits = [splits]
+    if splits is not None and (not isinstance(splits, (list, tuple, set, frozenset))
+                               or not all(isinstance(x, str) for x in splits)):
+        raise ConfigError(f"splits={splits!r}: give a split's name or a list of names "
+                          f"(or None for every split TFDS cannot read)")
     s = output.survey(output_dir)
     if s.manifest is None:
         raise IncompleteOutputError(
@@ -94,7 +99,8 @@ def compact(output_dir: str, splits=None) -> Compacted:
                 new_splits[name] = info
             manifest = _manifest(parent, new_splits, version, digests)
             files_out = {layout.DATASET_INFO: json_bytes(metadata.tfds_dataset_info(manifest))}
-            report = _report(output_dir, parent, version)
+            report = _report(output_dir, parent, version,
+                             {n: new_splits[n].num_bytes for n in planned})
             if report is not None:
                 files_out[layout.version_quality(version)] = report
                 files_out[layout.QUALITY] = report
@@ -115,8 +121,8 @@ def _wanted(parent: Manifest, splits) -> list[str]:
     if splits is None:
         return [n for n, info in parent.splits.items()
                 if metadata.tfds_template(info) is None]
-    names = list(splits)
-    unknown = [n for n in names if n not in parent.splits]
+    names = [ALIASES.get(n.strip().lower(), n) for n in splits]  # "TRAIN", "validate"
+    unknown = [given for given, n in zip(splits, names) if n not in parent.splits]
     if unknown:
         raise ConfigError(f"split(s) {', '.join(map(repr, unknown))} not in version "
                           f"{parent.version or 1}, which has "
@@ -144,7 +150,7 @@ def _live(output_dir: str, shard: ShardInfo, gzipped: bool):
     """``(record data, rows entry)`` of each live record of ``shard``, in file order,
     both checksums of every record checked."""
     live = set(versions.live_positions(output_dir, shard))
-    entries = rows.read(storage.inside(output_dir, shard.rows))
+    entries = rows.read(storage.inside(output_dir, shard.rows), shard.num_examples)
     path = storage.inside(output_dir, shard.file)
     with storage.open_file(path, "rb") as raw:
         f = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
@@ -227,11 +233,17 @@ def _manifest(parent: Manifest, splits: dict, version: int, digests: list) -> Ma
     return dataclasses.replace(manifest, generation=fingerprint.hexdigest())
 
 
-def _report(output_dir: str, parent: Manifest, version: int) -> bytes | None:
+def _report(output_dir: str, parent: Manifest, version: int,
+            stored: dict) -> bytes | None:
     """The parent's data report as the new version's: the same records in the same
-    order, so the same pairs at the same positions."""
+    order, so the same pairs at the same positions. Only ``stored`` (a rewritten
+    split's bytes in its new files) changes: gzip shards compress the same records
+    into other bytes."""
     if not parent.quality:
         return None
     report = json.loads(storage.read_bytes(storage.inside(output_dir, parent.quality)))
     report["version"] = version
+    for split, size in stored.items():
+        if split in report.get("stats", {}):
+            report["stats"][split]["stored_bytes"] = size
     return json_bytes(report)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from tfrecorder import _storage as storage
+from tfrecorder._errors import CorruptRecordError
 
 #: The default match key: the image column's value as the table gives it.
 DEFAULT_KEY = "image_uri"
@@ -49,16 +50,42 @@ def encode(entries: Iterable[dict]) -> bytes:
     return buf.getvalue()
 
 
-def decode(data: bytes) -> Iterator[dict]:
-    """The entries of a rows file's bytes, in file order."""
+def decode(data: bytes) -> list[dict]:
+    """The entries of a rows file's bytes, in file order: one JSON object per line."""
     lines = [line for line in gzip.decompress(data).splitlines() if line.strip()]
-    # One JSON array of all the lines: parsed in one call, twice as fast as line by line.
-    yield from json.loads(b"[" + b",".join(lines) + b"]") if lines else ()
+    # One JSON array of all the lines: parsed in one call, twice as fast as line by
+    # line. A line that is not one object (two on a line, a BOM, a cut) falls back to
+    # line by line, which says where.
+    try:
+        entries = json.loads(b"[" + b",".join(lines) + b"]") if lines else []
+    except ValueError:
+        entries = None
+    if (entries is None or len(entries) != len(lines)
+            or not all(isinstance(e, dict) for e in entries)):
+        entries = [json.loads(line) for line in lines]
+        if not all(isinstance(e, dict) for e in entries):
+            raise ValueError("a line that is not a JSON object")
+    return entries
 
 
-def read(path: str) -> list[dict]:
-    """The entries of the rows file at ``path``."""
-    return list(decode(storage.read_bytes(path)))
+def read(path: str, count: int | None = None) -> list[dict]:
+    """The entries of the rows file at ``path``; CorruptRecordError naming it where it
+    is missing, is not a rows file, or (with ``count``, its shard's records) does not
+    hold one line per record."""
+    try:
+        entries = decode(storage.read_bytes(path))
+    except FileNotFoundError:
+        raise CorruptRecordError(f"{path}: the rows file is missing; {_FIX}") from None
+    except (ValueError, OSError, EOFError) as e:
+        raise CorruptRecordError(f"{path}: not a rows file ({e}); {_FIX}") from None
+    if count is not None and len(entries) != count:
+        raise CorruptRecordError(f"{path}: {len(entries)} lines where its shard holds "
+                                 f"{count} records; {_FIX}")
+    return entries
+
+
+_FIX = ("the folder is damaged: `tfrecorder verify` checks its records; convert again "
+        "with overwrite=True to write the rows files anew")
 
 
 def key_text(value) -> str:

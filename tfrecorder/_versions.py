@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from tfrecorder import _index as index, _layout as layout, _rows as rows
 from tfrecorder import _storage as storage
-from tfrecorder._errors import ConfigError
+from tfrecorder._errors import ConfigError, CorruptRecordError
 from tfrecorder._manifest import Manifest, ShardInfo
 
 #: Stamps looked up at once for images on an object store (one request each).
@@ -153,12 +153,18 @@ def _live(output_dir: str, shard: ShardInfo, pending: str | None = None) -> tupl
         return list(range(shard.num_examples)), None
     full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
                        shard.index)
-    where = {offset: i for i, (offset, _) in enumerate(full)}
+    where = {entry: i for i, entry in enumerate(full)}
     path = storage.inside(output_dir, shard.live_index)
     if pending is not None and storage.exists(storage.join(pending, shard.live_index)):
         path = storage.join(pending, shard.live_index)
-    live = storage.read_bytes(path).split()
-    return [where[int(offset)] for offset in live[::2]], full
+    live = index.parse(storage.read_bytes(path), path, count=shard.live, gaps=True)
+    try:
+        return [where[entry] for entry in live], full
+    except KeyError as e:
+        offset, length = e.args[0]
+        raise CorruptRecordError(
+            f"{path}: lists a record at byte {offset} of length {length}, which "
+            f"{shard.index} does not; " + index.LIVE_DAMAGED) from None
 
 
 def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
@@ -174,7 +180,7 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     from tfrecorder._shard import ShardStats
 
     if entries is None:
-        entries = rows.read(storage.inside(output_dir, shard.rows))
+        entries = rows.read(storage.inside(output_dir, shard.rows), shard.num_examples)
     # The live records' bytes from the index; the whole file's where every one is live.
     live, full = _live(output_dir, shard, pending)
     ids = {name: i for i, name in enumerate(label_names)}
@@ -189,9 +195,9 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
         labels = tuple(ids[n] for n in e["label"] if n in ids) if e.get("label") else ()
         for i in labels:
             label_counts[i] = label_counts.get(i, 0) + 1
-        sha = e.get("sha256")
-        if sha is None:
+        if "sha256" not in e:
             continue
+        sha = e["sha256"]
         source_bytes += e.get("size") or 0
         fmt = e.get("format")
         if fmt:
@@ -222,7 +228,7 @@ def stored(output_dir: str, parent: Manifest, content: bool = False,
     out: dict[Any, dict] = {}
     for info in parent.splits.values():
         for shard in info.shards:
-            entries = rows.read(storage.inside(output_dir, shard.rows))
+            entries = rows.read(storage.inside(output_dir, shard.rows), shard.num_examples)
             if read is not None:
                 read[shard.rows] = entries
             for position in live_positions(output_dir, shard):
