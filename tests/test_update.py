@@ -747,6 +747,59 @@ def test_every_reader_reads_each_version_exactly_after_a_real_update(tf, tmp_pat
     assert "owl" not in set(looked["label"]) and len(looked) == 12
 
 
+def _detection_jsonl(path, images, boxes):
+    """A Vertex AI JSON Lines detection table: ``boxes[i]`` the (label, x_min, y_min,
+    x_max, y_max) of image i, every image in training."""
+    with open(path, "w") as f:
+        for image, its in zip(images, boxes):
+            f.write(json.dumps({"imageGcsUri": image, "boundingBoxAnnotations": [
+                {"displayName": b[0], "xMin": b[1], "yMin": b[2], "xMax": b[3], "yMax": b[4]}
+                for b in its], "dataItemResourceLabels": {
+                    "aiplatform.googleapis.com/ml_use": "training"}}) + "\n")
+
+
+@pytest.mark.slow
+def test_a_detection_table_updates_box_by_box(tmp_path):
+    from tfrecorder import access
+
+    paths = _images(tmp_path / "img", 4)
+    table, out = tmp_path / "det.jsonl", tmp_path / "out"
+    boxes = [[("cat", 0.1, 0.1, 0.5, 0.6), ("dog", 0.3, 0.1, 0.9, 0.6)],
+             [("cat", 0.1, 0.2, 0.5, 0.6)], [("dog", 0.2, 0.2, 0.4, 0.4)], []]
+    _detection_jsonl(table, paths, boxes)
+    tfrecorder.convert(str(table), str(out))
+    assert tfrecorder.convert(str(table), str(out), mode="update").unchanged
+
+    def boxes_now():
+        frame = tfrecorder.read(str(out), "train")
+        return {os.path.basename(u): b for u, b in zip(frame["image_uri"], frame["boxes"])}
+
+    # The second box of image 0 moved: only that image is written again.
+    boxes[0][1] = ("dog", 0.4, 0.1, 0.9, 0.6)
+    _detection_jsonl(table, paths, boxes)
+    moved = tfrecorder.convert(str(table), str(out), mode="update")
+    assert moved.changes["train"] == {"added": 1, "retired": 1, "kept": 3}
+    assert boxes_now()["0.jpg"] == [("cat", 0.1, 0.1, 0.5, 0.6), ("dog", 0.4, 0.1, 0.9, 0.6)]
+    # A box relabelled with a new name: the name gets the next id, the others keep theirs.
+    boxes[2][0] = ("owl", 0.2, 0.2, 0.4, 0.4)
+    _detection_jsonl(table, paths, boxes)
+    relabelled = tfrecorder.convert(str(table), str(out), mode="update")
+    assert relabelled.changes["train"] == {"added": 1, "retired": 1, "kept": 3}
+    assert (out / "objects-label.labels.txt").read_text().split() == ["cat", "dog", "owl"]
+    reader = access.Reader(str(out), "train")
+    ids = {os.path.basename(f["image_uri"].decode()): list(f["objects/label"])
+           for f in map(reader.features, range(len(reader)))}
+    assert ids == {"0.jpg": [0, 1], "1.jpg": [0], "2.jpg": [2], "3.jpg": []}
+    # Two boxes swapping labels is a change too; an image dropped is retired.
+    boxes[0] = [("dog", 0.1, 0.1, 0.5, 0.6), ("cat", 0.4, 0.1, 0.9, 0.6)]
+    _detection_jsonl(table, paths[:3], boxes[:3])
+    swapped = tfrecorder.convert(str(table), str(out), mode="update")
+    assert swapped.changes["train"] == {"added": 1, "retired": 2, "kept": 2}
+    assert sorted(boxes_now()) == ["0.jpg", "1.jpg", "2.jpg"]
+    assert boxes_now()["0.jpg"][0][0] == "dog"
+    assert tfrecorder.versions(str(out))["version"].tolist() == [1, 2, 3, 4]
+
+
 @pytest.mark.slow
 def test_dali_reads_each_version_through_its_live_index_files(tmp_path):
     # DALI's own TFRecord reader, handed a version's shards and its live index files

@@ -303,7 +303,8 @@ def _row_settings(opts: Options, table: spill.Spilled, schema) -> dict:
     columns = list(table.columns)
     return dict(
         image_column=columns.index(image_column) if image_column in columns else None,
-        label_names=tuple(table.vocabularies.get(label_column, []) if label_column else ()),
+        label_names=tuple(table.vocabularies.get(
+            versions.label_feature(table.features, label_column), []) if label_column else ()),
         key_column=(columns.index(opts.key)
                     if opts.key != rows.DEFAULT_KEY and opts.key in columns else None),
         feature_columns=tuple(i for i, c in enumerate(columns) if c not in roles))

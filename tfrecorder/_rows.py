@@ -14,6 +14,7 @@ import json
 from typing import Iterable
 
 from tfrecorder import _storage as storage
+from tfrecorder._detection import BBOX, COLUMNS as BOX_COLUMNS
 from tfrecorder._errors import CorruptRecordError
 
 #: The default match key: the image column's value as the table gives it.
@@ -37,6 +38,19 @@ def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
     if features:
         out["features"] = features
     return out
+
+
+def features(row, columns: tuple, feature_columns: tuple, as_json) -> dict:
+    """A record's ``features``: the other columns of its row, as strict JSON
+    (``as_json``). A detection table's record is an image with its rows' boxes: its
+    ``features`` hold every row's box in row order under ``"boxes"`` (label, corners,
+    flags), so that moving, adding, removing or relabelling any of its boxes changes the
+    record, as it changes what the record holds."""
+    if BBOX in row.features:
+        at = BOX_COLUMNS.index("label")  # the label, then the box's own columns
+        return {"boxes": [[as_json(v) for v in values[at:]]
+                          for values in (row.values, *(v for _, v in row.merged))]}
+    return {columns[i]: as_json(row.values[i]) for i in feature_columns}
 
 
 def encode(entries: Iterable[dict]) -> bytes:

@@ -333,7 +333,7 @@ def _rows_entry(row, settings: WriteSettings, written: str | None, names: tuple,
         key = rows.key_text(strict_json(values[settings.key_column]))
     else:
         key = (written if written is not None else row.image_uri) if seen else None
-    features = {settings.columns[i]: strict_json(values[i]) for i in settings.feature_columns}
+    features = rows.features(row, settings.columns, settings.feature_columns, strict_json)
     labels = [names[i] if 0 <= i < len(names) else str(i) for i in row.labels]
     uri = None
     if settings.key_column is not None and seen:  # the key is not the image: say which

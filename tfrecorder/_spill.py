@@ -224,8 +224,12 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
         if found.kind != "detection":
             found = _decide_multi(found, multi_label, cache, schema)
         if found.kind == "detection":
-            names_ = detection.vocabulary(found.distinct[schema.column("label")],
-                                          label_vocabulary)
+            distinct = found.distinct[schema.column("label")]
+            if extend_vocabulary and label_vocabulary is not None:  # an update's names
+                label_vocabulary = list(label_vocabulary) + sorted(
+                    {labels.name_of(v) for v in distinct if not labels.is_null(v)}
+                    - set(label_vocabulary))
+            names_ = detection.vocabulary(distinct, label_vocabulary)
             check = _detection_check(names_)
         else:
             label_col = schema.column("label")

@@ -116,9 +116,10 @@ def check_updatable(output_dir: str, parent: Manifest, opts, features: dict,
             f"features of another type or shape: {other}" if other else "") if x)
         raise ConfigError(f"the table's columns differ from those {output_dir} was written "
                           f"from ({said}); every version holds the same features: {fix}")
+    label_key = label_feature(features, label_column)
     for column, names in vocabularies.items():
         old = parent.vocabularies.get(column, [])
-        if column == label_column:
+        if column == label_key:
             if list(names[:len(old)]) != list(old):
                 raise ConfigError(
                     f"the label ids of {column!r} would change ({old[:5]} stored, "
@@ -137,7 +138,15 @@ def label_vocabulary(parent: Manifest, label_column: str | None, given):
     table's new names are appended (``None``: integer labels, ids as they are)."""
     if given is not None or label_column is None:
         return given
-    return list(parent.vocabularies.get(label_column, []))
+    return list(parent.vocabularies.get(label_feature(parent.features, label_column), []))
+
+
+def label_feature(features: dict, label_column: str | None) -> str | None:
+    """The feature that holds a table's labels: its label column's, or a detection
+    table's boxes' labels (``objects/label``)."""
+    if label_column is None or label_column in features:
+        return label_column
+    return next((k for k, f in features.items() if f.role == "label"), label_column)
 
 
 def live_positions(output_dir: str, shard: ShardInfo, pending: str | None = None) -> list[int]:
@@ -297,8 +306,8 @@ def _table_rows(table, settings) -> Iterator[tuple]:
                     key = row.image_uri
                 labels = sorted(names[i] if 0 <= i < len(names) else str(i)
                                 for i in row.labels)
-                features = {settings.columns[i]: strict_json(values[i])
-                            for i in settings.feature_columns}
+                features = rows.features(row, settings.columns, settings.feature_columns,
+                                         strict_json)
                 uri = None
                 if settings.key_column is not None and row.image_uri is not None:
                     uri = (values[settings.image_column].strip()
