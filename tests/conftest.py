@@ -323,3 +323,32 @@ def samples_converted(tmp_path_factory):
         return made[key]
 
     return converted
+
+
+@pytest.fixture(scope="session")
+def doc_runs(tmp_path_factory):
+    """The blocks of README.md and docs/*.md run as ``tests/test_docs.py`` runs them, each
+    page once per test run, in a folder of its own: ``doc_runs.page(doc)`` gives ``(results
+    by block id, the end of what they printed, folder)``; ``doc_runs.block(doc, source)``
+    the result (``status``, ``error``, ``stdout``) of the block holding ``source`` and the
+    folder. Tests of what a block prints assert on these instead of running it again."""
+    import types
+
+    from tests import test_docs
+
+    made = {}
+
+    def page(doc):
+        if doc not in made:
+            folder = str(tmp_path_factory.mktemp("doc"))
+            made[doc] = (*test_docs.run_doc(doc, folder), folder)
+        return made[doc]
+
+    def block(doc, source):
+        (found,) = [b for b in test_docs.blocks(doc) if b["source"].strip() == source.strip()]
+        results, output, folder = page(doc)
+        result = results.get(found["id"])
+        assert result is not None, f"{found['id']} did not run:\n{output}"
+        return result, folder
+
+    return types.SimpleNamespace(page=page, block=block)
