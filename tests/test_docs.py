@@ -310,6 +310,7 @@ class _Python:
 
     def __init__(self, folder: str, env: dict):
         self.folder = folder
+        os.makedirs(os.path.join(folder, "blocks"), exist_ok=True)
         self.log = open(os.path.join(folder, "blocks", f"python-{id(self)}.err"), "w+")
         self.proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(MAX_REPR)],
                                      cwd=folder, env=env, text=True, stdin=subprocess.PIPE,
@@ -393,7 +394,6 @@ def run_doc(doc: str, folder: str) -> tuple[dict, str]:
     if not todo:
         return {}, ""
     env = _prepare(folder)
-    os.makedirs(os.path.join(folder, "blocks"), exist_ok=True)
     results, output, shared, last = {}, [], None, None
     try:
         for b in todo:
@@ -497,8 +497,12 @@ def test_the_readme_first_block_runs_again_after_try_it(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert (tmp_path / "out" / "samples" / "tfrecorder.json").exists()
-    for run in (1, 2):
-        result, printed = _run_block(str(tmp_path), first, env)
-        assert result["status"] == "ok", f"run {run}: {result.get('error')}\n{printed}"
-        assert tfrecorder.verify(str(tmp_path / "out")).records == 36
+    python = _Python(str(tmp_path), env)  # both runs in one process, each as its file
+    try:
+        for run in (1, 2):
+            result, printed = _run_block(str(tmp_path), first, env, python)
+            assert result["status"] == "ok", f"run {run}: {result.get('error')}\n{printed}"
+            assert tfrecorder.verify(str(tmp_path / "out")).records == 36
+    finally:
+        assert python.close()[0] == 0
     assert tfrecorder.verify(str(tmp_path / "out" / "samples")).records == 36  # left alone
