@@ -336,12 +336,15 @@ def doc_runs(tmp_path_factory):
 
     from tests import test_docs
 
-    made = {}
+    made, python = {}, []
 
     def page(doc):
         if doc not in made:
             folder = str(tmp_path_factory.mktemp("doc"))
-            made[doc] = (*test_docs.run_doc(doc, folder), folder)
+            if not python:  # one Python process for the blocks of every page
+                python.append(test_docs._Python(str(tmp_path_factory.mktemp("docs")),
+                                                test_docs._environment(folder)))
+            made[doc] = (*test_docs.run_doc(doc, folder, python[0]), folder)
         return made[doc]
 
     def block(doc, source):
@@ -351,4 +354,8 @@ def doc_runs(tmp_path_factory):
         assert result is not None, f"{found['id']} did not run:\n{output}"
         return result, folder
 
-    return types.SimpleNamespace(page=page, block=block)
+    yield types.SimpleNamespace(page=page, block=block)
+    if python:
+        code, at_exit = python[0].close()
+        assert code == 0, (f"the process that ran the docs' blocks ({', '.join(made)}) "
+                           f"ended with exit code {code}\n{at_exit[-4000:]}")

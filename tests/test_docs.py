@@ -186,10 +186,11 @@ def _why_not_run(block: dict) -> str | None:
 #: process started with, and what it prints (file descriptors 1 and 2, so TensorFlow's
 #: and child processes' output too) goes to files of its own. A bare expression is shown as
 #: a REPL shows it, and one that would print more than ``max_repr`` characters fails.
-#: Each line of standard input names a block (``[path, stdout file, stderr file]``); the
-#: exit code ``python FILE`` would end with is written back as a line. One process runs
-#: every block of a page that ``_needs_own_process`` leaves to it, one after the other;
-#: the others run in a process each, as the only block it runs.
+#: Each line of standard input names a block (``[path, stdout file, stderr file, folder,
+#: environment]``, the last two null for those the process started with); the exit code
+#: ``python FILE`` would end with is written back as a line. One process runs every block
+#: that ``_needs_own_process`` leaves to it, one after the other (those of every page in a
+#: test run); the others run in a process each, as the only block it runs.
 _RUNNER = r'''
 import ast, builtins, json, os, sys, traceback, types
 max_repr = int(sys.argv[1])
@@ -234,10 +235,10 @@ def exit_code(e):  # what the interpreter does with a SystemExit's code
     return 1
 
 for line in commands:
-    path, out, err = json.loads(line)
-    os.chdir(home)
+    path, out, err, folder, env = json.loads(line)
+    os.chdir(folder or home)
     os.environ.clear()
-    os.environ.update(environ)
+    os.environ.update(env or environ)
     with open(out, "w") as o, open(err, "w") as e:
         os.dup2(o.fileno(), 1)
         os.dup2(e.fileno(), 2)
@@ -298,6 +299,11 @@ def _prepare(folder: str) -> dict:
                     ignore=shutil.ignore_patterns("*.ipynb", "out", ".ipynb_checkpoints"))
     _shims(os.path.join(folder, "bin"))
     _shims(os.path.join(folder, ".venv", "bin"))  # the install step is done
+    return _environment(folder)
+
+
+def _environment(folder: str) -> dict:
+    """The environment blocks run in, in ``folder`` (``_prepare``)."""
     return {**os.environ, "PATH": os.path.join(folder, "bin") + os.pathsep + os.environ["PATH"],
             "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg",
             "PYTHONWARNINGS": "ignore"}
@@ -316,11 +322,13 @@ class _Python:
                                      cwd=folder, env=env, text=True, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log)
 
-    def run(self, path: str) -> tuple[int | None, str, str]:
+    def run(self, path: str, folder: str | None = None, env: dict | None = None
+            ) -> tuple[int | None, str, str]:
         """The exit code ``python path`` ends with (None: no end in 900 s), and what it
-        printed to standard output and to standard error."""
+        printed to standard output and to standard error; run in ``folder`` with ``env``
+        (by default, the process's own)."""
         out, err = path + ".out", path + ".err"
-        self.proc.stdin.write(json.dumps([path, out, err]) + "\n")
+        self.proc.stdin.write(json.dumps([path, out, err, folder, env]) + "\n")
         self.proc.stdin.flush()
         ready, _, _ = select.select([self.proc.stdout], [], [], 900)
         line = self.proc.stdout.readline() if ready else ""
@@ -368,7 +376,7 @@ def _run_block(folder: str, block: dict, env: dict, python: _Python | None = Non
             code, stdout, stderr = None, "", ""
     else:
         own = python or _Python(folder, env)
-        code, stdout, stderr = own.run(path)
+        code, stdout, stderr = own.run(path, folder, env)
         if python is None:  # as ``python FILE``: the end of the process is the block's
             exit, at_exit = own.close()
             if code == 0:
@@ -383,12 +391,12 @@ def _run_block(folder: str, block: dict, env: dict, python: _Python | None = Non
     return {"status": "ok", "stdout": stdout}, printed
 
 
-def run_doc(doc: str, folder: str) -> tuple[dict, str]:
+def run_doc(doc: str, folder: str, python: _Python | None = None) -> tuple[dict, str]:
     """Runs ``doc``'s blocks that are not skipped, in order, each saved as a file, all in
     ``folder``: what one block leaves on disk the next finds, but no variable carries over.
     Shell blocks run as ``bash FILE``; Python blocks as ``python FILE`` would, in one
-    process for the page but for those that ``_needs_own_process``. After a failing block
-    the later ones are not run. Returns each block's result (``status``, ``error``,
+    process (``python``, or one for the page) but for those that ``_needs_own_process``.
+    After a failing block the later ones are not run. Returns each block's result (``status``, ``error``,
     ``stdout``) by id, and the end of what they printed."""
     todo = [b for b in blocks(doc) if _why_not_run(b) is None]
     if not todo:
@@ -402,13 +410,13 @@ def run_doc(doc: str, folder: str) -> tuple[dict, str]:
                                     "error": "not run: an earlier block failed"}
                 continue
             if not _needs_own_process(b):
-                shared = shared or _Python(folder, env)
+                shared = shared or python or _Python(folder, env)
                 last = b["id"]
             results[b["id"]], printed = _run_block(
                 folder, b, env, None if _needs_own_process(b) else shared)
             output.append(printed)
     finally:
-        if shared is not None:
+        if shared is not None and python is None:
             code, at_exit = shared.close()
             if code != 0 and results[last]["status"] == "ok":
                 # A process that fails as it ends fails its last block, as it would alone.
