@@ -359,3 +359,28 @@ def doc_runs(tmp_path_factory):
         code, at_exit = python[0].close()
         assert code == 0, (f"the process that ran the docs' blocks ({', '.join(made)}) "
                            f"ended with exit code {code}\n{at_exit[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def two_tables(tmp_path_factory):
+    """Two CSVs of 2000 distinct tiny PNGs each (``tests/test_epoch_isolation.py``), the
+    first labelled cat and dog, the second ant, bee, cow and doe: a conversion and the one
+    that replaces it."""
+    from tests.test_epoch_isolation import _tiny_pngs
+
+    root = tmp_path_factory.mktemp("tables")
+    return (_tiny_pngs(root, "a", ("cat", "dog")),
+            _tiny_pngs(root, "b", ("ant", "bee", "cow", "doe")))
+
+
+@pytest.fixture(scope="session")
+def first_of_two(two_tables, tmp_path_factory):
+    """The first of ``two_tables`` converted (in SHARDS shards), once per test run: a test
+    that converts over it or reads it while another process does works on a copy."""
+    from tests.test_epoch_isolation import SHARDS
+
+    import tfrecorder
+
+    out = str(tmp_path_factory.mktemp("first") / "out")
+    tfrecorder.convert(two_tables[0], out, num_shards=SHARDS)
+    return out
