@@ -1,10 +1,12 @@
 """The docs run as written: every Python and shell block of README.md and docs/*.md.
 
-Each block is saved as a file and run by itself (``python block.py``, ``bash block.sh``),
+Each block is saved as a file and run as ``python block.py`` or ``bash block.sh`` runs it,
 as a newcomer who copies it into a script does; a file's blocks run in order in one fresh
 folder laid out like a clone of the repository after its install step (``samples/``
 copied, ``tfrecorder``, ``python`` and ``.venv/bin/...`` on hand), so a block finds the
-files the ones before it wrote, never their variables. A block is left out only by a marker in the
+files the ones before it wrote, never their variables. One Python process runs the Python
+blocks one after the other, each as its own ``__main__`` (``_RUNNER``), but for those that
+start worker processes or set up ``tf.distribute``, which run in a process of their own. A block is left out only by a marker in the
 Markdown just before it, which the test report lists with its reason::
 
     <!-- test: skip (needs Google Cloud) -->
