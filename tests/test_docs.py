@@ -6,8 +6,9 @@ folder laid out like a clone of the repository after its install step (``samples
 copied, ``tfrecorder``, ``python`` and ``.venv/bin/...`` on hand), so a block finds the
 files the ones before it wrote, never their variables. One Python process runs the Python
 blocks one after the other, each as its own ``__main__`` (``_RUNNER``), but for those that
-start worker processes or set up ``tf.distribute``, which run in a process of their own. A block is left out only by a marker in the
-Markdown just before it, which the test report lists with its reason::
+fork worker processes or set up ``tf.distribute``, which run in a process of their own.
+A block is left out only by a marker in the Markdown just before it, which the test
+report lists with its reason::
 
     <!-- test: skip (needs Google Cloud) -->
     <!-- test: needs: torch, grain -->       (runs when these modules import)
@@ -261,11 +262,13 @@ for line in commands:
 '''
 
 #: What a Python block does that another block run before it in the same process could
-#: change: it starts worker processes (forked ones copy the process as earlier blocks
-#: left it, spawned ones import the block's file again) or sets up TensorFlow's
-#: distribution, which has to come before any other TensorFlow work in a process.
-_OWN_PROCESS = re.compile(r"\b(num_workers|worker_count)\s*=\s*[1-9]|\bmultiprocessing\b|"
-                          r"__name__\s*==|\btf\.distribute\b|\bsubprocess\b|\bos\.fork\b")
+#: change: it forks worker processes (a forked worker copies the process as the earlier
+#: blocks left it; PyTorch's DataLoader forks, ``multiprocessing`` may) or sets up
+#: TensorFlow's distribution, which has to come before any other TensorFlow work in a
+#: process. Grain's workers are spawned, new interpreters that import the block's file
+#: again as they would a script's, so a Grain block needs no process of its own.
+_OWN_PROCESS = re.compile(r"\bnum_workers\s*=\s*[1-9]|\bmultiprocessing\b|\bos\.fork\b|"
+                          r"\btf\.distribute\b")
 
 
 def _needs_own_process(block: dict) -> bool:
