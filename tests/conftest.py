@@ -331,20 +331,25 @@ def doc_runs(tmp_path_factory):
     page once per test run, in a folder of its own: ``doc_runs.page(doc)`` gives ``(results
     by block id, the end of what they printed, folder)``; ``doc_runs.block(doc, source)``
     the result (``status``, ``error``, ``stdout``) of the block holding ``source`` and the
-    folder. Tests of what a block prints assert on these instead of running it again."""
+    folder; ``doc_runs.python()`` the process that runs them (``test_docs._Python``).
+    Tests of what a block prints assert on these instead of running it again."""
     import types
 
     from tests import test_docs
 
     made, python = {}, []
 
+    def shared():
+        """The one Python process that runs the blocks of every page."""
+        if not python:
+            folder = str(tmp_path_factory.mktemp("docs"))
+            python.append(test_docs._Python(folder, test_docs._environment(folder)))
+        return python[0]
+
     def page(doc):
         if doc not in made:
             folder = str(tmp_path_factory.mktemp("doc"))
-            if not python:  # one Python process for the blocks of every page
-                python.append(test_docs._Python(str(tmp_path_factory.mktemp("docs")),
-                                                test_docs._environment(folder)))
-            made[doc] = (*test_docs.run_doc(doc, folder, python[0]), folder)
+            made[doc] = (*test_docs.run_doc(doc, folder, shared()), folder)
         return made[doc]
 
     def block(doc, source):
@@ -354,7 +359,7 @@ def doc_runs(tmp_path_factory):
         assert result is not None, f"{found['id']} did not run:\n{output}"
         return result, folder
 
-    yield types.SimpleNamespace(page=page, block=block)
+    yield types.SimpleNamespace(page=page, block=block, python=shared)
     if python:
         code, at_exit = python[0].close()
         assert code == 0, (f"the process that ran the docs' blocks ({', '.join(made)}) "

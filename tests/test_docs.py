@@ -497,7 +497,7 @@ def test_docs_name_the_pythons_setup_py_requires():
 
 
 @pytest.mark.slow
-def test_the_readme_first_block_runs_again_after_try_it(tmp_path):
+def test_the_readme_first_block_runs_again_after_try_it(tmp_path, doc_runs):
     """README's first block, in a folder where the "Try it" conversion wrote
     ``out/samples``, then once more: a newcomer runs it again."""
     import tfrecorder
@@ -510,12 +510,8 @@ def test_the_readme_first_block_runs_again_after_try_it(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert (tmp_path / "out" / "samples" / "tfrecorder.json").exists()
-    python = _Python(str(tmp_path), env)  # both runs in one process, each as its file
-    try:
-        for run in (1, 2):
-            result, printed = _run_block(str(tmp_path), first, env, python)
-            assert result["status"] == "ok", f"run {run}: {result.get('error')}\n{printed}"
-            assert tfrecorder.verify(str(tmp_path / "out")).records == 36
-    finally:
-        assert python.close()[0] == 0
+    for run in (1, 2):  # each run as its file, in the process that runs the docs' blocks
+        result, printed = _run_block(str(tmp_path), first, env, doc_runs.python())
+        assert result["status"] == "ok", f"run {run}: {result.get('error')}\n{printed}"
+        assert tfrecorder.verify(str(tmp_path / "out")).records == 36
     assert tfrecorder.verify(str(tmp_path / "out" / "samples")).records == 36  # left alone
