@@ -323,3 +323,69 @@ def samples_converted(tmp_path_factory):
         return made[key]
 
     return converted
+
+
+@pytest.fixture(scope="session")
+def doc_runs(tmp_path_factory):
+    """The blocks of README.md and docs/*.md run as ``tests/test_docs.py`` runs them, each
+    page once per test run, in a folder of its own: ``doc_runs.page(doc)`` gives ``(results
+    by block id, the end of what they printed, folder)``; ``doc_runs.block(doc, source)``
+    the result (``status``, ``error``, ``stdout``) of the block holding ``source`` and the
+    folder; ``doc_runs.python()`` the process that runs them (``test_docs._Python``).
+    Tests of what a block prints assert on these instead of running it again."""
+    import types
+
+    from tests import test_docs
+
+    made, python = {}, []
+
+    def shared():
+        """The one Python process that runs the blocks of every page."""
+        if not python:
+            folder = str(tmp_path_factory.mktemp("docs"))
+            python.append(test_docs._Python(folder, test_docs._environment(folder)))
+        return python[0]
+
+    def page(doc):
+        if doc not in made:
+            folder = str(tmp_path_factory.mktemp("doc"))
+            made[doc] = (*test_docs.run_doc(doc, folder, shared()), folder)
+        return made[doc]
+
+    def block(doc, source):
+        (found,) = [b for b in test_docs.blocks(doc) if b["source"].strip() == source.strip()]
+        results, output, folder = page(doc)
+        result = results.get(found["id"])
+        assert result is not None, f"{found['id']} did not run:\n{output}"
+        return result, folder
+
+    yield types.SimpleNamespace(page=page, block=block, python=shared)
+    if python:
+        code, at_exit = python[0].close()
+        assert code == 0, (f"the process that ran the docs' blocks ({', '.join(made)}) "
+                           f"ended with exit code {code}\n{at_exit[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def two_tables(tmp_path_factory):
+    """Two CSVs of 2000 distinct tiny PNGs each (``tests/test_epoch_isolation.py``), the
+    first labelled cat and dog, the second ant, bee, cow and doe: a conversion and the one
+    that replaces it."""
+    from tests.test_epoch_isolation import _tiny_pngs
+
+    root = tmp_path_factory.mktemp("tables")
+    return (_tiny_pngs(root, "a", ("cat", "dog")),
+            _tiny_pngs(root, "b", ("ant", "bee", "cow", "doe")))
+
+
+@pytest.fixture(scope="session")
+def first_of_two(two_tables, tmp_path_factory):
+    """The first of ``two_tables`` converted (in SHARDS shards), once per test run: a test
+    that converts over it or reads it while another process does works on a copy."""
+    from tests.test_epoch_isolation import SHARDS
+
+    import tfrecorder
+
+    out = str(tmp_path_factory.mktemp("first") / "out")
+    tfrecorder.convert(two_tables[0], out, num_shards=SHARDS)
+    return out

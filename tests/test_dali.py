@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -96,7 +95,9 @@ def test_dali_shards_with_our_index_files_cover_the_split(out):
     assert sorted(names) == sorted(reader.features(i)["image_name"] for i in range(len(reader)))
 
 
-def test_our_index_files_are_byte_for_byte_dalis_tfrecord2idx(out, tmp_path):
+def test_our_index_files_are_byte_for_byte_dalis_tfrecord2idx(out, tmp_path, monkeypatch):
+    import runpy
+
     script = next((p for p in (Path(dali.__file__).parents[2] / "bin" / "tfrecord2idx",
                                Path(sys.executable).parent / "tfrecord2idx")
                    if p.exists()), None) or shutil.which("tfrecord2idx")
@@ -104,19 +105,18 @@ def test_our_index_files_are_byte_for_byte_dalis_tfrecord2idx(out, tmp_path):
         pytest.skip("DALI's tfrecord2idx script is not installed beside it")
     for shard, ours in zip(access.Reader(out, "validation").files, index_files(out, "validation")):
         theirs = tmp_path / "dali.idx"
-        subprocess.run([sys.executable, str(script), shard, str(theirs)], check=True,
-                       capture_output=True)
+        # The script as `tfrecord2idx SHARD INDEX` runs it, in this process (it imports
+        # TensorFlow, which a new process would import again for each shard).
+        monkeypatch.setattr(sys, "argv", [str(script), shard, str(theirs)])
+        runpy.run_path(str(script), run_name="__main__")
         assert theirs.read_bytes() == Path(ours).read_bytes()
 
 
-def test_the_dali_snippet_in_the_docs_runs(out, tmp_path):
-    import shutil
-
+@pytest.mark.slow
+def test_the_dali_snippet_in_the_docs_runs(doc_runs):
+    # Its run among the page's blocks (tests/test_docs.py), after those that convert the
+    # samples into out/.
     (snippet,) = docs_snippets("loading.md", "NVIDIA DALI")
-    shutil.copytree(out, tmp_path / "out")
-    index_files(str(tmp_path / "out"), "train")
-    done = subprocess.run([sys.executable, "-c", snippet], cwd=tmp_path, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                              [ROOT, *sys.path])})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines() == ["(8, 64, 64, 3)"]
+    result, _ = doc_runs.block("docs/loading.md", snippet)
+    assert result["status"] == "ok", result["error"]
+    assert result["stdout"].splitlines() == ["(8, 64, 64, 3)"]

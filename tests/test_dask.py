@@ -17,7 +17,7 @@ from tests.conftest import SAMPLES, _free_port, timeless, write_images
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: A cluster of scheduler and worker processes per test: seconds each.
+#: A cluster of scheduler and worker processes: seconds each.
 pytestmark = pytest.mark.slow
 
 
@@ -29,6 +29,19 @@ class Cluster:
 
 @pytest.fixture
 def dask_cluster(tmp_path):
+    """A cluster of the test's own (``_cluster``): one whose workers it kills or asks
+    what they imported."""
+    yield from _cluster(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def dask_cluster_shared(tmp_path_factory):
+    """A cluster (``_cluster``) for the tests that only convert on it or connect to it,
+    none of which stops a worker or asks what a worker imported before it."""
+    yield from _cluster(tmp_path_factory.mktemp("dask"))
+
+
+def _cluster(tmp_path):
     """A scheduler and two single-threaded worker processes (no nanny: a killed worker
     stays dead); every process is stopped at the end, whatever happened."""
     from distributed import Client
@@ -79,7 +92,9 @@ def _files(folder) -> dict:
             if p.is_file() and not p.relative_to(folder).as_posix().startswith(".")}
 
 
-def test_a_conversion_on_a_dask_cluster_equals_the_direct_runners(dask_cluster, tmp_path):
+def test_a_conversion_on_a_dask_cluster_equals_the_direct_runners(dask_cluster_shared,
+                                                                   tmp_path):
+    dask_cluster = dask_cluster_shared
     from distributed import Client
 
     csv = os.path.join(SAMPLES, "data.csv")
@@ -98,7 +113,8 @@ def test_a_conversion_on_a_dask_cluster_equals_the_direct_runners(dask_cluster, 
     assert os.getpid() not in {pid for pid, _ in imported.values()}
 
 
-def test_a_connected_client_is_the_cluster_used(dask_cluster):
+def test_a_connected_client_is_the_cluster_used(dask_cluster_shared):
+    dask_cluster = dask_cluster_shared
     from distributed import Client
 
     opts = tfrecorder.Options(runner="dask")

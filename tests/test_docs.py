@@ -1,11 +1,14 @@
 """The docs run as written: every Python and shell block of README.md and docs/*.md.
 
-Each block is saved as a file and run by itself (``python block.py``, ``bash block.sh``),
+Each block is saved as a file and run as ``python block.py`` or ``bash block.sh`` runs it,
 as a newcomer who copies it into a script does; a file's blocks run in order in one fresh
 folder laid out like a clone of the repository after its install step (``samples/``
 copied, ``tfrecorder``, ``python`` and ``.venv/bin/...`` on hand), so a block finds the
-files the ones before it wrote, never their variables. A block is left out only by a marker in the
-Markdown just before it, which the test report lists with its reason::
+files the ones before it wrote, never their variables. One Python process runs the Python
+blocks one after the other, each as its own ``__main__`` (``_RUNNER``), but for those that
+fork worker processes or set up ``tf.distribute``, which run in a process of their own.
+A block is left out only by a marker in the Markdown just before it, which the test
+report lists with its reason::
 
     <!-- test: skip (needs Google Cloud) -->
     <!-- test: needs: torch, grain -->       (runs when these modules import)
@@ -118,8 +121,9 @@ def test_every_linked_doc_and_anchor_exists():
 
 # --- The blocks of every Markdown file, run as a newcomer runs them ---------------------
 
-import functools
 import importlib.util
+import json
+import select
 import shutil
 import subprocess
 import sys
@@ -179,13 +183,25 @@ def _why_not_run(block: dict) -> str | None:
                          f"'skip (reason)' or 'needs: module, ...'")
 
 
-#: Runs one block saved as a file, as ``python FILE`` does: the file is ``__main__`` (so
-#: worker processes that multiprocessing spawns import it again, as they would a user's
-#: script), its folder is first on ``sys.path``. A bare expression is shown as a REPL
-#: shows it, and one that would print more than ``max_repr`` characters fails.
-_LAUNCHER = r'''
-import ast, builtins, os, sys, types
-path, max_repr = sys.argv[1], int(sys.argv[2])
+#: Runs blocks saved as files, each as ``python FILE`` runs it: the file is ``__main__``
+#: (a module of its own, so no variable of one block reaches the next), its folder is
+#: first on ``sys.path``, the working folder and the environment variables are those the
+#: process started with, and what it prints (file descriptors 1 and 2, so TensorFlow's
+#: and child processes' output too) goes to files of its own. A bare expression is shown as
+#: a REPL shows it, and one that would print more than ``max_repr`` characters fails.
+#: Each line of standard input names a block (``[path, stdout file, stderr file, folder,
+#: environment]``, the last two null for those the process started with); the exit code
+#: ``python FILE`` would end with is written back as a line. One process runs every block
+#: that ``_needs_own_process`` leaves to it, one after the other (those of every page in a
+#: test run); the others run in a process each, as the only block it runs.
+_RUNNER = r'''
+import ast, builtins, json, os, sys, traceback, types
+max_repr = int(sys.argv[1])
+commands, control = os.fdopen(os.dup(0)), os.fdopen(os.dup(1), "w")
+first_out, first_err = os.dup(1), os.dup(2)
+null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(null, 0)
+home, environ = os.getcwd(), dict(os.environ)
 shown = []
 
 def display(value):  # what a REPL prints for a bare expression
@@ -195,25 +211,68 @@ def display(value):  # what a REPL prints for a bare expression
     shown.append(len(text))
     print(text[:500] + (" ..." if len(text) > 500 else ""))
 
-main = types.ModuleType("__main__")
-main.__file__, main.__builtins__, main.__spec__ = path, builtins, None
-sys.modules["__main__"] = main
-sys.argv[:] = [path]
-sys.path[0] = os.path.dirname(os.path.abspath(path))
-sys.displayhook = display
-source = open(path, encoding="utf-8").read()
-for stmt in ast.parse(source, path).body:
-    if isinstance(stmt, ast.Expr):
-        code = compile(ast.Interactive([stmt]), path, "single")
-    else:
-        code = compile(ast.Module([stmt], []), path, "exec")
-    del shown[:]
-    exec(code, main.__dict__)
-    sys.stdout.flush()
-    if shown and shown[0] > max_repr:
-        raise AssertionError(f"line {stmt.lineno}: `{ast.unparse(stmt)}` shows {shown[0]} "
-                             f"characters in a REPL (more than {max_repr})")
+def run(path):
+    main = types.ModuleType("__main__")
+    main.__file__, main.__builtins__, main.__spec__ = path, builtins, None
+    sys.modules["__main__"] = main
+    sys.argv[:] = [path]
+    sys.path[0] = os.path.dirname(os.path.abspath(path))
+    sys.displayhook = display
+    source = open(path, encoding="utf-8").read()
+    for stmt in ast.parse(source, path).body:
+        if isinstance(stmt, ast.Expr):
+            code = compile(ast.Interactive([stmt]), path, "single")
+        else:
+            code = compile(ast.Module([stmt], []), path, "exec")
+        del shown[:]
+        exec(code, main.__dict__)
+        sys.stdout.flush()
+        if shown and shown[0] > max_repr:
+            raise AssertionError(f"line {stmt.lineno}: `{ast.unparse(stmt)}` shows "
+                                 f"{shown[0]} characters in a REPL (more than {max_repr})")
+
+def exit_code(e):  # what the interpreter does with a SystemExit's code
+    if e.code is None or isinstance(e.code, int):
+        return e.code or 0
+    print(e.code, file=sys.stderr)
+    return 1
+
+for line in commands:
+    path, out, err, folder, env = json.loads(line)
+    os.chdir(folder or home)
+    os.environ.clear()
+    os.environ.update(env or environ)
+    with open(out, "w") as o, open(err, "w") as e:
+        os.dup2(o.fileno(), 1)
+        os.dup2(e.fileno(), 2)
+        try:
+            run(path)
+            code = 0
+        except SystemExit as ex:
+            code = exit_code(ex)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(first_out, 1)
+        os.dup2(first_err, 2)
+    control.write(json.dumps(code) + "\n")
+    control.flush()
 '''
+
+#: What a Python block does that another block run before it in the same process could
+#: change: it forks worker processes (a forked worker copies the process as the earlier
+#: blocks left it; PyTorch's DataLoader forks, ``multiprocessing`` may) or sets up
+#: TensorFlow's distribution, which has to come before any other TensorFlow work in a
+#: process. Grain's workers are spawned, new interpreters that import the block's file
+#: again as they would a script's, so a Grain block needs no process of its own.
+_OWN_PROCESS = re.compile(r"\bnum_workers\s*=\s*[1-9]|\bmultiprocessing\b|\bos\.fork\b|"
+                          r"\btf\.distribute\b")
+
+
+def _needs_own_process(block: dict) -> bool:
+    return block["kind"] != "python" or bool(_OWN_PROCESS.search(block["source"]))
 
 
 def _block_file(folder: str, block: dict) -> str:
@@ -245,47 +304,131 @@ def _prepare(folder: str) -> dict:
                     ignore=shutil.ignore_patterns("*.ipynb", "out", ".ipynb_checkpoints"))
     _shims(os.path.join(folder, "bin"))
     _shims(os.path.join(folder, ".venv", "bin"))  # the install step is done
+    return _environment(folder)
+
+
+def _environment(folder: str) -> dict:
+    """The environment blocks run in, in ``folder`` (``_prepare``)."""
     return {**os.environ, "PATH": os.path.join(folder, "bin") + os.pathsep + os.environ["PATH"],
             "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg",
             "PYTHONWARNINGS": "ignore"}
 
 
-def _run_block(folder: str, block: dict, env: dict) -> tuple[dict, str]:
-    """``block`` saved as a file and run in a process of its own in ``folder``: its
-    result (``status``, ``error``) and what it printed."""
+class _Python:
+    """A Python process running ``_RUNNER`` in ``folder``: ``run(block)`` runs one saved
+    block in it and waits for its exit code; ``close()`` ends the process and gives the
+    exit code and what it printed outside the blocks (at exit, for instance)."""
+
+    def __init__(self, folder: str, env: dict):
+        self.folder = folder
+        os.makedirs(os.path.join(folder, "blocks"), exist_ok=True)
+        self.log = open(os.path.join(folder, "blocks", f"python-{id(self)}.err"), "w+")
+        self.proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(MAX_REPR)],
+                                     cwd=folder, env=env, text=True, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log)
+
+    def run(self, path: str, folder: str | None = None, env: dict | None = None
+            ) -> tuple[int | None, str, str]:
+        """The exit code ``python path`` ends with (None: no end in 900 s), and what it
+        printed to standard output and to standard error; run in ``folder`` with ``env``
+        (by default, the process's own)."""
+        out, err = path + ".out", path + ".err"
+        self.proc.stdin.write(json.dumps([path, out, err, folder, env]) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], 900)
+        line = self.proc.stdout.readline() if ready else ""
+        if line:
+            code = json.loads(line)
+        elif ready:  # the process ended in the block (os._exit, a crash)
+            code = self.proc.wait()
+        else:
+            self.proc.kill()
+            code = None
+
+        def text(name):
+            return open(name, encoding="utf-8", errors="replace").read() if os.path.exists(
+                name) else ""
+
+        return code, text(out), text(err)
+
+    def close(self) -> tuple[int, str]:
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:  # it ended already
+            pass
+        try:
+            code = self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.log.seek(0)
+        return code, self.log.read()
+
+
+def _run_block(folder: str, block: dict, env: dict, python: _Python | None = None
+               ) -> tuple[dict, str]:
+    """``block`` saved as a file and run in ``folder``, by ``python`` or, without it, in
+    a process of its own: its result (``status``, ``error``, ``stdout``) and what it
+    printed, headed by its name."""
     path = _block_file(folder, block)
     name = os.path.relpath(path, folder)
-    command = ([sys.executable, "-c", _LAUNCHER, path, str(MAX_REPR)]
-               if block["kind"] == "python" else ["bash", "-euo", "pipefail", path])
-    try:
-        p = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
-                           timeout=900)
-    except subprocess.TimeoutExpired:
-        return {"status": "fail", "error": f"{name}: no end after 900 s"}, ""
-    printed = f"----- {block['id']} ({block['kind']}, {name})\n{p.stdout[-3000:]}"
-    if p.returncode != 0:
-        return {"status": "fail", "error": f"{name}: exit code {p.returncode}\n"
-                                           f"{p.stderr[-4000:]}"}, printed
-    return {"status": "ok"}, printed
+    if block["kind"] != "python":
+        try:
+            p = subprocess.run(["bash", "-euo", "pipefail", path], cwd=folder, env=env,
+                               capture_output=True, text=True, timeout=900)
+            code, stdout, stderr = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired:
+            code, stdout, stderr = None, "", ""
+    else:
+        own = python or _Python(folder, env)
+        code, stdout, stderr = own.run(path, folder, env)
+        if python is None:  # as ``python FILE``: the end of the process is the block's
+            exit, at_exit = own.close()
+            if code == 0:
+                code, stderr = exit, stderr + at_exit
+    printed = f"----- {block['id']} ({block['kind']}, {name})\n{stdout[-3000:]}"
+    if code is None:
+        return {"status": "fail", "error": f"{name}: no end after 900 s",
+                "stdout": stdout}, printed
+    if code != 0:
+        return {"status": "fail", "error": f"{name}: exit code {code}\n{stderr[-4000:]}",
+                "stdout": stdout}, printed
+    return {"status": "ok", "stdout": stdout}, printed
 
 
-@functools.lru_cache(maxsize=None)
-def _run_doc(doc: str, folder: str) -> tuple[dict, str]:
-    """Runs ``doc``'s blocks that are not skipped, in order, each saved as a file and run
-    in a process of its own (``python FILE``, ``bash FILE``), all in ``folder``: what one
-    block leaves on disk the next finds, but no variable carries over. After a failing
-    block the later ones are not run."""
+def run_doc(doc: str, folder: str, python: _Python | None = None) -> tuple[dict, str]:
+    """Runs ``doc``'s blocks that are not skipped, in order, each saved as a file, all in
+    ``folder``: what one block leaves on disk the next finds, but no variable carries over.
+    Shell blocks run as ``bash FILE``; Python blocks as ``python FILE`` would, in one
+    process (``python``, or one for the page) but for those that ``_needs_own_process``.
+    After a failing block the later ones are not run. Returns each block's result (``status``, ``error``,
+    ``stdout``) by id, and the end of what they printed."""
     todo = [b for b in blocks(doc) if _why_not_run(b) is None]
     if not todo:
         return {}, ""
     env = _prepare(folder)
-    results, output = {}, []
-    for b in todo:
-        if any(r["status"] == "fail" for r in results.values()):
-            results[b["id"]] = {"status": "fail", "error": "not run: an earlier block failed"}
-            continue
-        results[b["id"]], printed = _run_block(folder, b, env)
-        output.append(printed)
+    results, output, shared, last = {}, [], None, None
+    try:
+        for b in todo:
+            if any(r["status"] == "fail" for r in results.values()):
+                results[b["id"]] = {"status": "fail",
+                                    "error": "not run: an earlier block failed"}
+                continue
+            if not _needs_own_process(b):
+                shared = shared or python or _Python(folder, env)
+                last = b["id"]
+            results[b["id"]], printed = _run_block(
+                folder, b, env, None if _needs_own_process(b) else shared)
+            output.append(printed)
+    finally:
+        if shared is not None and python is None:
+            code, at_exit = shared.close()
+            if code != 0 and results[last]["status"] == "ok":
+                # A process that fails as it ends fails its last block, as it would alone.
+                results[last] = {"status": "fail", "stdout": results[last]["stdout"],
+                                 "error": f"the process that ran {doc}'s blocks up to "
+                                          f"{last} ended with exit code {code}\n"
+                                          f"{at_exit[-4000:]}"}
     return results, "".join(output)[-8000:]
 
 
@@ -293,14 +436,9 @@ def _all_blocks():
     return [pytest.param(doc, b["id"], id=b["id"]) for doc in DOCS for b in blocks(doc)]
 
 
-@pytest.fixture(scope="module")
-def doc_folders(tmp_path_factory):
-    return functools.lru_cache(maxsize=None)(lambda doc: str(tmp_path_factory.mktemp("doc")))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("doc,block_id", _all_blocks())
-def test_doc_block_runs_as_written(doc, block_id, doc_folders):
+def test_doc_block_runs_as_written(doc, block_id, doc_runs):
     (block,) = [b for b in blocks(doc) if b["id"] == block_id]
     why = _why_not_run(block)
     if why is not None:
@@ -308,7 +446,7 @@ def test_doc_block_runs_as_written(doc, block_id, doc_folders):
     assert not _INSTALLS.search(block["source"]), (
         f"{block_id} installs packages or creates an environment: mark it "
         f"<!-- test: skip (installs ...) -->")
-    results, output = _run_doc(doc, doc_folders(doc))
+    results, output, _ = doc_runs.page(doc)
     result = results.get(block_id)
     assert result is not None, f"{block_id} did not run:\n{output}"
     assert result["status"] == "ok", f"{block_id}:\n{result['error']}\n--- output ---\n{output}"
@@ -359,7 +497,7 @@ def test_docs_name_the_pythons_setup_py_requires():
 
 
 @pytest.mark.slow
-def test_the_readme_first_block_runs_again_after_try_it(tmp_path):
+def test_the_readme_first_block_runs_again_after_try_it(tmp_path, doc_runs):
     """README's first block, in a folder where the "Try it" conversion wrote
     ``out/samples``, then once more: a newcomer runs it again."""
     import tfrecorder
@@ -372,8 +510,8 @@ def test_the_readme_first_block_runs_again_after_try_it(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert (tmp_path / "out" / "samples" / "tfrecorder.json").exists()
-    for run in (1, 2):
-        result, printed = _run_block(str(tmp_path), first, env)
+    for run in (1, 2):  # each run as its file, in the process that runs the docs' blocks
+        result, printed = _run_block(str(tmp_path), first, env, doc_runs.python())
         assert result["status"] == "ok", f"run {run}: {result.get('error')}\n{printed}"
         assert tfrecorder.verify(str(tmp_path / "out")).records == 36
     assert tfrecorder.verify(str(tmp_path / "out" / "samples")).records == 36  # left alone

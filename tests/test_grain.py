@@ -74,16 +74,11 @@ def test_map_dataset_decodes_and_batches_the_images(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_grain_snippet_in_the_docs_runs(tmp_path):
-    import subprocess
-    import sys
-
+def test_the_grain_snippet_in_the_docs_runs(doc_runs):
+    # Its run among the page's blocks (tests/test_docs.py): saved as a file and run in a
+    # process of its own, as Grain's spawned workers import it again.
     (snippet,) = docs_snippets("loading.md", "JAX and Grain")
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"))
-    # Saved as a script: Grain's spawned workers import it again (``python -c`` hid that).
-    (tmp_path / "snippet.py").write_text(snippet)
-    done = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": ROOT})
-    assert done.returncode == 0, done.stderr[-3000:]
-    n = len(tfrecorder.grain.DataSource(str(tmp_path / "out"), "train"))
-    assert done.stdout.splitlines() == ["(8, 64, 64, 3)", f"{n} records"]
+    result, folder = doc_runs.block("docs/loading.md", snippet)
+    assert result["status"] == "ok", result["error"]
+    n = len(tfrecorder.grain.DataSource(os.path.join(folder, "out"), "train"))
+    assert result["stdout"].splitlines() == ["(8, 64, 64, 3)", f"{n} records"]

@@ -115,55 +115,65 @@ def test_keras_knows_the_steps_of_the_first_epoch(tf, three_shards, caplog):
     assert "ran out of data" not in caplog.text
 
 
-_RESUME = """
-import json, sys
-import tensorflow as tf
-import tfrecorder
-out, mode, k, path, kwargs = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], json.loads(sys.argv[5])
-if "shard" in kwargs:
-    kwargs["shard"] = tuple(kwargs["shard"])
+def _batches(out, kwargs, path=None, k=0, restore=False):
+    """The batches (image names) of ``load(out, split="train", batch_size=4, **kwargs)``
+    from a new iterator to the end of the epoch; with ``path``, the iterator is saved there
+    after ``k`` batches (and reading stops), or, ``restore``, restored from there first."""
+    import tensorflow as tf
 
-def run(mode, k):
-    ds = tfrecorder.load(out, split="train", batch_size=4, decode_images=False, **kwargs)
-    it = iter(ds)
+    kwargs = {**kwargs, **({"shard": tuple(kwargs["shard"])} if "shard" in kwargs else {})}
+    it = iter(tfrecorder.load(out, split="train", batch_size=4, decode_images=False,
+                              **kwargs))
     ckpt = tf.train.Checkpoint(data=it)
-    if mode == "restore":
+    if restore:
         ckpt.restore(tf.train.latest_checkpoint(path)).assert_consumed()
     batches = []
     for i, batch in enumerate(it):
         batches.append([n.decode() for n in batch["image_name"].numpy()])
-        if mode == "save" and i + 1 == k:
+        if path and not restore and i + 1 == k:
             ckpt.save(path + "/data")
             break
     return batches
 
-if mode == "whole+save":  # the whole epoch, then the first k batches saved: two datasets
-    whole = run("whole", 0)
-    print(json.dumps([whole, run("save", 3 if len(whole) > 3 else 1)]))
-else:
-    print(json.dumps(run(mode, k)))
+
+#: A new process restoring each checkpoint it is given (JSON: [[out, kwargs, path], ...])
+#: and reading on to the end of the epoch; prints the batches of each, as JSON.
+_RESTORE = """
+import json, sys
+from tests.test_load_readers import _batches
+print(json.dumps([_batches(out, kwargs, path, restore=True)
+                  for out, kwargs, path in json.loads(sys.argv[1])]))
 """
 
+RESUMED = {"in order": {}, "global": {"shuffle": "global", "seed": 3},
+           "window": {"shuffle": True, "seed": 3, "shuffle_buffer": 8},
+           "reader 1 of 3, global": {"shard": [1, 3], "shuffle": "global", "seed": 3}}
 
-def _run(*args):
-    p = subprocess.run([sys.executable, "-c", _RESUME, *map(str, args)], capture_output=True,
+
+@pytest.fixture(scope="module")
+def resumed(three_shards, tmp_path_factory):
+    """For each case of RESUMED: ``(whole, first, rest)``, the batches of a whole epoch,
+    those read before the iterator was saved after k of them (from a dataset of its own),
+    and those a new process read after restoring it (one process restores every case)."""
+    cases, todo = {}, []
+    for name, kwargs in RESUMED.items():
+        path = str(tmp_path_factory.mktemp("ckpt"))
+        whole = _batches(three_shards, kwargs)
+        first = _batches(three_shards, kwargs, path, k=3 if len(whole) > 3 else 1)
+        cases[name] = whole, first
+        todo.append([three_shards, kwargs, path])
+    p = subprocess.run([sys.executable, "-c", _RESTORE, json.dumps(todo)], capture_output=True,
                        text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    rests = json.loads(p.stdout.strip().splitlines()[-1])
+    return {name: (*cases[name], rest) for name, rest in zip(RESUMED, rests)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kwargs", [{}, {"shuffle": "global", "seed": 3},
-                                    {"shuffle": True, "seed": 3, "shuffle_buffer": 8},
-                                    {"shard": [1, 3], "shuffle": "global", "seed": 3}],
-                         ids=["in order", "global", "window", "reader 1 of 3, global"])
-def test_an_iterator_resumes_in_a_new_process_where_it_stopped(three_shards, tmp_path, kwargs):
-    path = tmp_path / "ckpt"
-    # One process reads the whole epoch and then saves after k batches (each from a
-    # dataset of its own); a new one restores.
-    whole, first = _run(three_shards, "whole+save", 0, path, json.dumps(kwargs))
+@pytest.mark.parametrize("case", list(RESUMED))
+def test_an_iterator_resumes_in_a_new_process_where_it_stopped(resumed, case):
+    whole, first, rest = resumed[case]
     k = 3 if len(whole) > 3 else 1
-    rest = _run(three_shards, "restore", 0, path, json.dumps(kwargs))
     assert first == whole[:k] and rest == whole[k:] and rest
 
 
@@ -190,14 +200,11 @@ def _doc_block(heading):
 @pytest.mark.slow
 @pytest.mark.parametrize("heading", ["Many readers and a global shuffle (tf.data)",
                                      "Keras multi-worker training"])
-def test_the_loading_doc_snippets_run_as_written(tmp_path, heading):
-    import shutil
-
-    shutil.copytree(os.path.join(ROOT, "samples"), tmp_path / "samples",
-                    ignore=shutil.ignore_patterns("*.ipynb", "out"))
-    p = subprocess.run([sys.executable, "-c", _doc_block(heading)], cwd=tmp_path,
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT})
-    assert p.returncode == 0, p.stderr[-3000:]
+def test_the_loading_doc_snippets_run_as_written(doc_runs, heading):
+    # Their runs among the page's blocks (tests/test_docs.py), in a fresh folder holding
+    # samples/; the multi-worker one in a process of its own.
+    result, _ = doc_runs.block("docs/loading.md", _doc_block(heading))
+    assert result["status"] == "ok", result["error"]
 
 
 @pytest.mark.slow

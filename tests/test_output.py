@@ -74,14 +74,21 @@ def _race(tables, out, overwrite):
     return results
 
 
+@pytest.fixture(scope="module")
+def racing_tables(tmp_path_factory):
+    """The two tables of the racing runs (read only)."""
+    root = tmp_path_factory.mktemp("racing")
+    return _table(root, "a", 120, ["a0", "a1", "a2"]), _table(root, "b", 160, ["b0", "b1"])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("repetition,overwrite", [(0, True), (1, True), (2, True), (3, False)])
-def test_two_racing_runs_never_publish_each_others_data(tmp_path, tf, repetition, overwrite):
-    a = _table(tmp_path, "a", 120, ["a0", "a1", "a2"])
-    b = _table(tmp_path, "b", 160, ["b0", "b1"])
+def test_two_racing_runs_never_publish_each_others_data(tmp_path, tf, repetition, overwrite,
+                                                        racing_tables, samples_converted):
+    a, b = racing_tables
     out = tmp_path / "out"
-    if overwrite:  # a complete output of a third table is already there
-        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out))
+    if overwrite:  # a complete output of a third table is already there (a copy)
+        shutil.copytree(samples_converted()[0], out)
     results = _race([a, b], out, overwrite)
 
     busy = [r for r in results if not r["ok"]]

@@ -16,22 +16,23 @@ import tfrecorder
 from tfrecorder import access
 from tfrecorder._errors import OutputChangedError
 from tests.conftest import BUCKET
-from tests.test_epoch_isolation import SHARDS, _replace_in_another_process, _tiny_pngs
+from tests.test_epoch_isolation import SHARDS, _replace_in_another_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def tables(tmp_path_factory):
-    root = tmp_path_factory.mktemp("readers")
-    return (_tiny_pngs(root, "a", ("cat", "dog")),
-            _tiny_pngs(root, "b", ("ant", "bee", "cow", "doe")))
+def tables(two_tables):
+    return two_tables
 
 
 @pytest.fixture
-def out(tmp_path, tables):
+def out(tmp_path, first_of_two):
+    """A copy of the first table converted (conftest.py), for the test to replace."""
+    import shutil
+
     out = str(tmp_path / "out")
-    tfrecorder.convert(tables[0], out, num_shards=SHARDS)
+    shutil.copytree(first_of_two, out)
     return out
 
 

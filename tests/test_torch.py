@@ -218,13 +218,13 @@ def docs_folder(tmp_path_factory, images_out):
 
 
 @pytest.mark.slow
-def test_the_pytorch_snippet_in_the_docs_runs(docs_folder):
+def test_the_pytorch_snippet_in_the_docs_runs(doc_runs):
+    # Its run among the page's blocks (tests/test_docs.py), in a process of its own.
     (snippet, _) = docs_snippets("loading.md", "PyTorch")
-    done = subprocess.run([sys.executable, "-c", snippet], cwd=docs_folder, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": ROOT})
-    assert done.returncode == 0, done.stderr[-3000:]
-    n = len(tfrecorder.torch.Dataset(str(docs_folder / "out")))
-    assert done.stdout == f"{n} records; label 0 is circle\n"
+    result, folder = doc_runs.block("docs/loading.md", snippet)
+    assert result["status"] == "ok", result["error"]
+    n = len(tfrecorder.torch.Dataset(os.path.join(folder, "out")))
+    assert result["stdout"] == f"{n} records; label 0 is circle\n"
 
 
 @pytest.mark.slow
