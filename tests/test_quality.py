@@ -94,6 +94,12 @@ def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):
     near = r.leaks[r.leaks["kind"] == "near"]
     assert near[["split_a", "row_a", "split_b", "row_b"]].values.tolist() == [
         ["train", 8, "validation", 15]]
+    # The near pair's sides are completed from the rows files: image and label too.
+    (pair,) = [p for p in json.loads((tmp_path / "out" / "quality.json").read_text())["pairs"]
+               if p["kind"] == "near"]
+    assert [pair["a"]["image_uri"], pair["b"]["image_uri"]] == near[
+        ["image_uri_a", "image_uri_b"]].values.tolist()[0]
+    assert pair["b"]["image_uri"].endswith(".jpg") and pair["a"]["label"] in ("cat", "dog")
     assert 0 <= near["distance"].iloc[0] <= quality.MAX_DISTANCE
     # the exact pairs are not listed again as near ones
     assert len(r.leaks) == 2 and len(r.duplicates) == 1
@@ -214,7 +220,17 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
         groups.setdefault(key, []).append(value)
     pairs = [p for key, members in groups.items() for kind, *rest in quality.found(key, members)
              if kind == "near" for p in rest[0]]
-    assert pairs == [(1, "near", refs[0], refs[1])]
+    # A band key carries the record's place only; the last step completes it from the
+    # rows files (full_refs).
+    assert pairs == [(1, "near", refs[0][:3], refs[1][:3])]
+    assert all(len(v) == 3 and v[2] in (refs[0][:3], refs[1][:3])
+               for k, v in found if k[0] == "n")
+    rows_of = {("train", 0): [(2, "a.jpg", (0,))], ("test", 0): [(3, "b.jpg", (0,))]}.get
+    counts = {"leaks": {"exact": 0, "near": 1}}
+    assert quality.full_refs([(pairs, counts)], lambda split, shard: rows_of((split, shard))) == [
+        ([(1, "near", refs[0], refs[1])], counts)]
+    # A shard without rows files keeps its places, which the report still places.
+    assert quality.full_refs([(pairs, counts)], lambda split, shard: None) == [(pairs, counts)]
 
 
 def test_a_large_group_is_counted_in_full_and_listed_within_bounds(monkeypatch):

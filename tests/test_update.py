@@ -452,6 +452,40 @@ def test_the_report_of_an_update_compares_new_rows_with_every_kept_one(tmp_path)
     assert json.loads((out / "versions" / "00001.json").read_text())["quality"] == "quality.json"
 
 
+@pytest.mark.slow
+def test_a_near_copy_added_by_an_update_is_a_leak_naming_the_kept_row(tmp_path):
+    # The kept side of a near pair is found in its shard's rows file, by its rank among
+    # the live records (through the live index the update writes): row, image, label.
+    from PIL import Image
+
+    from tests.test_quality import _jpeg, _photo
+
+    paths = []
+    for i in range(8):
+        path = tmp_path / "img" / f"{i}.jpg"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(_jpeg(_photo(100 + i)))
+        paths.append(str(path))
+    out = tmp_path / "out"
+    table = _table(paths, splits=["TRAIN"] * 6 + ["TEST"] * 2)
+    tfrecorder.convert(table, str(out), near_duplicates=True)
+    half = tmp_path / "img" / "half_of_3.jpg"  # paths[3], half size, re-encoded
+    Image.open(paths[3]).resize((80, 60)).save(half, "JPEG", quality=80)
+    edited = table.drop(index=[1])             # a train record retired: a live index
+    edited.loc[8] = ["TEST", str(half), "dog"]
+    result = tfrecorder.convert(edited, str(out), mode="update", near_duplicates=True)
+    assert result.changes["train"]["retired"] == 1
+    report = json.loads((out / "quality.json").read_text())
+    (pair,) = [p for p in report["pairs"] if p["kind"] == "near"]
+    kept = tfrecorder.read(str(out), "train")
+    at = kept["image_uri"].tolist().index(paths[3])
+    assert pair["a"] == {"split": "train", "row": 3, "image_uri": paths[3],
+                         "label": LABELS[3 % 2], "position": at}
+    assert pair["b"] == {"split": "test", "row": 8, "image_uri": str(half), "label": "dog",
+                         "position": 2}
+    assert report["counts"]["leaks"]["near"] == 1
+
+
 def _edited_twice(tmp_path, folder):
     """20 images converted with the report's near pairs into ``folder``, copied into
     ``folder``-copy, and the edited table (2 rows removed, 2 relabelled, 3 new: one a

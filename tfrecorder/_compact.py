@@ -21,8 +21,7 @@ import json
 
 from tfrecorder import (
     _index as index, _layout as layout, _metadata as metadata, _output as output,
-    _plan as plan, _records as records, _rows as rows, _storage as storage,
-    _versions as versions)
+    _plan as plan, _records as records, _rows as rows, _storage as storage)
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._splits import ALIASES
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, json_bytes
@@ -149,7 +148,7 @@ def _plan(output_dir: str, parent: Manifest, info: SplitInfo, version: int) -> l
 def _live(output_dir: str, shard: ShardInfo, gzipped: bool):
     """``(record data, rows entry)`` of each live record of ``shard``, in file order,
     both checksums of every record checked."""
-    live = set(versions.live_positions(output_dir, shard))
+    live = set(index.live_positions(output_dir, shard))
     entries = rows.read(storage.inside(output_dir, shard.rows), shard.num_examples)
     path = storage.inside(output_dir, shard.file)
     with storage.open_file(path, "rb") as raw:

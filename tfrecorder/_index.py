@@ -201,3 +201,33 @@ def check(entries: list[tuple[int, int]], framed: list[int], where: str) -> None
                 f"{where}, line {number}: {offset} {length}, but that record is at byte "
                 f"{actual[0]} with length {actual[1]}; rebuild the index with "
                 f"`tfrecorder index`")
+
+
+# --- a version's live records ------------------------------------------------------
+
+def live_positions(output_dir: str, shard, pending: str | None = None) -> list[int]:
+    """Positions (record numbers in file order) of the live records of ``shard`` (a
+    manifest's ShardInfo); a live index not yet published is read from ``pending``, the
+    run's folder, where it is."""
+    return live_entries(output_dir, shard, pending)[0]
+
+
+def live_entries(output_dir: str, shard, pending: str | None = None) -> tuple:
+    """``(live_positions, the shard's index entries)``; the entries only where a live
+    index was read through them (None where every record is live)."""
+    if not shard.live_index:
+        return list(range(shard.num_examples)), None
+    full = parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
+                       shard.index)
+    where = {entry: i for i, entry in enumerate(full)}
+    path = storage.inside(output_dir, shard.live_index)
+    if pending is not None and storage.exists(storage.join(pending, shard.live_index)):
+        path = storage.join(pending, shard.live_index)
+    live = parse(storage.read_bytes(path), path, count=shard.live, gaps=True)
+    try:
+        return [where[entry] for entry in live], full
+    except KeyError as e:
+        offset, length = e.args[0]
+        raise CorruptRecordError(
+            f"{path}: lists a record at byte {offset} of length {length}, which "
+            f"{shard.index} does not; " + LIVE_DAMAGED) from None

@@ -342,7 +342,17 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     is written into the directory only when it held no complete output (else into the
     run's own folder, named in the error).
     """
-    built = metadata.build(spec, stats, quarantined, matches)
+    stats = list(stats)
+    exact, near = matches
+    if near:
+        # Near pairs name their records by place: the rest is in their rows files.
+        from tfrecorder._quality import full_refs
+        from tfrecorder._rows import rows_of
+
+        label = next((k for k, f in spec.features.items() if f.role == "label"), None)
+        near = full_refs(near, rows_of(run.output_dir, run.shard_folder, run.folder, stats,
+                                       spec.update, spec.vocabularies.get(label, [])))
+    built = metadata.build(spec, stats, quarantined, (exact, near))
     output_dir, folder = run.output_dir, run.folder
     storage.write_bytes(storage.join(folder, layout.ERRORS), built.errors)
     failure = metadata.over_budget(spec, built.rows_bad, built.first_reasons,

@@ -172,12 +172,20 @@ def bands(h: int, max_distance: int = MAX_DISTANCE) -> list[tuple[int, int]]:
 
 def keyed(seen: Iterable[tuple], near: bool) -> Iterator[tuple]:
     """The grouping keys of a shard's records: ``(("x", sha256), ref)`` for exact
-    matches, and with ``near`` ``(("n", band, value), (hash, sha256, ref))`` per band."""
+    matches, and with ``near`` ``(("n", band, value), (hash, sha, place))`` per band.
+
+    A record is under seven band keys: those carry only what matching needs, the hash,
+    64 bits of the digest (to leave out records of the same bytes) and the record's
+    place ``(split, shard, position)``; the last step finds the rest of a pair's records
+    in their rows files (``full_refs``). A grouping holds every key's values at once
+    (the DirectRunner, in memory): the whole ref under each band key held four times
+    as much."""
     for sha, h, ref in seen:
         yield ("x", sha), ref
         if near and h is not None:
+            small = (h, sha[:16], ref[:3])
             for b, value in bands(h):
-                yield ("n", b, value), (h, sha, ref)
+                yield ("n", b, value), small
 
 
 def _ref_order(ref: tuple) -> tuple:
@@ -242,6 +250,28 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
         yield "near", heapq.nsmallest(MAX_PAIRS, pairs, key=_pair_order), counts
 
 
+def full_refs(near: list, rows_of) -> list:
+    """The near pairs ``found`` gives (each side a place ``(split, shard, position)``)
+    with each side's whole ref, ``(split, shard, position, row, image_uri, label
+    ids)``. ``rows_of(split, shard)`` gives a shard's records' ``(row, image_uri, label
+    ids)`` by position (its rows file), or None where there is none; each shard is
+    asked once, and only shards that hold a side."""
+    needed: dict[tuple, set] = {}
+    for pairs, _ in near:
+        for _, _, a, b in pairs:
+            for place in (a, b):
+                needed.setdefault(place[:2], set()).add(place[2])
+    whole: dict[tuple, tuple] = {}
+    for (split, shard), positions in sorted(needed.items(), key=lambda kv: _ref_order(kv[0] + (0,))):
+        found = rows_of(split, shard)
+        if found is None:
+            continue
+        for pos in positions:
+            whole[(split, shard, pos)] = (split, shard, pos, *found[pos])
+    return [([(d, kind, whole.get(a[:3], a), whole.get(b[:3], b)) for d, kind, a, b in pairs],
+             counts) for pairs, counts in near]
+
+
 def matches(shards: Iterable, near: bool) -> tuple[list, list]:
     """``(exact, near)`` as the pipeline finds them (``keyed``, a grouping, ``found``),
     in memory: for an update that writes no shard, whose last step runs on the driver."""
@@ -295,7 +325,8 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
             at += s.num_examples
 
     def side(ref) -> dict:
-        split, shard, pos, row, uri, labels = ref
+        # a place whose rows file was not there to read (``full_refs``): its place only
+        split, shard, pos, row, uri, labels = ref if len(ref) == 6 else (*ref, None, None, ())
         names = [label_names[i] for i in labels if 0 <= i < len(label_names)]
         return {"split": split, "row": row_json(row), "image_uri": uri,
                 "label": names if multi_label else (names[0] if names else None),

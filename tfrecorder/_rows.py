@@ -11,9 +11,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from typing import Iterable
+from typing import Callable, Iterable
 
-from tfrecorder import _storage as storage
+from tfrecorder import _index as index, _storage as storage
 from tfrecorder._detection import BBOX, COLUMNS as BOX_COLUMNS
 from tfrecorder._errors import CorruptRecordError
 
@@ -108,3 +108,35 @@ def key_text(value) -> str:
     if isinstance(value, str):
         return value.strip()
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
+            label_names) -> Callable:
+    """For ``quality.full_refs``: ``rows_of(split, shard)`` gives ``(row, image_uri,
+    label ids)`` of each record of a shard of this run, by position, from its rows file
+    (written into ``shard_folder``), or of a shard an update keeps, by live rank (its
+    rows file in the folder, its live index in the run's folder ``pending``, where the
+    update wrote it); None for a shard without a rows file."""
+    written = {(s.split, s.index): s for s in stats
+               if not getattr(s, "kept", False) and s.rows_file}
+    kept = {(split, j - len(infos)): info
+            for split, infos in (update.kept.items() if update is not None else ())
+            for j, info in enumerate(infos)}
+    ids = {name: i for i, name in enumerate(label_names)}
+
+    def of(split: str, shard: int):
+        if (split, shard) in written:
+            s = written[(split, shard)]
+            entries = read(storage.join(shard_folder, s.rows_file), s.num_examples)
+            positions = range(len(entries))
+        elif (split, shard) in kept and kept[(split, shard)].rows:
+            info = kept[(split, shard)]
+            entries = read(storage.inside(output_dir, info.rows), info.num_examples)
+            positions = index.live_positions(output_dir, info, pending)
+        else:
+            return None
+        return [(e.get("row"), e.get("image_uri", e.get("key")),
+                 tuple(ids[n] for n in e.get("label") or [] if n in ids))
+                for e in (entries[p] for p in positions)]
+
+    return of

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from tfrecorder import _index as index, _layout as layout, _rows as rows
 from tfrecorder import _storage as storage
-from tfrecorder._errors import ConfigError, CorruptRecordError
+from tfrecorder._errors import ConfigError
 from tfrecorder._manifest import Manifest, ShardInfo
 
 #: Stamps looked up at once for images on an object store (one request each).
@@ -149,33 +149,6 @@ def label_feature(features: dict, label_column: str | None) -> str | None:
     return next((k for k, f in features.items() if f.role == "label"), label_column)
 
 
-def live_positions(output_dir: str, shard: ShardInfo, pending: str | None = None) -> list[int]:
-    """Positions (record numbers in file order) of the shard's live records; a live
-    index not yet published is read from ``pending``, the run's folder, where it is."""
-    return _live(output_dir, shard, pending)[0]
-
-
-def _live(output_dir: str, shard: ShardInfo, pending: str | None = None) -> tuple:
-    """``(live_positions, the shard's index entries)``; the entries only where a live
-    index was read through them (None where every record is live)."""
-    if not shard.live_index:
-        return list(range(shard.num_examples)), None
-    full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
-                       shard.index)
-    where = {entry: i for i, entry in enumerate(full)}
-    path = storage.inside(output_dir, shard.live_index)
-    if pending is not None and storage.exists(storage.join(pending, shard.live_index)):
-        path = storage.join(pending, shard.live_index)
-    live = index.parse(storage.read_bytes(path), path, count=shard.live, gaps=True)
-    try:
-        return [where[entry] for entry in live], full
-    except KeyError as e:
-        offset, length = e.args[0]
-        raise CorruptRecordError(
-            f"{path}: lists a record at byte {offset} of length {length}, which "
-            f"{shard.index} does not; " + index.LIVE_DAMAGED) from None
-
-
 def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
               label_names: tuple, near: bool, pending: str | None = None,
               entries: list | None = None):
@@ -191,7 +164,7 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     if entries is None:
         entries = rows.read(storage.inside(output_dir, shard.rows), shard.num_examples)
     # The live records' bytes from the index; the whole file's where every one is live.
-    live, full = _live(output_dir, shard, pending)
+    live, full = index.live_entries(output_dir, shard, pending)
     ids = {name: i for i, name in enumerate(label_names)}
     look = Looker(near=near)
     stats = ShardStats(split, number, 0, shard.file, 0, 0, look=look, kept=True)
@@ -240,7 +213,7 @@ def stored(output_dir: str, parent: Manifest, content: bool = False,
             entries = rows.read(storage.inside(output_dir, shard.rows), shard.num_examples)
             if read is not None:
                 read[shard.rows] = entries
-            for position in live_positions(output_dir, shard):
+            for position in index.live_positions(output_dir, shard):
                 e = entries[position]
                 if "sha256" not in e:
                     image = None
@@ -397,7 +370,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
                 shards.setdefault(split, []).append(shard)
                 continue
             retired_per_split[split] = retired_per_split.get(split, 0) + len(gone)
-            live, full = _live(output_dir, shard)
+            live, full = index.live_entries(output_dir, shard)
             live = [p for p in live if p not in gone]
             if not live:
                 continue  # no live record: the version does not list it
