@@ -298,3 +298,13 @@ def _png(img) -> bytes:
     out = io.BytesIO()
     img.save(out, "PNG")
     return out.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L", "RGBA", "P", "1"])
+def test_channel_sums_are_pillows_imagestat_figures(mode):
+    from PIL import ImageStat
+
+    img = _photo(7, size=(37, 23)).convert(mode)
+    stat = ImageStat.Stat(img.convert("RGB"))
+    assert quality.channel_sums(img) == (stat.count[0], [v / 255 for v in stat.sum],
+                                         [v / (255 * 255) for v in stat.sum2])

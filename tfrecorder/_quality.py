@@ -99,12 +99,17 @@ def dhash(img) -> int:
 
 def channel_sums(img) -> tuple[int, list[float], list[float]]:
     """Pixels, and per channel (R, G, B, in 0..1) the sum and the sum of squares, from
-    the image's histogram (Pillow's ImageStat, in C)."""
-    from PIL import ImageStat
+    the image's histogram (Pillow's, in C), summed as whole numbers by NumPy: the same
+    figures as Pillow's ImageStat, which sums the 768 bins in Python (a sixth of the
+    report's cost per photo, and the GIL held meanwhile)."""
+    import numpy as np
 
-    stat = ImageStat.Stat(img.convert("RGB") if img.mode != "RGB" else img)
-    return (stat.count[0], [v / 255 for v in stat.sum],
-            [v / (255 * 255) for v in stat.sum2])
+    rgb = img.convert("RGB") if img.mode != "RGB" else img
+    hist = np.asarray(rgb.histogram(), np.int64).reshape(3, 256)
+    levels = np.arange(256, dtype=np.int64)
+    count = int(hist[0].sum())
+    return (count, [int(v) / 255 for v in hist @ levels],
+            [int(v) / (255 * 255) for v in hist @ (levels * levels)])
 
 
 @dataclasses.dataclass
