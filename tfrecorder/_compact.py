@@ -192,8 +192,9 @@ def _rewrite(output_dir: str, run: output.RunFolder, info: SplitInfo, names: lis
         index_file = None
         if not gzipped:
             index_file = index.name(name)
-            _write(run.folder, index_file, index.format(index.offsets(framed)))
-        _write(run.folder, layout.rows_file(name), rows.encode(lines))
+            storage.write_into(storage.join(run.folder, index_file),
+                               index.format(index.offsets(framed)))
+        storage.write_into(storage.join(run.folder, layout.rows_file(name)), rows.encode(lines))
         digests.append((name, digest.hexdigest()))
         shards.append(ShardInfo(name, len(framed), size, index_file,
                                 rows=layout.rows_file(name)))
@@ -202,13 +203,6 @@ def _rewrite(output_dir: str, run: output.RunFolder, info: SplitInfo, names: lis
                           f"{info.num_examples}; run tfrecorder verify")
     return SplitInfo(info.name, info.num_examples, sum(x.num_bytes for x in shards), shards,
                      dict(info.label_counts))
-
-
-def _write(folder: str, name: str, data: bytes) -> None:
-    path = storage.join(folder, name)
-    if not storage.is_remote(path):
-        storage.makedirs(storage.dirname(path))
-    storage.write_bytes(path, data)
 
 
 def _manifest(parent: Manifest, splits: dict, version: int, digests: list) -> Manifest:

@@ -214,10 +214,7 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         folder = run.settings.run.folder
         output.write_ledger(folder, files)
         for name, data in decided.live_index_data.items():
-            path = storage.join(folder, name)
-            if not storage.is_remote(path):
-                storage.makedirs(storage.dirname(path))
-            storage.write_bytes(path, data)
+            storage.write_into(storage.join(folder, name), data)
         if not shards:
             # Only retirements: nothing for workers to write, the last step runs here.
             looks = [versions.kept_look(output_dir, split, j - len(kept), info,

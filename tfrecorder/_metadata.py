@@ -111,6 +111,12 @@ class Built:
     first_reasons: list[str]
 
 
+def label_names(spec: DatasetSpec) -> list[str]:
+    """The names of the label ids (those of the feature whose role is the label), or []."""
+    key = next((k for k, f in spec.features.items() if f.role == "label"), None)
+    return list(spec.vocabularies.get(key, [])) if key else []
+
+
 def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
           matches: tuple = ((), ())) -> Built:
     """The metadata of a run from the ShardStats of every shard and every Quarantined row,
@@ -128,8 +134,7 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
     errors = b"".join(map(_error_line, bad))
     rows_bad = len(bad)
 
-    label_key = next((k for k, f in spec.features.items() if f.role == "label"), None)
-    names = spec.vocabularies.get(label_key, []) if label_key else []
+    names = label_names(spec)
     update = spec.update
     splits: dict[str, SplitInfo] = {}
     if update is not None:  # the parent's shards with live records, as this version sees them

@@ -349,9 +349,8 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
         from tfrecorder._quality import full_refs
         from tfrecorder._rows import rows_of
 
-        label = next((k for k, f in spec.features.items() if f.role == "label"), None)
         near = full_refs(near, rows_of(run.output_dir, run.shard_folder, run.folder, stats,
-                                       spec.update, spec.vocabularies.get(label, [])))
+                                       spec.update, metadata.label_names(spec)))
     built = metadata.build(spec, stats, quarantined, (exact, near))
     output_dir, folder = run.output_dir, run.folder
     storage.write_bytes(storage.join(folder, layout.ERRORS), built.errors)
@@ -412,10 +411,8 @@ def publish(run: RunFolder, moved: Iterable[str], files: dict[str, bytes],
         for name in moved:
             storage.rename(storage.join(folder, name), here(name))
     _remove_empty_index_dir(output_dir)
-    for name, data in files.items():
-        if "/" in name and not storage.is_remote(output_dir):  # versions/KKKKK/quality.json
-            storage.makedirs(storage.dirname(here(name)))
-        storage.write_bytes(here(name), data)
+    for name, data in files.items():  # versions/KKKKK/quality.json has its folder made
+        storage.write_into(here(name), data)
     manifest = metadata.published(manifest)
     data = manifest.to_bytes()
     if not storage.is_remote(output_dir):

@@ -267,7 +267,7 @@ def full_refs(near: list, rows_of) -> list:
             for place in (a, b):
                 needed.setdefault(place[:2], set()).add(place[2])
     whole: dict[tuple, tuple] = {}
-    for (split, shard), positions in sorted(needed.items(), key=lambda kv: _ref_order(kv[0] + (0,))):
+    for (split, shard), positions in needed.items():
         found = rows_of(split, shard)
         if found is None:
             continue

@@ -53,6 +53,14 @@ def features(row, columns: tuple, feature_columns: tuple, as_json) -> dict:
     return {columns[i]: as_json(row.values[i]) for i in feature_columns}
 
 
+def ref_fields(entry: dict, ids: dict) -> tuple:
+    """What the data report names a record by, from its line: ``(row, image_uri, label
+    ids)``, the ids by ``ids`` (label name -> id; names not there are left out)."""
+    labels = entry.get("label")
+    return (entry.get("row"), entry.get("image_uri", entry.get("key")),
+            tuple(ids[n] for n in labels if n in ids) if labels else ())
+
+
 def encode(entries: Iterable[dict]) -> bytes:
     """The rows file of ``entries``: gzip (no name, no time in its header, so the same
     records give the same bytes) of one strict JSON object per line."""
@@ -135,8 +143,6 @@ def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
             positions = index.live_positions(output_dir, info, pending)
         else:
             return None
-        return [(e.get("row"), e.get("image_uri", e.get("key")),
-                 tuple(ids[n] for n in e.get("label") or [] if n in ids))
-                for e in (entries[p] for p in positions)]
+        return [ref_fields(entries[p], ids) for p in positions]
 
     return of

@@ -419,6 +419,14 @@ def write_bytes(path: str, data: bytes, private: bool = False, durable: bool = F
             os.remove(tmp)
 
 
+def write_into(path: str, data: bytes) -> None:
+    """``write_bytes``, with the local folders of ``path`` made first (an object store
+    has no folders to make)."""
+    if not is_remote(path):
+        makedirs(dirname(path))
+    write_bytes(path, data)
+
+
 #: Bytes a file's name grows by while ``write_bytes`` writes it (``temp_name``).
 TEMP_SUFFIX_BYTES = 17
 

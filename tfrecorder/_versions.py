@@ -174,7 +174,7 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     source_bytes = 0
     for rank, position in enumerate(live):
         e = entries[position]
-        labels = tuple(ids[n] for n in e["label"] if n in ids) if e.get("label") else ()
+        row, uri, labels = rows.ref_fields(e, ids)
         for i in labels:
             label_counts[i] = label_counts.get(i, 0) + 1
         if "sha256" not in e:
@@ -189,8 +189,7 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
         heights[h] = heights.get(h, 0) + 1
         phash = e.get("phash") if near else None
         seen.append((sha, int(phash, 16) if phash else None,
-                     (split, number, rank, e.get("row"), e.get("image_uri", e.get("key")),
-                      labels)))
+                     (split, number, rank, row, uri, labels)))
     stats.num_examples = stats.rows = len(live)
     stats.num_bytes = sum(full[p][1] for p in live) if full else 0
     stats.source_bytes = source_bytes
