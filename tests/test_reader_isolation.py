@@ -1,8 +1,8 @@
 """The random-access readers (access, torch, grain) read one conversion, even while
-another process converts into the directory: a shard already open stays the reader's
-conversion; a shard opened after the replacement (in a forked or spawned worker, after
-close(), or on gs://, where nothing stays open) is an OutputChangedError, never a record
-of the other conversion."""
+another conversion (from another process, or this one) replaces the directory: a shard
+already open stays the reader's conversion; a shard opened after the replacement (in a
+forked or spawned worker, after close(), or on gs://, where nothing stays open) is an
+OutputChangedError, never a record of the other conversion."""
 
 import multiprocessing
 import os
@@ -16,7 +16,7 @@ import tfrecorder
 from tfrecorder import access
 from tfrecorder._errors import OutputChangedError
 from tests.conftest import BUCKET
-from tests.test_epoch_isolation import SHARDS, _replace_in_another_process
+from tests.test_epoch_isolation import _replace_here, _replace_in_another_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -57,7 +57,7 @@ def _read_to_the_end(reader, start):
 def test_a_reader_under_way_reads_its_open_shards_and_refuses_the_others(out, tables):
     reader = access.Reader(out, "train")
     first = [_name(reader, i) for i in range(50)]          # shards 0 and 1 are open
-    _replace_in_another_process(tables[1], out)
+    _replace_here(tables[1], out)
     rest = _read_to_the_end(reader, 50)
     assert all(name.startswith("a") for name in first + rest)
     assert [_name(reader, i) for i in range(50)] == first  # open files: the old conversion
@@ -161,7 +161,7 @@ def test_a_grain_source_sent_to_workers_after_a_replacement_refuses_it(out, tabl
 
     source = tfrecorder.grain.DataSource(out, "train")
     names = [source[i]["image_name"] for i in range(len(source))]
-    _replace_in_another_process(tables[1], out)
+    _replace_here(tables[1], out)
     assert [source[i]["image_name"] for i in range(len(source))] == names
     copy = pickle.loads(pickle.dumps(source))               # what Grain's workers get
     with pytest.raises(OutputChangedError):
@@ -177,7 +177,8 @@ def test_a_gs_reader_returns_no_record_read_after_a_replacement(gcs, tmp_path, t
     assert all(name.startswith("a") for name in first)
     batch = reader.records(range(5))
     assert batch == [reader.record(i) for i in range(5)]
-    _replace_in_another_process(tables[1], root)
+    # 8 shards, as the conversion it replaces: each object the emulator stores is a round trip
+    _replace_here(tables[1], root, shards=8)
     for i in (0, 97, len(reader) - 1):
         with pytest.raises(OutputChangedError, match="generation"):
             reader.record(i)

@@ -27,15 +27,25 @@ def worker_env(tmp_path_factory):
     wheel = runners.build_wheel(str(root / "staged"))  # as run_dataflow does
     venv = root / "venv"
     # The interpreter's own venv module: no site-packages of this environment leak in.
+    # Without pip of its own (ensurepip takes seconds): this environment's pip installs
+    # into it (--python), resolving from the wheel's metadata all the same.
     base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", str(venv)], check=True)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
     # --no-compile: the workers compile what they import, instead of pip compiling all of
     # Beam and its requirements up front.
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "--no-compile", f"apache-beam=={apache_beam.__version__}", wheel],
-                   check=True)
+    _pip(python, "install", "--quiet", "--no-compile",
+         f"apache-beam=={apache_beam.__version__}", wheel)
     return python, wheel
+
+
+def _pip(python: str, *args: str) -> str:
+    """This environment's pip run on the environment of ``python``; what it printed."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", python,
+                           "--disable-pip-version-check", *args], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 def _worker_options(python: str, folder) -> list[str]:
@@ -51,8 +61,7 @@ def _worker_options(python: str, folder) -> list[str]:
 
 def test_the_environment_holds_only_beam_and_the_wheels_requirements(worker_env):
     python, wheel = worker_env
-    frozen = subprocess.run([python, "-m", "pip", "freeze"], capture_output=True, text=True,
-                            check=True).stdout.lower()
+    frozen = _pip(python, "freeze").lower()
     names = {line.split("==")[0].split(" @ ")[0] for line in frozen.splitlines()}
     assert {"apache-beam", runners.DISTRIBUTION, "pillow", "gcsfs", "google-crc32c"} <= names
     assert not names & {"tensorflow", "pandas", "tqdm", "dask"}
