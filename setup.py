@@ -46,6 +46,7 @@ setup(
             "nbformat>=5.9",
             "psutil>=5.9",
             "pytest>=8.0",
+            "pytest-xdist>=3.5",
             "tensorflow-datasets>=4.9",
             "torch==2.13.0",
         ],
