@@ -95,6 +95,7 @@ def test_a_global_shuffle_is_a_seeded_permutation_of_the_split_each_epoch(three_
     assert _names(halves[0]) + _names(halves[1]) == epochs[0]
 
 
+@pytest.mark.slow
 def test_keras_knows_the_steps_of_the_first_epoch(tf, three_shards, caplog):
     import keras
 

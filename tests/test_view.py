@@ -420,6 +420,7 @@ def test_versions_on_cloud_storage(tf, gcs, versioned):
     assert reader.records(range(27)) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kwargs", [{"shard": (1, 2)}, {"shuffle": "global", "seed": 5}])
 def test_a_checkpoint_of_version_2_resumes_over_its_live_records(tf, versioned, tmp_path,
                                                                  kwargs):
