@@ -17,7 +17,8 @@ and the file system synced first:
 - ``baseline``: bench/baseline_loop.py, the hand-written loop.
 
 Prints the medians of wall time and peak memory, the median of the per-round ratios
-(report / before, near / before, sized near / sized before) and report / baseline.
+(report / before, near / before, sized / sized before, sized near / sized before) and
+report / baseline.
 ``--only`` runs some of them (more rounds of the quick ones in the same time); the
 ratios printed are those whose two sides ran.
 """
@@ -40,8 +41,9 @@ ROOT = os.path.dirname(HERE)
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", help="data.csv made by bench/make_corpus.py")
-    ap.add_argument("--before", required=True,
-                    help="a checkout of the package before the data report")
+    ap.add_argument("--before", default=None,
+                    help="a checkout of the package before the data report (needed for "
+                         "the before runs)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--shorter-side", type=int, default=256)
     ap.add_argument("--work", default=None)
@@ -70,12 +72,15 @@ def main() -> None:
                                  args.csv, out],
     }
     if args.only is not None:
-        wanted = [w.strip() for w in args.only.split(",")]
+        # "sized_before" as the output folders are named, or "sized before" quoted
+        wanted = [w.strip().replace("_", " ") for w in args.only.split(",") if w.strip()]
         unknown = sorted(set(wanted) - set(writers))
         if unknown:
             ap.error(f"--only: unknown run(s) {', '.join(unknown)}; "
                      f"choose from {', '.join(writers)}")
         writers = {w: writers[w] for w in writers if w in wanted}
+    if args.before is None and any(w.endswith("before") for w in writers):
+        ap.error("--before is needed for the before runs (or leave them out with --only)")
     results: dict[str, list[tuple[float, int]]] = {w: [] for w in writers}
     for i in range(args.runs):
         for name, cmd in writers.items():

@@ -1,5 +1,5 @@
-"""A tf.data epoch reads one conversion, even while another process replaces the
-directory under it; a cache belongs to one conversion, split and part; damaged index
+"""A tf.data epoch reads one conversion, even while another conversion (in another
+process, or in the test process) replaces the directory under it; a cache belongs to one conversion, split and part; damaged index
 files and shards cut short are errors that name the file."""
 
 import os
@@ -36,17 +36,19 @@ def _tiny_pngs(root, prefix: str, labels) -> str:
     return str(csv)
 
 
-def _replace_in_another_process(csv: str, out: str) -> None:
+def _replace_in_another_process(csv: str, out: str, shards: int = SHARDS) -> None:
     root = os.path.dirname(os.path.dirname(os.path.abspath(tfrecorder.__file__)))
     subprocess.run([sys.executable, "-m", "tfrecorder", "convert", csv, out, "--overwrite",
-                    "--num-shards", str(SHARDS)], check=True, capture_output=True, cwd=root,
+                    "--num-shards", str(shards)], check=True, capture_output=True, cwd=root,
                    env={**os.environ, "PYTHONPATH": root})
 
 
 def _replace_here(csv: str, out: str, shards: int = SHARDS) -> None:
-    """The same replacement from this process: the reader learns of it from the folder
-    alone either way, so one test shows it across processes and the others save the
-    new process's start."""
+    """The same replacement from this process, for local readers: they learn of it from
+    the files alone (``os.stat``, the files they open), with no cache that a writer in the
+    same process would refresh for them, so one test shows it across processes and the
+    others save the new process's start. Readers of ``gs://``, whose file system caches
+    listings per process, always meet a replacement from another process."""
     tfrecorder.convert(csv, out, overwrite=True, num_shards=shards, progress=False)
 
 

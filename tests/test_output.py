@@ -45,47 +45,32 @@ def _top(names):
 
 _RACER = """
 import json, sys
-import apache_beam, tfrecorder  # imported before any start signal, so both start together
+import apache_beam, tfrecorder  # imported before the start signal, so both start together
+csv, out, overwrite = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 print("ready", flush=True)
-for line in sys.stdin:  # a race: its table, the output folder, whether to overwrite
-    csv, out, overwrite = json.loads(line)
-    try:
-        r = tfrecorder.convert(csv, out, overwrite=overwrite, num_shards=2, progress=False)
-        print(json.dumps({"ok": True, "rows": r.rows_written, "labels": r.labels}), flush=True)
-    except tfrecorder.OutputExistsError as e:
-        print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}),
-              flush=True)
+sys.stdin.readline()
+try:
+    r = tfrecorder.convert(csv, out, overwrite=overwrite, num_shards=2, progress=False)
+    print(json.dumps({"ok": True, "rows": r.rows_written, "labels": r.labels}))
+except tfrecorder.OutputExistsError as e:
+    print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}))
 """
 
 
-@pytest.fixture(scope="module")
-def racers():
-    """Two processes that each run one conversion per race, both started by one signal:
-    every race is between two processes, which start once for all the races."""
-    procs = [subprocess.Popen([sys.executable, "-c", _RACER], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    try:
-        for p in procs:
-            assert p.stdout.readline().strip() == "ready"
-        yield procs
-    finally:
-        for p in procs:
-            p.stdin.close()
-            p.wait(timeout=60)
-
-
-def _race(racers, tables, out, overwrite):
-    import select
-
-    for p, csv in zip(racers, tables):  # the start signal: both runs begin at once
-        p.stdin.write(json.dumps([csv, str(out), overwrite]) + "\n")
+def _race(tables, out, overwrite):
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, csv, str(out), str(int(overwrite))],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for csv in tables]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready"
+    for p in procs:  # the start signal: both runs begin at once
+        p.stdin.write("go\n")
         p.stdin.flush()
     results = []
-    for p in racers:
-        ready, _, _ = select.select([p.stdout], [], [], 300)
-        line = p.stdout.readline() if ready else ""
-        assert line, f"a racing run ended or took over 300 s (exit code {p.poll()})"
-        results.append(json.loads(line))
+    for p in procs:
+        out_text, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, out_text
+        results.append(json.loads(out_text.strip().splitlines()[-1]))
     return results
 
 
@@ -99,13 +84,12 @@ def racing_tables(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("repetition,overwrite", [(0, True), (1, True), (2, True), (3, False)])
 def test_two_racing_runs_never_publish_each_others_data(tmp_path, tf, repetition, overwrite,
-                                                        racing_tables, racers,
-                                                        samples_converted):
+                                                        racing_tables, samples_converted):
     a, b = racing_tables
     out = tmp_path / "out"
     if overwrite:  # a complete output of a third table is already there (a copy)
         shutil.copytree(samples_converted()[0], out)
-    results = _race(racers, [a, b], out, overwrite)
+    results = _race([a, b], out, overwrite)
 
     busy = [r for r in results if not r["ok"]]
     assert len(busy) == 1, results  # the second run met the lock of the first

@@ -1,8 +1,9 @@
 """The random-access readers (access, torch, grain) read one conversion, even while
-another conversion (from another process, or this one) replaces the directory: a shard
-already open stays the reader's conversion; a shard opened after the replacement (in a
-forked or spawned worker, after close(), or on gs://, where nothing stays open) is an
-OutputChangedError, never a record of the other conversion."""
+another conversion replaces the directory: a shard already open stays the reader's
+conversion; a shard opened after the replacement (in a forked or spawned worker, after
+close(), or on gs://, where nothing stays open) is an OutputChangedError, never a record
+of the other conversion. Local readers meet some replacements made by the test process;
+gs:// readers and forked, spawned and torch workers meet ones made by another process."""
 
 import multiprocessing
 import os
@@ -177,8 +178,9 @@ def test_a_gs_reader_returns_no_record_read_after_a_replacement(gcs, tmp_path, t
     assert all(name.startswith("a") for name in first)
     batch = reader.records(range(5))
     assert batch == [reader.record(i) for i in range(5)]
-    # 8 shards, as the conversion it replaces: each object the emulator stores is a round trip
-    _replace_here(tables[1], root, shards=8)
+    # From another process: this one's gcsfs would drop its cached listings as it wrote.
+    # 8 shards, as the conversion it replaces: each object the emulator stores is a round trip.
+    _replace_in_another_process(tables[1], root, shards=8)
     for i in (0, 97, len(reader) - 1):
         with pytest.raises(OutputChangedError, match="generation"):
             reader.record(i)
