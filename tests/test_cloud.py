@@ -168,6 +168,11 @@ def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def tasks_now():  # task files under the bucket's temporary folder; other tests' too
+        return {p for p in gcs.find(f"{BUCKET}/tfrecorder-tmp") if p.endswith(".task")}
+
+    before = tasks_now()
     small, big = _dataflow(gcs, 100), _dataflow(gcs, 100_000)
     # the wheel built for the job and the spilled rows are gone once it is submitted
     assert [n for n in os.listdir(tmp_path) if n.startswith("tfrecorder")] == []
@@ -175,7 +180,7 @@ def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp
     size_small = len(small.job.proto_pipeline.SerializeToString())
     size_big = len(big.job.proto_pipeline.SerializeToString())
     # The graph holds one small number per shard, and nothing per row.
-    tasks = [p for p in gcs.find(f"{BUCKET}/tfrecorder-tmp") if p.endswith(".task")]
+    tasks = tasks_now() - before  # the two jobs' own
     per_folder = collections.Counter(p.rsplit("/", 2)[-2] for p in tasks)
     shards_small, shards_big = sorted(per_folder.values())
     assert (size_big - size_small) <= 10 * (shards_big - shards_small) + 100
@@ -187,7 +192,6 @@ def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp
     assert opts["machine_type"] == "n1-standard-8" and opts["max_num_workers"] == 20
     assert opts["sdk_container_image"] == "gcr.io/my-project/beam:1"
     assert opts["temp_location"].startswith(f"gs://{BUCKET}/tfrecorder-tmp")
-    tasks = [p for p in gcs.find(f"{BUCKET}/tfrecorder-tmp") if p.endswith(".task")]
     assert tasks  # the rows travel as staged task files, read by the workers
 
 
