@@ -23,6 +23,7 @@ from tfrecorder import (
     _index as index, _layout as layout, _metadata as metadata, _output as output,
     _plan as plan, _records as records, _rows as rows, _storage as storage)
 from tfrecorder._errors import ConfigError, IncompleteOutputError
+from tfrecorder._shard import open_for_write, part_name
 from tfrecorder._splits import ALIASES
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 
@@ -107,11 +108,9 @@ def compact(output_dir: str, splits=None) -> Compacted:
     except BaseException:
         output.close(run)  # its folder removed, the lock released
         raise
-    sizes = {n: x.num_bytes for info in new_splits.values() for x in info.shards
-             for n in [x.file] if n in shards}
     return Compacted(output_dir, version,
                      {n: new_splits[n].num_examples for n in wanted}, tuple(shards),
-                     sum(sizes.values()))
+                     sum(new_splits[n].num_bytes for n in planned))
 
 
 def _wanted(parent: Manifest, splits) -> list[str]:
@@ -170,12 +169,11 @@ def _rewrite(output_dir: str, run: output.RunFolder, info: SplitInfo, names: lis
     for name, end in zip(names, ends):
         final = storage.join(run.folder, name)
         # An object store creates an object only once its upload completes.
-        part = final if storage.is_remote(final) else final + ".part"
+        part = (final if storage.is_remote(final)
+                else storage.join(run.folder, part_name(name)))
         digest = hashlib.blake2b(digest_size=16)
         framed, lines = [], []
-        raw = storage.open_file(part, "wb")
-        out = (gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
-               if gzipped else raw)
+        out, raw = open_for_write(part, gzipped)
         try:
             while done < end:
                 data, entry = next(source)
@@ -213,17 +211,8 @@ def _manifest(parent: Manifest, splits: dict, version: int, digests: list) -> Ma
         published=None, mode="compact",
         changes={n: {"added": 0, "retired": 0, "kept": info.num_examples}
                  for n, info in splits.items()},
-        quality=layout.version_quality(version) if parent.quality else None,
-        generation=None)
-    # As metadata.build fingerprints a version: its content, its parent's generation,
-    # and each new shard's digest of its records' lengths and checksums.
-    content = dataclasses.replace(manifest, version=None, parent=None, published=None,
-                                  source=None, mode=None, changes=None)
-    fingerprint = hashlib.blake2b(content.to_bytes(), digest_size=16)
-    fingerprint.update(f"{parent.generation}\n".encode())
-    for name, digest in digests:
-        fingerprint.update(f"{name} {digest}\n".encode())
-    return dataclasses.replace(manifest, generation=fingerprint.hexdigest())
+        quality=layout.version_quality(version) if parent.quality else None)
+    return metadata.with_generation(manifest, parent.generation, digests)
 
 
 def _report(output_dir: str, parent: Manifest, version: int,

@@ -217,8 +217,7 @@ def live_entries(output_dir: str, shard, pending: str | None = None) -> tuple:
     index was read through them (None where every record is live)."""
     if not shard.live_index:
         return list(range(shard.num_examples)), None
-    full = parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
-                       shard.index)
+    full = parse(storage.read_bytes(storage.inside(output_dir, shard.index)), shard.index)
     where = {entry: i for i, entry in enumerate(full)}
     path = storage.inside(output_dir, shard.live_index)
     if pending is not None and storage.exists(storage.join(pending, shard.live_index)):

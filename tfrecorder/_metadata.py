@@ -182,16 +182,8 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
         version=version, parent=parent, source=spec.source, mode=spec.mode, key=spec.key,
         changes=changes,
     )
-    # The generation fingerprints content, not history: the same records and metadata
-    # give the same generation, whichever version publishes them.
-    content = dataclasses.replace(manifest, version=None, parent=None, published=None,
-                                  source=None, mode=None, changes=None)
-    fingerprint = hashlib.blake2b(content.to_bytes(), digest_size=16)
-    if update is not None:
-        fingerprint.update(f"{update.parent.generation}\n".encode())
-    for s in stats:
-        fingerprint.update(f"{s.filename} {s.digest}\n".encode())
-    manifest = dataclasses.replace(manifest, generation=fingerprint.hexdigest())
+    manifest = with_generation(manifest, update.parent.generation if update else None,
+                               [(s.filename, s.digest) for s in stats])
     files = {layout.labels_file(key): label_files.format_labels_file(vocab).encode("utf-8")
              for key, vocab in spec.vocabularies.items()}
     # The data report: of an update, its new records against every live one (the kept
@@ -209,6 +201,22 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
                  [s.index_file for s in stats if s.index_file],
                  [s.rows_file for s in stats if s.rows_file], rows_bad,
                  [f"row {q.row}: {q.reason}" for q in bad[:5]])
+
+
+def with_generation(manifest: Manifest, parent_generation: str | None,
+                    digests: Iterable[tuple[str, str]]) -> Manifest:
+    """``manifest`` with its generation: a fingerprint of its content (not its history:
+    the same records and metadata give the same generation, whichever version publishes
+    them), its parent's generation where it has a parent, and ``(file, digest)`` of each
+    shard it wrote (the digest of its records' lengths and checksums)."""
+    content = dataclasses.replace(manifest, version=None, parent=None, published=None,
+                                  source=None, mode=None, changes=None, generation="")
+    fingerprint = hashlib.blake2b(content.to_bytes(), digest_size=16)
+    if parent_generation is not None:
+        fingerprint.update(f"{parent_generation}\n".encode())
+    for name, digest in digests:
+        fingerprint.update(f"{name} {digest}\n".encode())
+    return dataclasses.replace(manifest, generation=fingerprint.hexdigest())
 
 
 def published(manifest: Manifest) -> Manifest:

@@ -188,7 +188,9 @@ def image_features(data: bytes, info: image.ImageInfo, uri: str,
     }
 
 
-def _open_for_write(path: str, gzipped: bool):
+def open_for_write(path: str, gzipped: bool):
+    """``(stream to write records to, the file under it)``: the same for a plain shard;
+    for a gzip shard, a gzip stream whose header holds no name and no time."""
     raw = storage.open_file(path, "wb")
     if not gzipped:
         return raw, raw
@@ -254,7 +256,7 @@ def write(task: ShardTask, settings: WriteSettings,
     framed: list[int] = []  # each record's framed length: the index, without a second pass
     lines: list[dict] = []  # the rows file, one entry per record
     names = settings.label_names
-    out, raw = _open_for_write(tmp, gzipped)
+    out, raw = open_for_write(tmp, gzipped)
     try:
         for done, (row, ready) in enumerate(zip(task.rows, read_all(
                 uris, threads, settings.reader(), then=prepared))):

@@ -191,12 +191,10 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
         seen.append((sha, int(phash, 16) if phash else None,
                      (split, number, rank, row, uri, labels)))
     stats.num_examples = stats.rows = len(live)
-    stats.num_bytes = sum(full[p][1] for p in live) if full else 0
+    stats.num_bytes = sum(full[p][1] for p in live) if full else shard.num_bytes
     stats.source_bytes = source_bytes
     stats.labels, stats.formats = label_counts, formats
     look.widths, look.heights = widths, heights
-    if not full:
-        stats.num_bytes = shard.num_bytes
     return stats, []
 
 
