@@ -306,5 +306,65 @@ def test_channel_sums_are_pillows_imagestat_figures(mode):
 
     img = _photo(7, size=(37, 23)).convert(mode)
     stat = ImageStat.Stat(img.convert("RGB"))
-    assert quality.channel_sums(img) == (stat.count[0], [v / 255 for v in stat.sum],
-                                         [v / (255 * 255) for v in stat.sum2])
+    assert quality.channel_sums(img) == (stat.count[0], stat.sum, stat.sum2)
+
+
+def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
+    """301 records with the same bytes, 300 in train and the last in test: the group is
+    cut to GROUP_LIMIT records, the test one among them, so its 300 leaks are listed and
+    not only counted."""
+    from tfrecorder._shard import ShardStats
+
+    refs = [("train", 0, i, i + 1, f"{i}.jpg", (0,)) for i in range(300)]
+    refs.append(("test", 0, 0, 302, "t.jpg", (0,)))
+    (group,) = quality.found(("x", "beef"), refs)
+    listed = group[2]
+    assert len(listed) == quality.GROUP_LIMIT
+    assert listed == refs[:quality.GROUP_LIMIT - 1] + [refs[-1]]
+    shards = [ShardStats("train", 0, 1, "d-train", 300, 1, rows=300, labels={0: 300}),
+              ShardStats("test", 0, 1, "d-test", 1, 1, rows=1, labels={0: 1})]
+    q = quality.build(shards, [group[1:]], [], label_names=["cat"], multi_label=False,
+                      near_duplicates=False, row_json=lambda r: r)
+    assert q["counts"]["leaks"]["exact"] == 300
+    leaks = [p for p in q["pairs"] if p["a"]["split"] != p["b"]["split"]]
+    assert len(leaks) == quality.GROUP_LIMIT - 1 and q["pairs"][0] == leaks[0]
+    assert leaks[0]["b"] == {"split": "test", "row": 302, "image_uri": "t.jpg",
+                             "label": "cat", "position": 0}
+    # the near search cuts a band's members the same way
+    members = [(7, f"s{i}", ("train", 0, i)) for i in range(300)] + [(6, "t", ("test", 0, 0))]
+    (near,) = quality.found(("n", 1, 0), members)  # bit 0 apart: band 1 is the first alike
+    assert any(a[0] != b[0] for _, _, a, b in near[1])
+
+
+def test_few_images_warns_of_labels_with_rows_only():
+    """Integer labels 0 and 1000 make a vocabulary of the 1,001 ids between them, and a
+    fixed vocabulary may name a label no row has: neither is a label with few images."""
+    from tfrecorder._shard import ShardStats
+
+    names = ["big", "small", "ghost"]
+    by_split = {"train": [ShardStats("train", 0, 1, "d", 20, 1, rows=20,
+                                     labels={0: 15, 1: 5})]}
+    assert quality._warnings(by_split, names) == [
+        {"kind": "few_images", "label": "small", "rows": 5}]
+
+
+def test_a_damaged_report_is_named_with_its_fix(table, tmp_path, run_cli):
+    out = tmp_path / "out"
+    tfrecorder.convert(str(table), str(out))
+    text = str(tfrecorder.report(str(out)))
+    # splits in their order, as the pairs are: train, validation, test
+    assert text.index("  train:") < text.index("  validation:") < text.index("  test:")
+    assert run_cli("report", out, "--fail-on", "").returncode == 2
+    good = (out / "quality.json").read_bytes()
+    for damaged in (good[: len(good) // 2], b"[]", b"{}"):
+        (out / "quality.json").write_bytes(damaged)
+        with pytest.raises(tfrecorder.IncompleteOutputError, match="not a data report") as e:
+            tfrecorder.report(str(out))
+        assert str(out / "quality.json") in str(e.value) and "overwrite=True" in str(e.value)
+        done = run_cli("report", out, "--fail-on", "leaks")
+        assert done.returncode == 2 and done.stderr.startswith("Error: ")
+        assert "Traceback" not in done.stderr
+    (out / "quality.json").unlink()
+    with pytest.raises(tfrecorder.IncompleteOutputError, match="is missing"):
+        tfrecorder.report(str(out))
+    assert run_cli("report", out).returncode == 2

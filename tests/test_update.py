@@ -4,6 +4,7 @@ readable (docs/versions.md), on real conversions with the DirectRunner."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -948,3 +949,79 @@ def test_an_update_builds_its_dataflow_job_and_publishes_nothing_in_a_dry_run(gc
     assert gcs.cat(f"{out}/tfrecorder.json") == published          # nothing published
     assert not gcs.exists(f"{out}/versions/00002.json")
     assert tfrecorder.convert(_table(uris), out, mode="update").version == 2  # then it runs
+
+
+def _csv(path, rows):
+    path.write_text("".join(f"{s},{u},{lab}\n" for s, u, lab in rows))
+    return str(path)
+
+
+@pytest.mark.slow
+def test_an_updates_report_names_the_edited_tables_rows_and_counts_every_live_record(
+        tmp_path):
+    """The report of an update is the report a conversion of the edited table would
+    give: its pairs name the edited CSV's lines (kept records too, whose rows files give
+    the old table's), and each split's statistics, channel mean and std included, are
+    those of all its live records, not of the new ones alone."""
+    from PIL import Image
+
+    from tests.test_quality import _jpeg, _photo
+
+    img = tmp_path / "img"
+    img.mkdir()
+    rows = []
+    for i in range(10):
+        (img / f"{i}.jpg").write_bytes(_jpeg(_photo(200 + i)))
+        rows.append(("TRAIN" if i < 7 else "TEST", str(img / f"{i}.jpg"), LABELS[i % 2]))
+    out = tmp_path / "out"
+    tfrecorder.convert(_csv(tmp_path / "v1.csv", rows), str(out), near_duplicates=True)
+    (img / "copy_5.jpg").write_bytes((img / "5.jpg").read_bytes())
+    Image.open(img / "6.jpg").resize((80, 60)).save(img / "half_6.jpg", "JPEG", quality=80)
+    # two lines removed from the top: every kept record moves up two lines
+    edited = rows[2:] + [("TEST", str(img / "copy_5.jpg"), "dog"),
+                         ("TEST", str(img / "half_6.jpg"), "cat")]
+    csv = _csv(tmp_path / "v2.csv", edited)
+    result = tfrecorder.convert(csv, str(out), mode="update", near_duplicates=True)
+    assert result.changes["train"] == {"added": 0, "retired": 2, "kept": 5}
+    fresh = tmp_path / "fresh"
+    tfrecorder.convert(csv, str(fresh), near_duplicates=True)
+    updated = json.loads((out / "quality.json").read_text())
+    whole = json.loads((fresh / "quality.json").read_text())
+
+    def named(report):
+        return sorted((p["kind"], p["distance"],
+                       *((s["split"], s["row"], s["image_uri"], s["label"])
+                         for s in (p["a"], p["b"]))) for p in report["pairs"])
+
+    assert named(updated) == named(whole) and len(updated["pairs"]) == 2
+    assert {(s["row"], s["image_uri"]) for p in updated["pairs"] for s in (p["a"], p["b"])} == {
+        (4, str(img / "5.jpg")), (9, str(img / "copy_5.jpg")),
+        (5, str(img / "6.jpg")), (10, str(img / "half_6.jpg"))}
+    for split in ("train", "test"):
+        mine, theirs = updated["stats"][split], whole["stats"][split]
+        assert "mean" in mine and (mine["mean"], mine["std"]) == (theirs["mean"], theirs["std"])
+        for field in ("rows", "records", "labels", "formats", "width", "height"):
+            assert mine[field] == theirs[field], field
+    # An update that does not measure its new images cannot know the split's colours.
+    (img / "10.jpg").write_bytes(_jpeg(_photo(300)))
+    tfrecorder.convert(_csv(tmp_path / "v3.csv", edited + [("TEST", str(img / "10.jpg"), "dog")]),
+                       str(out), mode="update")
+    stats = json.loads((out / "quality.json").read_text())["stats"]
+    assert "mean" not in stats["test"] and stats["train"]["mean"] == whole["stats"]["train"]["mean"]
+
+
+@pytest.mark.slow
+def test_an_update_searching_near_duplicates_over_unhashed_records_is_refused(tmp_path):
+    paths = _images(tmp_path / "img", 6)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    more = _images(tmp_path / "img", 1, start=6)
+    with pytest.raises(tfrecorder.ConfigError, match="written without near duplicates") as e:
+        tfrecorder.convert(_table(paths + more), str(out), mode="update", near_duplicates=True)
+    named = re.search(r"record of row (\d+) \((.*?)\)", str(e.value))
+    assert named and paths[int(named[1])] == named[2]  # a row and its image, as stored
+    assert "--near-duplicates --overwrite" in str(e.value)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    # without near duplicates the same update goes through
+    assert tfrecorder.convert(_table(paths + more), str(out), mode="update").version == 2

@@ -341,7 +341,7 @@ def _report_parser(sub) -> None:
                     "findings is there, so that a data pipeline can stop on it; 2 when "
                     "the folder is not a whole conversion.")
     p.add_argument("output_dir", help="a directory written by tfrecorder convert")
-    p.add_argument("--fail-on", "--fail_on", metavar="KINDS", default="",
+    p.add_argument("--fail-on", "--fail_on", metavar="KINDS", default=None,
                    help="comma-separated findings that make the exit code 3: "
                         "leaks, duplicates, conflicts, warnings (e.g. leaks,conflicts)")
 
@@ -351,9 +351,12 @@ FOUND = 3
 
 
 def _run_report(args, _beam_flags) -> int:
-    from tfrecorder._report import report
+    from tfrecorder._report import KINDS, report
 
-    kinds = [k.strip() for k in args.fail_on.split(",") if k.strip()]
+    kinds = [k.strip() for k in (args.fail_on or "").split(",") if k.strip()]
+    if args.fail_on is not None and not kinds:
+        raise ConfigError(f"--fail-on {args.fail_on!r} names no finding; name any of "
+                          f"{', '.join(KINDS)} (e.g. --fail-on leaks,conflicts)")
     r = report(args.output_dir)
     found = r.found(kinds) if kinds else {}  # unknown kinds: a ConfigError, before printing
     print(r)

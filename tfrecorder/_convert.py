@@ -215,6 +215,7 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         output.write_ledger(folder, files)
         for name, data in decided.live_index_data.items():
             storage.write_into(storage.join(folder, name), data)
+        rows.write_renumbered(folder, decided.renumbered)
         if not shards:
             # Only retirements: nothing for workers to write, the last step runs here.
             looks = [versions.kept_look(output_dir, split, j - len(kept), info,

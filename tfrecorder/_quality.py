@@ -97,19 +97,21 @@ def dhash(img) -> int:
     return h
 
 
-def channel_sums(img) -> tuple[int, list[float], list[float]]:
-    """Pixels, and per channel (R, G, B, in 0..1) the sum and the sum of squares, from
-    the image's histogram (Pillow's, in C), summed as whole numbers by NumPy: the same
-    figures as Pillow's ImageStat, which sums the 768 bins in Python (a sixth of the
-    report's cost per photo, and the GIL held meanwhile)."""
+def channel_sums(img) -> tuple[int, list[int], list[int]]:
+    """Pixels, and per channel (R, G, B, levels 0..255) the sum and the sum of squares,
+    from the image's histogram (Pillow's, in C), summed as whole numbers by NumPy: the
+    figures of Pillow's ImageStat, which sums the 768 bins in Python (a sixth of the
+    report's cost per photo, and the GIL held meanwhile). Whole numbers add up to the
+    same totals in any order: a version's statistics do not depend on which of its
+    records an update kept (their sums are in the rows files) and which it wrote."""
     import numpy as np
 
     rgb = img.convert("RGB") if img.mode != "RGB" else img
     hist = np.asarray(rgb.histogram(), np.int64).reshape(3, 256)
     levels = np.arange(256, dtype=np.int64)
     count = int(hist[0].sum())
-    return (count, [int(v) / 255 for v in hist @ levels],
-            [int(v) / (255 * 255) for v in hist @ (levels * levels)])
+    return (count, [int(v) for v in hist @ levels],
+            [int(v) for v in hist @ (levels * levels)])
 
 
 @dataclasses.dataclass
@@ -125,6 +127,9 @@ class Looker:
     widths: dict = dataclasses.field(default_factory=dict)
     heights: dict = dataclasses.field(default_factory=dict)
     sums: list | None = None          # [pixels, [sum per channel], [sum of squares]]
+    #: Image records whose pixels nobody measured (a run that decodes nothing, a kept
+    #: record written by one): their split's mean and std are not known.
+    unmeasured: int = 0
 
     def wants_image(self) -> bool:
         """Whether ``measure`` needs the image decoded."""
@@ -146,19 +151,26 @@ class Looker:
 
     def add(self, ref: tuple, width: int, height: int, measured: tuple) -> tuple:
         """Takes in one record, in file order: its stored size and its ``measure``.
-        Returns the record's ``(sha256, dhash or None)``."""
+        Returns the record's ``(sha256, dhash or None, channel sums or None)``."""
         self.widths[width] = self.widths.get(width, 0) + 1
         self.heights[height] = self.heights.get(height, 0) + 1
         sha, h, sums = measured
-        if sums is not None:
-            n, s, q = sums
-            if self.sums is None:
-                self.sums = [0, [0.0] * 3, [0.0] * 3]
-            self.sums[0] += n
-            self.sums[1] = [a + b for a, b in zip(self.sums[1], s)]
-            self.sums[2] = [a + b for a, b in zip(self.sums[2], q)]
+        self.add_sums(sums, self.wants_image())
         self.seen.append((sha, h, ref))
-        return sha, h
+        return sha, h, sums
+
+    def add_sums(self, sums: tuple | None, measured: bool) -> None:
+        """One image record's channel sums (``channel_sums``), or None: not decodable
+        (``measured``), or never measured."""
+        if sums is None:
+            self.unmeasured += not measured
+            return
+        n, s, q = sums
+        if self.sums is None:
+            self.sums = [0, [0] * 3, [0] * 3]
+        self.sums[0] += n
+        self.sums[1] = [a + b for a, b in zip(self.sums[1], s)]
+        self.sums[2] = [a + b for a, b in zip(self.sums[2], q)]
 
 
 # --- matching, in the pipeline ----------------------------------------------------------
@@ -211,6 +223,23 @@ def _pair_counts(pairs: Iterable[tuple]) -> dict:
     return counts
 
 
+def _bounded(members: list, ref_of) -> list:
+    """The first GROUP_LIMIT of ``members`` (in ``_ref_order``), where the first member
+    of every split the group spans is one: a group cut to the records of one split
+    would count its leaks and list none of them."""
+    if len(members) <= GROUP_LIMIT:
+        return members
+    firsts: dict[str, int] = {}
+    for i, m in enumerate(members):
+        firsts.setdefault(ref_of(m)[0], i)
+    chosen = set(firsts.values())
+    for i in range(len(members)):
+        if len(chosen) >= GROUP_LIMIT:
+            break
+        chosen.add(i)
+    return [members[i] for i in sorted(chosen)]
+
+
 def found(key: tuple, members: Iterable) -> Iterator[tuple]:
     """What one group holds, bounded whatever its size:
 
@@ -235,12 +264,12 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
         counts = {"leaks": {"exact": k * (k - 1) // 2 - within, "near": 0},
                   "duplicates": {"exact": within, "near": 0},
                   "members": max(0, k - GROUP_LIMIT)}
-        yield "exact", key[1], refs[:GROUP_LIMIT], counts
+        yield "exact", key[1], _bounded(refs, lambda r: r), counts
         return
     band = key[1]
     members.sort(key=lambda m: _ref_order(m[2]))
     skipped = max(0, len(members) - GROUP_LIMIT)
-    members = members[:GROUP_LIMIT]
+    members = _bounded(members, lambda m: m[2])
     pairs = []
     for (ha, sa, ra), (hb, sb, rb) in itertools.combinations(members, 2):
         d = (ha ^ hb).bit_count()
@@ -386,6 +415,7 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
         widths: dict = {}
         heights: dict = {}
         sums = None
+        unmeasured = 0
         for s in ss:
             for i, n in s.labels.items():
                 name = label_names[int(i)] if 0 <= int(i) < len(label_names) else str(i)
@@ -396,9 +426,10 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
                 continue
             _merge(widths, look.widths)
             _merge(heights, look.heights)
+            unmeasured += look.unmeasured
             if look.sums is not None:
                 if sums is None:
-                    sums = [0, [0.0] * 3, [0.0] * 3]
+                    sums = [0, [0] * 3, [0] * 3]
                 sums[0] += look.sums[0]
                 sums[1] = [a + b for a, b in zip(sums[1], look.sums[1])]
                 sums[2] = [a + b for a, b in zip(sums[2], look.sums[2])]
@@ -408,11 +439,13 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
             "width": _median(widths), "height": _median(heights),
             "stored_bytes": sum(s.num_bytes for s in ss),
             "source_bytes": sum(s.source_bytes for s in ss)}
-        if sums is not None and sums[0]:
+        if sums is not None and sums[0] and not unmeasured:
+            # Only where every image record of the split was measured: the figures of
+            # some of its records would pass for the split's.
             n = sums[0]
-            mean = [v / n for v in sums[1]]
+            mean = [v / (255 * n) for v in sums[1]]
             entry["mean"] = [round(m, 4) for m in mean]
-            entry["std"] = [round(math.sqrt(max(0.0, q / n - m * m)), 4)
+            entry["std"] = [round(math.sqrt(max(0.0, q / (255 * 255 * n) - m * m)), 4)
                             for q, m in zip(sums[2], mean)]
         out[split] = entry
     return out
@@ -426,8 +459,10 @@ def _warnings(by_split: dict, label_names: list[str]) -> list[dict]:
             for i, n in s.labels.items():
                 if 0 <= int(i) < len(label_names):
                     totals[label_names[int(i)]] += n
+    # Labels with rows only, as the imbalance below: a vocabulary's unused names (or the
+    # ids between integer labels) are no label of the dataset's.
     out = [{"kind": "few_images", "label": name, "rows": n}
-           for name, n in sorted(totals.items()) if n < FEW_IMAGES]
+           for name, n in sorted(totals.items()) if 0 < n < FEW_IMAGES]
     present = {k: n for k, n in totals.items() if n}
     if len(present) > 1:
         largest = max(present, key=lambda k: (present[k], k))

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from tfrecorder import _layout as layout, _metadata as metadata, _storage as storage
-from tfrecorder._errors import ConfigError
+from tfrecorder._errors import ConfigError, IncompleteOutputError
 
 #: What ``--fail-on`` (``Report.found``) can name.
 KINDS = ("leaks", "duplicates", "conflicts", "warnings")
@@ -62,6 +62,12 @@ class Report:
         self.warnings: list[dict] = list(data.get("warnings", []))
         self.near_duplicates: dict | None = data.get("near_duplicates")
 
+    def _split_stats(self) -> list:
+        """``(split, its statistics)`` in split order (train, validation, test, then
+        any other by name), as the pairs are."""
+        return sorted(self.data.get("stats", {}).items(),
+                      key=lambda kv: (layout.split_order(kv[0]), kv[0]))
+
     @staticmethod
     def _conflicts_frame(conflicts: list[dict]):
         import pandas as pd
@@ -79,7 +85,7 @@ class Report:
         import pandas as pd
 
         rows = []
-        for split, s in self.data.get("stats", {}).items():
+        for split, s in self._split_stats():
             total = sum(s.get("labels", {}).values()) or 1
             for label, n in s.get("labels", {}).items():
                 rows.append([split, label, n, round(n / total, 4)])
@@ -92,7 +98,7 @@ class Report:
         import pandas as pd
 
         rows = {}
-        for split, s in self.data.get("stats", {}).items():
+        for split, s in self._split_stats():
             w, h = s.get("width") or [None] * 3, s.get("height") or [None] * 3
             rows[split] = {
                 "rows": s.get("rows"), "records": s.get("records"),
@@ -141,7 +147,7 @@ class Report:
 
     def __str__(self) -> str:
         lines = [f"data report of {self.output_dir}", f"  {self.summary()}"]
-        for split, s in self.data.get("stats", {}).items():
+        for split, s in self._split_stats():
             size = ""
             if s.get("width"):
                 size = (f", {s['width'][1]}x{s['height'][1]} px median "
@@ -153,10 +159,11 @@ class Report:
             if "mean" in s:
                 lines.append(f"    mean {s['mean']}  std {s['std']}")
         for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
-            if len(frame):
+            counted = sum(self.counts.get(title, {}).values())
+            if len(frame) or counted:
                 lines.append(f"  {title}:")
                 lines += [f"    {_pair_text(r)}" for r in frame.head(20).itertuples()]
-                lines += _more(len(frame), 20, sum(self.counts.get(title, {}).values()))
+                lines += _more(len(frame), 20, counted)
         if len(self.conflicts):
             lines.append("  conflicts (the same bytes under different labels):")
             groups = self.data.get("conflicts", [])
@@ -183,7 +190,7 @@ class Report:
                  f"{esc(self.summary())}</div>", self._bars_svg()]
         thumbs = _Thumbnails(self.output_dir)
         for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
-            if not len(frame):
+            if not len(frame) and not sum(self.counts.get(title, {}).values()):
                 continue
             parts.append(f"<h4>{title}</h4><table>")
             for r in frame.head(HTML_ROWS).itertuples():
@@ -213,7 +220,7 @@ class Report:
 
     def _bars_svg(self) -> str:
         """Rows per label per split as horizontal bars, one group per label."""
-        stats = self.data.get("stats", {})
+        stats = dict(self._split_stats())
         labels = sorted({k for s in stats.values() for k in s.get("labels", {})})
         if not labels:
             return ""
@@ -318,5 +325,22 @@ def report(output_dir: str) -> Report:
     if not manifest.quality:
         raise ConfigError(f"{output_dir} was converted without a data report (quality.json); "
                           f"convert it again with overwrite=True to get one")
-    data = json.loads(storage.read_bytes(storage.join(output_dir, manifest.quality)))
+    path = storage.join(output_dir, manifest.quality)
+    fix = (f"the folder is not whole: `tfrecorder verify {output_dir}` checks the rest; "
+           "convert the table again with overwrite=True to write the report anew")
+    try:
+        data = json.loads(storage.read_bytes(path))
+    except FileNotFoundError:
+        raise IncompleteOutputError(f"{path}: the data report its manifest lists is "
+                                    f"missing; {fix}") from None
+    except ValueError as e:
+        raise IncompleteOutputError(f"{path}: not a data report ({e}); {fix}") from None
+    missing = [k for k in _REQUIRED if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise IncompleteOutputError(
+            f"{path}: not a data report (no {', '.join(missing)}); {fix}")
     return Report(output_dir, data)
+
+
+#: What every quality.json holds (docs/format.md).
+_REQUIRED = ("counts", "pairs", "conflicts", "stats", "warnings", "truncated")

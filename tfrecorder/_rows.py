@@ -8,6 +8,7 @@ edited table are unchanged without opening a shard or an image again. No Beam he
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -24,20 +25,32 @@ DEFAULT_KEY = "image_uri"
 def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
           stamp: int | None = None, sha256: str | None = None, phash: int | None = None,
           width: int | None = None, height: int | None = None, fmt: str | None = None,
-          features: dict | None = None, image_uri: str | None = None) -> dict:
-    """One record's line; image fields only for rows with an image, ``phash`` only
-    where near duplicates are hashed, ``features`` only where the table has other
-    columns, ``image_uri`` only where the key is another column than the image's."""
+          features: dict | None = None, image_uri: str | None = None,
+          hashed: bool = False, px: tuple | None = None, measured: bool = False) -> dict:
+    """One record's line; image fields only for rows with an image, ``features`` only
+    where the table has other columns, ``image_uri`` only where the key is another
+    column than the image's. Where near duplicates are searched (``hashed``), ``phash``
+    (null: the image did not decode small); where pixels are measured (``measured``),
+    ``px``: the channel sums of ``quality.channel_sums`` as ``[pixels, R, G, B, R², G²,
+    B²]`` (null: not decodable). An update carries them for the records it keeps."""
     out = {"row": row, "key": key, "split": split, "label": list(labels)}
     if image_uri is not None:
         out["image_uri"] = image_uri
     if sha256 is not None:
         out.update(size=size, stamp=stamp, sha256=sha256, w=width, h=height, format=fmt)
-        if phash is not None:
-            out["phash"] = f"{phash:016x}"
+        if hashed or phash is not None:
+            out["phash"] = None if phash is None else f"{phash:016x}"
+        if measured or px is not None:
+            out["px"] = None if px is None else [px[0], *px[1], *px[2]]
     if features:
         out["features"] = features
     return out
+
+
+def sums_of(entry: dict) -> tuple | None:
+    """A line's ``px`` as ``quality.channel_sums`` gives them; None where it has none."""
+    px = entry.get("px")
+    return None if not px else (px[0], px[1:4], px[4:7])
 
 
 def features(row, columns: tuple, feature_columns: tuple, as_json) -> dict:
@@ -59,6 +72,12 @@ def ref_fields(entry: dict, ids: dict) -> tuple:
     labels = entry.get("label")
     return (entry.get("row"), entry.get("image_uri", entry.get("key")),
             tuple(ids[n] for n in labels if n in ids) if labels else ())
+
+
+def _now(fields: tuple, now: dict, position: int) -> tuple:
+    """``ref_fields``'s ``(row, image_uri, label ids)`` with the row of the edited
+    table, where ``now`` (``renumbered``) moves the record at ``position``."""
+    return (now[position], *fields[1:]) if position in now else fields
 
 
 def encode(entries: Iterable[dict]) -> bytes:
@@ -118,6 +137,33 @@ def key_text(value) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+#: In an update's run folder: the kept records whose row in the edited table differs
+#: from their rows file's (``{rows file: {position: row}}``), for the data report.
+RENUMBERED = "renumbered.json"
+
+
+def write_renumbered(folder: str, renumbered: dict) -> None:
+    """Stages ``renumbered`` in the run's ``folder`` (nothing where it is empty)."""
+    if renumbered:
+        data = {name: [[p, row] for p, row in sorted(moved.items())]
+                for name, moved in renumbered.items()}
+        storage.write_into(storage.join(folder, RENUMBERED),
+                           json.dumps(data, ensure_ascii=False).encode("utf-8"))
+
+
+@functools.lru_cache(maxsize=4)
+def renumbered(folder: str | None) -> dict:
+    """What ``write_renumbered`` staged in the run's ``folder``: ``{rows file:
+    {position: row}}``; {} where it staged nothing."""
+    if folder is None:
+        return {}
+    try:
+        data = json.loads(storage.read_bytes(storage.join(folder, RENUMBERED)))
+    except FileNotFoundError:
+        return {}
+    return {name: {int(p): row for p, row in moved} for name, moved in data.items()}
+
+
 def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
             label_names) -> Callable:
     """For ``quality.full_refs``: ``rows_of(split, shard)`` gives ``(row, image_uri,
@@ -140,7 +186,9 @@ def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
         elif (split, shard) in kept and kept[(split, shard)].rows:
             info = kept[(split, shard)]
             entries = read(storage.inside(output_dir, info.rows), info.num_examples)
-            positions = index.live_positions(output_dir, info, pending)
+            now = renumbered(pending).get(info.rows, {})
+            return [_now(ref_fields(entries[p], ids), now, p)
+                    for p in index.live_positions(output_dir, info, pending)]
         else:
             return None
         return [ref_fields(entries[p], ids) for p in positions]

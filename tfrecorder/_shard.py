@@ -281,12 +281,13 @@ def write(task: ShardTask, settings: WriteSettings,
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
-                sha, phash = look.add(
+                sha, phash, sums = look.add(
                     (row.split, task.index, stats.num_examples, row.row,
                      row.image_uri if written is None else written, tuple(row.labels)),
                     info.width, info.height, measured)
                 seen = dict(size=file_size, stamp=file_stamp, sha256=sha, phash=phash,
-                            width=info.width, height=info.height, fmt=info.format)
+                            width=info.width, height=info.height, fmt=info.format,
+                            hashed=look.near, px=sums, measured=wants_image)
                 stats.source_bytes += source_size
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
                 stats.formats[info.format] = stats.formats.get(info.format, 0) + 1

@@ -63,6 +63,9 @@ class Plan:
     #: The parent's rows files as read (rows file name -> entries), for ``kept_look``
     #: in this process; emptied where the update runs elsewhere.
     rows_read: dict = dataclasses.field(default_factory=dict)
+    #: The kept records whose row in the edited table is not the one their rows file
+    #: gives (rows file name -> {position: row}): the report names this table's rows.
+    renumbered: dict = dataclasses.field(default_factory=dict)
 
     @property
     def unchanged(self) -> bool:
@@ -172,9 +175,11 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     label_counts, formats, widths, heights = {}, {}, {}, {}
     seen = look.seen
     source_bytes = 0
+    now = rows.renumbered(pending).get(shard.rows, {})  # this table's rows, where moved
     for rank, position in enumerate(live):
         e = entries[position]
         row, uri, labels = rows.ref_fields(e, ids)
+        row = now.get(position, row)
         for i in labels:
             label_counts[i] = label_counts.get(i, 0) + 1
         if "sha256" not in e:
@@ -190,6 +195,8 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
         phash = e.get("phash") if near else None
         seen.append((sha, int(phash, 16) if phash else None,
                      (split, number, rank, row, uri, labels)))
+        # "px": null was measured and did not decode; no "px", never measured
+        look.add_sums(rows.sums_of(e), "px" in e)
     stats.num_examples = stats.rows = len(live)
     stats.num_bytes = sum(full[p][1] for p in live) if full else shard.num_bytes
     stats.source_bytes = source_bytes
@@ -289,16 +296,21 @@ def _table_rows(table, settings) -> Iterator[tuple]:
 def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts) -> Plan:
     """The update of ``parent`` (the latest version, number ``version - 1`` or less) by
     the spilled ``table``: which rows to write, which records to retire."""
+    from tfrecorder._metadata import strict_json
+
     content = opts.check == "content"
     append = opts.mode == "append"
     rows_read: dict = {}
     by_key = stored(output_dir, parent, content, rows_read)
     # every stored record, before matching takes the kept ones out of ``by_key``
     every = [c for sigs in by_key.values() for records in sigs.values() for c in records]
+    if opts.near_duplicates:
+        _check_hashed(output_dir, parent, every)
     picked: dict[str, set] = {}
     added: dict[str, int] = {}
     kept: dict[str, int] = {}
-    matched: set[tuple] = set()  # (shard file, position) of kept records
+    # (shard file, position) of each kept record -> its row in this table
+    matched: dict[tuple, Any] = {}
     existing: list = []
     existing_count = 0
     batch: list = []
@@ -312,6 +324,10 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
                 existing_count += 1
                 if len(existing) < 5:
                     existing.append(key)
+                # the record it names: its first under that key
+                first = min((c for same in candidates.values() for c in same),
+                            key=lambda c: (c.shard.file, c.position))
+                matched.setdefault((first.shard.file, first.position), strict_json(row.row))
                 continue
             hit = None
             if candidates and (look is not None or row.image_uri is None):
@@ -321,7 +337,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
                 if same:  # rows of one key are matched one to one with equal records
                     hit = same.pop(0)
             if hit is not None:
-                matched.add((hit.shard.file, hit.position))
+                matched[(hit.shard.file, hit.position)] = strict_json(row.row)
                 kept[split] = kept.get(split, 0) + 1
             else:
                 picked.setdefault(split, set()).add(n)
@@ -340,8 +356,12 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     label_counts: dict[str, dict] = {}
     formats: set = set()
     kept_rows = 0
+    renumbered: dict[str, dict] = {}  # rows file -> {position: row in this table}
     for c in every:
         split = c.entry.get("split")
+        now = matched.get((c.shard.file, c.position), c.entry.get("row"))
+        if now != c.entry.get("row"):
+            renumbered.setdefault(c.shard.rows, {})[c.position] = now
         if append or (c.shard.file, c.position) in matched:
             kept_rows += 1
             counts = label_counts.setdefault(split, {})
@@ -389,7 +409,24 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
         rows_in=table.rows_in, channels={channels: kept_rows} if channels else {},
         formats=tuple(sorted(formats)), existing=tuple(existing),
         existing_count=existing_count)
-    return Plan(picked, update, live_data, sum(added.values()), rows_read)
+    return Plan(picked, update, live_data, sum(added.values()), rows_read, renumbered)
+
+
+def _check_hashed(output_dir: str, parent: Manifest, every: list) -> None:
+    """Refuses an update with near duplicates over records written without them: their
+    rows files hold no perceptual hash, so no new row could be compared with them, and
+    the report would say near duplicates were searched where they were not."""
+    for c in every:
+        e = c.entry
+        if "sha256" in e and "phash" not in e:
+            raise ConfigError(
+                f"{output_dir}: near_duplicates=True, but version {parent.version or 1} "
+                f"was written without near duplicates: its record of row {e.get('row')!r} "
+                f"({e.get('image_uri', e.get('key'))}) has no perceptual hash in "
+                f"{c.shard.rows}, so new rows could not be compared with the records the "
+                "update keeps. Convert the whole table again with near_duplicates=True "
+                "and overwrite=True (CLI: --near-duplicates --overwrite), or update "
+                "without near_duplicates")
 
 
 def _parent_channels(output_dir: str) -> int | None:
