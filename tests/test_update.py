@@ -1025,3 +1025,21 @@ def test_an_update_searching_near_duplicates_over_unhashed_records_is_refused(tm
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     # without near duplicates the same update goes through
     assert tfrecorder.convert(_table(paths + more), str(out), mode="update").version == 2
+
+
+def test_update_and_append_together_and_a_key_the_schema_leaves_out_are_named(
+        tmp_path, run_cli):
+    paths = _images(tmp_path / "img", 4)
+    csv = tmp_path / "data.csv"
+    csv.write_text("split,image_uri,label,id\n" + "".join(
+        f"TRAIN,{p},cat,k{i}\n" for i, p in enumerate(paths)))
+    out = tmp_path / "out"
+    for flags in (["--update", "--append"], ["--append", "--update"]):
+        done = run_cli("convert", csv, out, *flags)
+        assert done.returncode == 2 and "together: give one of them" in done.stderr
+        assert not out.exists()
+    # the default schema reads split, image and label: "id" is in the file only
+    with pytest.raises(tfrecorder.ConfigError, match="add it to the schema"):
+        tfrecorder.convert(str(csv), str(out), key="id")
+    with pytest.raises(tfrecorder.ConfigError, match=r"split_fractions=\(0.5, 0.5\); give a dict"):
+        tfrecorder.convert(str(csv), str(out), split_fractions=(0.5, 0.5))

@@ -166,12 +166,29 @@ def _convert_parser(sub) -> None:
             cli["type"] = _shards
         if f.name == "images_dir":
             cli["type"] = _per_split_or_one
+        if f.name == "mode":
+            cli["action"] = _OneMode
         if metavar is not None and cli.get("action") is None and "choices" not in cli:
             cli["metavar"] = metavar
         p.add_argument(*flags, dest=f.name, help=text, **cli)
-    p.add_argument("--append", dest="mode", action="store_const", const="append",
+    p.add_argument("--append", dest="mode", action=_OneMode, const="append",
                    default=None, help="add only the rows whose key the folder's latest "
                                       "version does not hold, as a new version")
+
+
+class _OneMode(argparse.Action):
+    """``--update`` or ``--append`` (each sets ``mode``), never both."""
+
+    def __init__(self, option_strings, dest, const=None, default=None, help=None):
+        super().__init__(option_strings, dest, nargs=0, const=const, default=default,
+                         help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(namespace, self.dest, None)
+        if given is not None and given != self.const:
+            parser.error(f"{option_string} and --{given} together: give one of them "
+                         "(--update writes what changed, --append only adds new keys)")
+        setattr(namespace, self.dest, self.const)
 
 
 def _verbose(parser) -> None:

@@ -96,8 +96,10 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     notes = list(table.notes)
     try:
         if opts.key != rows.DEFAULT_KEY and opts.key not in table.columns:
-            raise ConfigError(f"key={opts.key!r} is not a column of the table; give one of "
-                              f"{list(table.columns)}")
+            raise ConfigError(
+                f"key={opts.key!r} is not a column of the table as read; give one of "
+                f"{list(table.columns)}, or, for a column of the file that the schema "
+                f"leaves out, add it to the schema (schema=, CLI --schema)")
         if cloud:
             runners.check_dataflow(opts, output_dir, local_uris)
         if parent is not None:

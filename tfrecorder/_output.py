@@ -526,7 +526,8 @@ class Vacuumed:
         if not self.versions:
             return "nothing to remove: every version is kept"
         return (f"removed version(s) {', '.join(map(str, self.versions))}: "
-                f"{len(self.files)} file(s), {human_bytes(self.bytes)}")
+                f"{len(self.files)} file(s) of records and reports, "
+                f"{human_bytes(self.bytes)}, and {len(self.versions)} version manifest(s)")
 
 
 def vacuum(output_dir: str, keep: int) -> Vacuumed:

@@ -55,6 +55,9 @@ def canonical(value) -> str | None:
 
 def check_fractions(fractions: Mapping[str, float]) -> dict[str, float]:
     """``fractions`` checked: known split names, non-negative, summing to 1."""
+    if not isinstance(fractions, Mapping):
+        raise ValueError(f"split_fractions={fractions!r}; give a dict of split names to "
+                         "fractions, e.g. {'train': 0.8, 'validation': 0.1, 'test': 0.1}")
     out = {}
     for name, frac in dict(fractions).items():
         split = ALIASES.get(str(name).strip().lower())

@@ -302,8 +302,9 @@ def _open_once(output_dir: str, version: int | None) -> Version:
         held = versions(output_dir)
         raise ConfigError(
             f"{output_dir} has no version {version}; it has version"
-            f"{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}. Give one of "
-            f"them, or version=None for the latest")
+            f"{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}. Give "
+            f"{'one of them' if len(held) > 1 else 'that one'}, or version=None for the "
+            f"latest (on the command line, leave out --version)")
     try:
         data = storage.read_bytes(latest)
     except (FileNotFoundError, NotADirectoryError):
