@@ -271,3 +271,16 @@ def test_the_command_line_takes_coco_files_per_split(tmp_path, run_cli):
     assert "note: COCO keys not converted" in p.stdout
     m = tfrecorder.info(str(tmp_path / "out"))
     assert {s: i.num_examples for s, i in m.splits.items()} == {"train": 4, "validation": 4}
+
+
+@pytest.mark.slow
+def test_read_gives_each_records_crowd_flags_as_a_list_beside_its_boxes(tmp_path):
+    _images(tmp_path)
+    src = _write(tmp_path / "instances_train.json", _coco(ANNOTATIONS))
+    tfrecorder.convert({"train": src}, str(tmp_path / "out"))
+    table = tfrecorder.read(str(tmp_path / "out")).set_index("image_uri")
+    expected = _expected(ANNOTATIONS, {1: "person", 3: "car", 18: "dog"})
+    for uri, r in table.iterrows():
+        boxes = expected[os.path.basename(uri)]
+        assert r["objects/is_crowd"] == [b[2] for b in boxes], uri  # two boxes, one, none
+        assert [b[0] for b in r["boxes"]] == [b[0] for b in boxes], uri

@@ -414,7 +414,7 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
         formats: dict[str, int] = {}
         widths: dict = {}
         heights: dict = {}
-        sums = None
+        colours = Looker()  # the split's colour sums, added up as a shard's are
         unmeasured = 0
         for s in ss:
             for i, n in s.labels.items():
@@ -428,17 +428,14 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
             _merge(heights, look.heights)
             unmeasured += look.unmeasured
             if look.sums is not None:
-                if sums is None:
-                    sums = [0, [0] * 3, [0] * 3]
-                sums[0] += look.sums[0]
-                sums[1] = [a + b for a, b in zip(sums[1], look.sums[1])]
-                sums[2] = [a + b for a, b in zip(sums[2], look.sums[2])]
+                colours.add_sums(look.sums, True)
         entry: dict[str, Any] = {
             "rows": sum(s.rows for s in ss), "records": sum(s.num_examples for s in ss),
             "labels": dict(sorted(labels.items())), "formats": dict(sorted(formats.items())),
             "width": _median(widths), "height": _median(heights),
             "stored_bytes": sum(s.num_bytes for s in ss),
             "source_bytes": sum(s.source_bytes for s in ss)}
+        sums = colours.sums
         if sums is not None and sums[0] and not unmeasured:
             # Only where every image record of the split was measured: the figures of
             # some of its records would pass for the split's.

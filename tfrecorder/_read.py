@@ -22,6 +22,7 @@ import numpy as np
 from tfrecorder import _example as example, _layout as layout
 from tfrecorder import _view as view, access
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
+from tfrecorder._detection import BOX_FLAGS
 from tfrecorder._layout import FeatureSpec
 from tfrecorder._manifest import Manifest
 
@@ -156,7 +157,10 @@ def _columns(m: Manifest, images: bool) -> list[_Column]:
     elif label is not None:
         out.append(_label_column(label, features[label], m.vocabularies.get(label)))
     for key, spec in features.items():
-        if spec.role == "feature":
+        if spec.role == "feature" and bbox is not None and key in BOX_FLAGS.values():
+            # one value per box (COCO's iscrowd), in the order of the boxes
+            out.append(_Column(key, _lists(key, int), "object"))
+        elif spec.role == "feature":
             out.append(_feature_column(key, spec, m.vocabularies.get(key)))
     if images and m.image_key is not None:
         out.append(_Column(IMAGE, _scalar(m.image_key, lambda v: v)))

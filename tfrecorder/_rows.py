@@ -8,10 +8,11 @@ edited table are unchanged without opening a shard or an image again. No Beam he
 
 from __future__ import annotations
 
-import functools
+import bisect
 import gzip
 import io
 import json
+import posixpath
 from typing import Callable, Iterable
 
 from tfrecorder import _index as index, _storage as storage
@@ -26,14 +27,19 @@ def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
           stamp: int | None = None, sha256: str | None = None, phash: int | None = None,
           width: int | None = None, height: int | None = None, fmt: str | None = None,
           features: dict | None = None, image_uri: str | None = None,
-          hashed: bool = False, px: tuple | None = None, measured: bool = False) -> dict:
+          hashed: bool = False, px: tuple | None = None, measured: bool = False,
+          rows: int = 1) -> dict:
     """One record's line; image fields only for rows with an image, ``features`` only
     where the table has other columns, ``image_uri`` only where the key is another
     column than the image's. Where near duplicates are searched (``hashed``), ``phash``
     (null: the image did not decode small); where pixels are measured (``measured``),
     ``px``: the channel sums of ``quality.channel_sums`` as ``[pixels, R, G, B, R², G²,
-    B²]`` (null: not decodable). An update carries them for the records it keeps."""
+    B²]`` (null: not decodable). An update carries them for the records it keeps.
+    ``rows``: the input rows the record holds, written where more than one (the rows
+    of one image in a multi-label or detection table)."""
     out = {"row": row, "key": key, "split": split, "label": list(labels)}
+    if rows != 1:
+        out["rows"] = rows
     if image_uri is not None:
         out["image_uri"] = image_uri
     if sha256 is not None:
@@ -72,12 +78,6 @@ def ref_fields(entry: dict, ids: dict) -> tuple:
     labels = entry.get("label")
     return (entry.get("row"), entry.get("image_uri", entry.get("key")),
             tuple(ids[n] for n in labels if n in ids) if labels else ())
-
-
-def _now(fields: tuple, now: dict, position: int) -> tuple:
-    """``ref_fields``'s ``(row, image_uri, label ids)`` with the row of the edited
-    table, where ``now`` (``renumbered``) moves the record at ``position``."""
-    return (now[position], *fields[1:]) if position in now else fields
 
 
 def encode(entries: Iterable[dict]) -> bytes:
@@ -137,31 +137,66 @@ def key_text(value) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-#: In an update's run folder: the kept records whose row in the edited table differs
-#: from their rows file's (``{rows file: {position: row}}``), for the data report.
-RENUMBERED = "renumbered.json"
+#: In an update's run folder, one file per kept rows file: its records whose row in the
+#: edited table differs from the one the rows file gives, for the data report.
+RENUMBERED_DIR = "renumbered"
+
+
+def _renumbered_path(folder: str, rows_name: str) -> str:
+    return storage.join(folder, RENUMBERED_DIR, posixpath.basename(rows_name) + ".json")
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def write_renumbered(folder: str, renumbered: dict) -> None:
-    """Stages ``renumbered`` in the run's ``folder`` (nothing where it is empty)."""
-    if renumbered:
-        data = {name: [[p, row] for p, row in sorted(moved.items())]
-                for name, moved in renumbered.items()}
-        storage.write_into(storage.join(folder, RENUMBERED),
+    """Stages, in the run's ``folder``, the rows of the edited table of the kept records
+    that moved: ``renumbered`` is ``{rows file: {position: (row stored, row now)}}``.
+    Line numbers that moved by the same count (lines removed or added above them) are
+    kept as runs ``[first position, records, shift]``, so a file stays small whatever
+    the table's size; any other row is listed ``[position, row]``."""
+    for name, moved in renumbered.items():
+        shifts: list = []
+        listed: list = []
+        for p in sorted(moved):
+            old, new = moved[p]
+            if _whole(old) and _whole(new):
+                last = shifts[-1] if shifts else None
+                if last and last[0] + last[1] == p and last[2] == new - old:
+                    last[1] += 1
+                else:
+                    shifts.append([p, 1, new - old])
+            else:
+                listed.append([p, new])
+        data = {"shift": shifts, "rows": listed}
+        storage.write_into(_renumbered_path(folder, name),
                            json.dumps(data, ensure_ascii=False).encode("utf-8"))
 
 
-@functools.lru_cache(maxsize=4)
-def renumbered(folder: str | None) -> dict:
-    """What ``write_renumbered`` staged in the run's ``folder``: ``{rows file:
-    {position: row}}``; {} where it staged nothing."""
-    if folder is None:
-        return {}
+def renumbering(folder: str | None, rows_name: str | None) -> Callable:
+    """``now(position, row stored)``: the row in the edited table of the record at
+    ``position`` of the rows file ``rows_name``, as ``write_renumbered`` staged it in
+    the run's ``folder`` (the stored row where nothing moved it)."""
     try:
-        data = json.loads(storage.read_bytes(storage.join(folder, RENUMBERED)))
+        if folder is None or rows_name is None:
+            raise FileNotFoundError
+        data = json.loads(storage.read_bytes(_renumbered_path(folder, rows_name)))
     except FileNotFoundError:
-        return {}
-    return {name: {int(p): row for p, row in moved} for name, moved in data.items()}
+        return lambda position, row: row
+    listed = {p: row for p, row in data["rows"]}
+    shifts = data["shift"]
+    starts = [first for first, _, _ in shifts]
+
+    def now(position: int, row):
+        if position in listed:
+            return listed[position]
+        i = bisect.bisect_right(starts, position) - 1
+        if i >= 0 and position < starts[i] + shifts[i][1] and _whole(row):
+            return row + shifts[i][2]
+        return row
+
+    return now
 
 
 def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
@@ -183,14 +218,18 @@ def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
             s = written[(split, shard)]
             entries = read(storage.join(shard_folder, s.rows_file), s.num_examples)
             positions = range(len(entries))
+            now = renumbering(None, None)  # written from this table: its own rows
         elif (split, shard) in kept and kept[(split, shard)].rows:
             info = kept[(split, shard)]
             entries = read(storage.inside(output_dir, info.rows), info.num_examples)
-            now = renumbered(pending).get(info.rows, {})
-            return [_now(ref_fields(entries[p], ids), now, p)
-                    for p in index.live_positions(output_dir, info, pending)]
+            positions = index.live_positions(output_dir, info, pending)
+            now = renumbering(pending, info.rows)
         else:
             return None
-        return [ref_fields(entries[p], ids) for p in positions]
+        out = []
+        for p in positions:
+            row, uri, labels = ref_fields(entries[p], ids)
+            out.append((now(p, row), uri, labels))
+        return out
 
     return of

@@ -342,4 +342,4 @@ def _rows_entry(row, settings: WriteSettings, written: str | None, names: tuple,
     if settings.key_column is not None and seen:  # the key is not the image: say which
         uri = written if written is not None else row.image_uri
     return rows.entry(row=strict_json(row.row), key=key, split=row.split, labels=labels,
-                      features=features, image_uri=uri, **seen)
+                      features=features, image_uri=uri, rows=1 + len(row.merged), **seen)

@@ -55,11 +55,14 @@ def canonical(value) -> str | None:
 
 def check_fractions(fractions: Mapping[str, float]) -> dict[str, float]:
     """``fractions`` checked: known split names, non-negative, summing to 1."""
-    if not isinstance(fractions, Mapping):
+    try:
+        given = dict(fractions)  # a mapping, or (split, fraction) pairs
+    except (TypeError, ValueError):
         raise ValueError(f"split_fractions={fractions!r}; give a dict of split names to "
-                         "fractions, e.g. {'train': 0.8, 'validation': 0.1, 'test': 0.1}")
+                         "fractions, e.g. {'train': 0.8, 'validation': 0.1, 'test': 0.1}"
+                         ) from None
     out = {}
-    for name, frac in dict(fractions).items():
+    for name, frac in given.items():
         split = ALIASES.get(str(name).strip().lower())
         if split is None:
             raise ValueError(f"split_fractions: unknown split {name!r}; use train, validation, test")

@@ -64,7 +64,8 @@ class Plan:
     #: in this process; emptied where the update runs elsewhere.
     rows_read: dict = dataclasses.field(default_factory=dict)
     #: The kept records whose row in the edited table is not the one their rows file
-    #: gives (rows file name -> {position: row}): the report names this table's rows.
+    #: gives (rows file name -> {position: (row stored, row now)}): the report names
+    #: this table's rows.
     renumbered: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -175,11 +176,11 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     label_counts, formats, widths, heights = {}, {}, {}, {}
     seen = look.seen
     source_bytes = 0
-    now = rows.renumbered(pending).get(shard.rows, {})  # this table's rows, where moved
+    now = rows.renumbering(pending, shard.rows)  # this table's rows, where they moved
     for rank, position in enumerate(live):
         e = entries[position]
         row, uri, labels = rows.ref_fields(e, ids)
-        row = now.get(position, row)
+        row = now(position, row)
         for i in labels:
             label_counts[i] = label_counts.get(i, 0) + 1
         if "sha256" not in e:
@@ -197,7 +198,9 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
                      (split, number, rank, row, uri, labels)))
         # "px": null was measured and did not decode; no "px", never measured
         look.add_sums(rows.sums_of(e), "px" in e)
-    stats.num_examples = stats.rows = len(live)
+    stats.num_examples = len(live)
+    # input rows: a record of a multi-label or detection table holds several
+    stats.rows = sum(entries[p].get("rows", 1) for p in live)
     stats.num_bytes = sum(full[p][1] for p in live) if full else shard.num_bytes
     stats.source_bytes = source_bytes
     stats.labels, stats.formats = label_counts, formats
@@ -313,6 +316,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     matched: dict[tuple, Any] = {}
     existing: list = []
     existing_count = 0
+    first_of: dict = {}  # append: each stored key's first record, found once
     batch: list = []
 
     def decide(batch):
@@ -321,14 +325,15 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
         for (split, n, key, labels, features, row, uri), look in zip(batch, seen):
             candidates = by_key.get(key)
             if append and candidates:
-                existing_count += 1
-                if len(existing) < 5:
-                    existing.append(key)
-                # the record it names: its first under that key
-                first = min((c for same in candidates.values() for c in same),
-                            key=lambda c: (c.shard.file, c.position))
-                matched.setdefault((first.shard.file, first.position), strict_json(row.row))
-                continue
+                there = _stored_as(key, candidates, first_of,
+                                   _signature(split, labels, features, None, uri))
+                if there is not None:
+                    existing_count += 1
+                    if len(existing) < 5:
+                        existing.append(key if key is not None else strict_json(row.row))
+                    matched.setdefault((there.shard.file, there.position),
+                                       strict_json(row.row))
+                    continue
             hit = None
             if candidates and (look is not None or row.image_uri is None):
                 image = (None if row.image_uri is None else
@@ -356,12 +361,13 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     label_counts: dict[str, dict] = {}
     formats: set = set()
     kept_rows = 0
-    renumbered: dict[str, dict] = {}  # rows file -> {position: row in this table}
+    renumbered: dict[str, dict] = {}  # rows file -> {position: (row stored, row now)}
     for c in every:
         split = c.entry.get("split")
-        now = matched.get((c.shard.file, c.position), c.entry.get("row"))
-        if now != c.entry.get("row"):
-            renumbered.setdefault(c.shard.rows, {})[c.position] = now
+        was = c.entry.get("row")
+        now = matched.get((c.shard.file, c.position), was)
+        if now != was:
+            renumbered.setdefault(c.shard.rows, {})[c.position] = (was, now)
         if append or (c.shard.file, c.position) in matched:
             kept_rows += 1
             counts = label_counts.setdefault(split, {})
@@ -412,19 +418,42 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     return Plan(picked, update, live_data, sum(added.values()), rows_read, renumbered)
 
 
+def _stored_as(key, candidates: dict, first_of: dict, values_signature: tuple):
+    """The stored record an appended row's ``key`` names, or None where it names none:
+    its first record under that key; for a table matched by its values alone (no key),
+    one stored record equal to the row, each taken once."""
+    if key is None:
+        same = candidates.get(values_signature)
+        return same.pop(0) if same else None
+    if key not in first_of:
+        first_of[key] = min((c for same in candidates.values() for c in same),
+                            key=lambda c: (c.shard.file, c.position))
+    return first_of[key]
+
+
 def _check_hashed(output_dir: str, parent: Manifest, every: list) -> None:
-    """Refuses an update with near duplicates over records written without them: their
-    rows files hold no perceptual hash, so no new row could be compared with them, and
-    the report would say near duplicates were searched where they were not."""
+    """Refuses an update with near duplicates over a shard written without them: its
+    rows file holds no perceptual hash, so no new row could be compared with its
+    records, and the report would say near duplicates were searched where they were
+    not. Decided per rows file: a run that searched them may have left out the hash of
+    an image that did not decode small."""
+    hashed: dict[str, bool] = {}
+    first: dict[str, _Stored] = {}
     for c in every:
-        e = c.entry
-        if "sha256" in e and "phash" not in e:
+        if "sha256" in c.entry:
+            name = c.shard.rows
+            hashed[name] = hashed.get(name, False) or "phash" in c.entry
+            if name not in first or c.position < first[name].position:
+                first[name] = c
+    for name in sorted(hashed):
+        if not hashed[name]:
+            e = first[name].entry
             raise ConfigError(
-                f"{output_dir}: near_duplicates=True, but version {parent.version or 1} "
-                f"was written without near duplicates: its record of row {e.get('row')!r} "
-                f"({e.get('image_uri', e.get('key'))}) has no perceptual hash in "
-                f"{c.shard.rows}, so new rows could not be compared with the records the "
-                "update keeps. Convert the whole table again with near_duplicates=True "
+                f"{output_dir}: near_duplicates=True, but the records of {name} (version "
+                f"{parent.version or 1} keeps them) were written without near duplicates: "
+                f"its record of row {e.get('row')!r} ({e.get('image_uri', e.get('key'))}) "
+                "has no perceptual hash, so new rows could not be compared with the records "
+                "the update keeps. Convert the whole table again with near_duplicates=True "
                 "and overwrite=True (CLI: --near-duplicates --overwrite), or update "
                 "without near_duplicates")
 
