@@ -1103,6 +1103,7 @@ def test_an_append_names_kept_records_by_the_appended_tables_rows(tmp_path):
     v2 = [("TEST", str(copy), "cat")] + v1
     result = tfrecorder.convert(_csv(tmp_path / "v2.csv", v2), str(out), mode="append")
     assert result.existing_count == 6 and result.changes["test"]["added"] == 1
+    assert "version 2: 1 of the table's 7 rows appended; 7 rows are in it" in str(result)
     (leak,) = tfrecorder.report(str(out)).leaks.itertuples()
     assert (leak.row_a, leak.image_uri_a, leak.row_b, leak.image_uri_b) == (
         4, paths[2], 1, str(copy))

@@ -206,6 +206,15 @@ class ConversionResult(_Keys):
                          f"key is already stored ({shown}{' ...' if self.existing_count > len(self.existing_keys) else ''})")
         return lines
 
+    def _version_rows(self) -> str:
+        """What an update's version holds against the table it was given."""
+        if self.rows_written <= self.rows_in and not self.existing_count:
+            return f"{self.rows_written} of {self.rows_in} rows of the table are in it"
+        # an append: the version holds the rows stored before, which the table may not list
+        added = sum(c.get("added", 0) for c in self.changes.values())
+        return (f"{added} of the table's {self.rows_in} rows appended; "
+                f"{self.rows_written} rows are in it")
+
     def __str__(self) -> str:
         if self.unchanged:
             return "\n".join([f"tfrecorder: {self.output_dir} is up to date "
@@ -213,7 +222,7 @@ class ConversionResult(_Keys):
         lines = [f"tfrecorder wrote {self.rows_written} of {self.rows_in} rows to {self.output_dir}"]
         if self.version and self.version > 1:
             lines = [f"tfrecorder updated {self.output_dir} to version {self.version}: "
-                     f"{self.rows_written} of {self.rows_in} rows of the table are in it"]
+                     f"{self._version_rows()}"]
         lines += self._change_lines()
         unit = "rows"
         if self.multi_label:
@@ -249,8 +258,10 @@ class ConversionResult(_Keys):
         )
         parts = [
             "<div class='tfrecorder-result'>",
-            f"<b>tfrecorder</b>: {self.rows_written} of {self.rows_in} rows written to "
-            f"<code>{esc(self.output_dir)}</code> ({human_bytes(self.bytes_written)})"
+            (f"<b>tfrecorder</b>: {self.rows_written} of {self.rows_in} rows written to "
+             if not self.version or self.version == 1 else
+             f"<b>tfrecorder</b>: version {self.version}, {esc(self._version_rows())}, in ")
+            + f"<code>{esc(self.output_dir)}</code> ({human_bytes(self.bytes_written)})"
             + (f" as {sum(self.rows_per_split.values())} records (<b>multi-label</b>: one "
                f"record per image)" if self.multi_label else ""),
             f"<table><tr><th>split</th><th>{'records' if self.multi_label else 'rows'}</th>"
