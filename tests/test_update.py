@@ -956,6 +956,22 @@ def _csv(path, rows):
     return str(path)
 
 
+def _photos_converted(tmp_path, n, train, seed):
+    """``n`` distinct photos (the first ``train`` in train, the rest in test) listed in
+    ``v1.csv`` and converted with near duplicates: their folder, rows and output."""
+    from tests.test_quality import _jpeg, _photo
+
+    img = tmp_path / "img"
+    img.mkdir()
+    rows = []
+    for i in range(n):
+        (img / f"{i}.jpg").write_bytes(_jpeg(_photo(seed + i)))
+        rows.append(("TRAIN" if i < train else "TEST", str(img / f"{i}.jpg"), LABELS[i % 2]))
+    out = tmp_path / "out"
+    tfrecorder.convert(_csv(tmp_path / "v1.csv", rows), str(out), near_duplicates=True)
+    return img, rows, out
+
+
 @pytest.mark.slow
 def test_an_updates_report_names_the_edited_tables_rows_and_counts_every_live_record(
         tmp_path):
@@ -967,14 +983,7 @@ def test_an_updates_report_names_the_edited_tables_rows_and_counts_every_live_re
 
     from tests.test_quality import _jpeg, _photo
 
-    img = tmp_path / "img"
-    img.mkdir()
-    rows = []
-    for i in range(10):
-        (img / f"{i}.jpg").write_bytes(_jpeg(_photo(200 + i)))
-        rows.append(("TRAIN" if i < 7 else "TEST", str(img / f"{i}.jpg"), LABELS[i % 2]))
-    out = tmp_path / "out"
-    tfrecorder.convert(_csv(tmp_path / "v1.csv", rows), str(out), near_duplicates=True)
+    img, rows, out = _photos_converted(tmp_path, 10, 7, seed=200)
     (img / "copy_5.jpg").write_bytes((img / "5.jpg").read_bytes())
     Image.open(img / "6.jpg").resize((80, 60)).save(img / "half_6.jpg", "JPEG", quality=80)
     # two lines removed from the top: every kept record moves up two lines
@@ -1062,14 +1071,7 @@ def test_rows_files_written_before_colour_sums_and_with_an_unhashed_image(tmp_pa
     not refused by an update that searches them."""
     from tests.test_quality import _jpeg, _photo
 
-    img = tmp_path / "img"
-    img.mkdir()
-    rows_ = []
-    for i in range(8):
-        (img / f"{i}.jpg").write_bytes(_jpeg(_photo(400 + i)))
-        rows_.append(("TRAIN" if i < 5 else "TEST", str(img / f"{i}.jpg"), LABELS[i % 2]))
-    out = tmp_path / "out"
-    tfrecorder.convert(_csv(tmp_path / "v1.csv", rows_), str(out), near_duplicates=True)
+    img, rows_, out = _photos_converted(tmp_path, 8, 5, seed=400)
 
     def older(entries):
         for e in entries:
