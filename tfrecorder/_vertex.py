@@ -150,7 +150,10 @@ def parse(text: str, where: str, problems: Problems, unused: Unused) -> Line | N
     if not isinstance(image, str) or not image.strip():
         problems.add(where, IMAGE, image if image is None or isinstance(image, str) else
                      _shown(json.dumps(image)),
-                     f"no image: every line needs {IMAGE}, the gs:// URI (or path) of its image")
+                     (f"{IMAGE} is a JSON {type(image).__name__}, not text; give"
+                      if image is not None and not isinstance(image, str) else
+                      f"no image: every line needs {IMAGE},")
+                     + " the gs:// URI (or path) of its image")
         return None
     before = len(problems)
     line = Line(where, image.strip(), _ml_use(obj.get(RESOURCE_LABELS), where, problems, unused),
@@ -218,8 +221,10 @@ def _name(annotation, field: str, where: str, problems: Problems, unused: Unused
     name = annotation.get(NAME)
     if not isinstance(name, str) or not name.strip():
         problems.add(where, f"{field}.{NAME}", name if isinstance(name, (str, type(None)))
-                     else _shown(json.dumps(name)), "no label name; give the annotation its "
-                                                   f"{NAME}")
+                     else _shown(json.dumps(name)),
+                     f"{NAME} is a JSON {type(name).__name__}, not text; give the label's "
+                     "name as a string" if name is not None and not isinstance(name, str)
+                     else f"no label name; give the annotation its {NAME}")
         return None
     return name
 
