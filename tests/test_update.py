@@ -1142,3 +1142,20 @@ def test_an_updates_rows_count_the_input_rows_of_a_multi_label_record(tmp_path):
     want = json.loads((fresh / "quality.json").read_text())["stats"]
     assert got["train"]["rows"] == want["train"]["rows"] == 6
     assert got["test"]["rows"] == want["test"]["rows"] == 3
+
+
+def test_moved_rows_are_staged_as_runs_of_shifted_lines(tmp_path):
+    """Line 2 removed, a line added after line 5, line 8 removed: the rows after each
+    edit shift by -1, 0 and -1 again. Staged in stored-row order, three runs whatever
+    the number of records; the unmoved rows between two runs stay as they are; index
+    labels that are not line numbers are listed one by one."""
+    pairs = [(r, r - 1) for r in range(3, 6)] + [(r, r) for r in (6, 7)]
+    pairs += [(r, r - 1) for r in range(9, 2000)]
+    pairs += [("b", "a"), ("c", "c"), (True, 5), ([1, 2], [2, 1])]
+    rows.write_renumbered(str(tmp_path), {"rows/x.rows.jsonl.gz": pairs})
+    staged = json.loads((tmp_path / "renumbered" / "x.rows.jsonl.gz.json").read_text())
+    assert staged["shift"] == [[3, 5, -1], [9, 1999, -1]]
+    now = rows.renumbering(str(tmp_path), "rows/x.rows.jsonl.gz")
+    assert [now(old) for old, _ in pairs] == [new for _, new in pairs]
+    assert now(1) == 1 and now(2000) == 2000  # rows no kept record has: as stored
+    assert rows.renumbering(str(tmp_path), "rows/other.rows.jsonl.gz") is None

@@ -137,8 +137,8 @@ def key_text(value) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-#: In an update's run folder, one file per kept rows file: its records whose row in the
-#: edited table differs from the one the rows file gives, for the data report.
+#: In an update's run folder, one file per kept rows file some of whose records moved:
+#: the rows of the edited table its records have, for the data report.
 RENUMBERED_DIR = "renumbered"
 
 
@@ -146,55 +146,52 @@ def _renumbered_path(folder: str, rows_name: str) -> str:
     return storage.join(folder, RENUMBERED_DIR, posixpath.basename(rows_name) + ".json")
 
 
-def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _line(value) -> bool:
+    return type(value) is int  # noqa: E721 (a bool is no line number)
 
 
 def write_renumbered(folder: str, renumbered: dict) -> None:
     """Stages, in the run's ``folder``, the rows of the edited table of the kept records
-    that moved: ``renumbered`` is ``{rows file: {position: (row stored, row now)}}``.
-    Line numbers that moved by the same count (lines removed or added above them) are
-    kept as runs ``[first position, records, shift]``, so a file stays small whatever
-    the table's size; any other row is listed ``[position, row]``."""
-    for name, moved in renumbered.items():
+    of each rows file one of whose records moved: ``renumbered`` is ``{rows file:
+    [(row stored, row now), ...]}``, every kept record of it. In stored-row order, line
+    numbers move by one count between two edits (lines removed or added above them):
+    they are kept as runs ``[first row stored, last row stored, shift]``, as many as the
+    edits, whatever the table's size; any other row is listed ``[row stored, row now]``."""
+    for name, pairs in renumbered.items():
         shifts: list = []
         listed: list = []
-        for p in sorted(moved):
-            old, new = moved[p]
-            if _whole(old) and _whole(new):
-                last = shifts[-1] if shifts else None
-                if last and last[0] + last[1] == p and last[2] == new - old:
-                    last[1] += 1
-                else:
-                    shifts.append([p, 1, new - old])
+        for old, new in sorted((p for p in pairs if _line(p[0]) and _line(p[1])),
+                               key=lambda p: p[0]):
+            if shifts and shifts[-1][2] == new - old:
+                shifts[-1][1] = old
             else:
-                listed.append([p, new])
-        data = {"shift": shifts, "rows": listed}
+                shifts.append([old, old, new - old])
+        listed = [[old, new] for old, new in pairs
+                  if not (_line(old) and _line(new)) and old != new]
+        data = {"shift": [run for run in shifts if run[2]], "rows": listed}
         storage.write_into(_renumbered_path(folder, name),
                            json.dumps(data, ensure_ascii=False).encode("utf-8"))
 
 
-def renumbering(folder: str | None, rows_name: str | None) -> Callable:
-    """``now(position, row stored)``: the row in the edited table of the record at
-    ``position`` of the rows file ``rows_name``, as ``write_renumbered`` staged it in
-    the run's ``folder`` (the stored row where nothing moved it)."""
+def renumbering(folder: str | None, rows_name: str | None) -> Callable | None:
+    """``now(row stored)``: the row in the edited table of a record of the rows file
+    ``rows_name``, as ``write_renumbered`` staged it in the run's ``folder`` (the
+    stored row where nothing moved it); None where no record of it moved."""
+    if folder is None or rows_name is None:
+        return None
     try:
-        if folder is None or rows_name is None:
-            raise FileNotFoundError
         data = json.loads(storage.read_bytes(_renumbered_path(folder, rows_name)))
     except FileNotFoundError:
-        return lambda position, row: row
-    listed = {p: row for p, row in data["rows"]}
+        return None
+    listed = {json.dumps(old, sort_keys=True): new for old, new in data["rows"]}
     shifts = data["shift"]
-    starts = [first for first, _, _ in shifts]
+    firsts = [first for first, _, _ in shifts]
 
-    def now(position: int, row):
-        if position in listed:
-            return listed[position]
-        i = bisect.bisect_right(starts, position) - 1
-        if i >= 0 and position < starts[i] + shifts[i][1] and _whole(row):
-            return row + shifts[i][2]
-        return row
+    def now(row):
+        if _line(row):
+            i = bisect.bisect_right(firsts, row) - 1
+            return row + shifts[i][2] if i >= 0 and row <= shifts[i][1] else row
+        return listed.get(json.dumps(row, sort_keys=True), row) if listed else row
 
     return now
 
@@ -218,7 +215,7 @@ def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
             s = written[(split, shard)]
             entries = read(storage.join(shard_folder, s.rows_file), s.num_examples)
             positions = range(len(entries))
-            now = renumbering(None, None)  # written from this table: its own rows
+            now = None  # written from this table: its own rows
         elif (split, shard) in kept and kept[(split, shard)].rows:
             info = kept[(split, shard)]
             entries = read(storage.inside(output_dir, info.rows), info.num_examples)
@@ -226,10 +223,9 @@ def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
             now = renumbering(pending, info.rows)
         else:
             return None
-        out = []
-        for p in positions:
-            row, uri, labels = ref_fields(entries[p], ids)
-            out.append((now(p, row), uri, labels))
+        out = [ref_fields(entries[p], ids) for p in positions]
+        if now is not None:
+            out = [(now(row), uri, labels) for row, uri, labels in out]
         return out
 
     return of

@@ -63,9 +63,9 @@ class Plan:
     #: The parent's rows files as read (rows file name -> entries), for ``kept_look``
     #: in this process; emptied where the update runs elsewhere.
     rows_read: dict = dataclasses.field(default_factory=dict)
-    #: The kept records whose row in the edited table is not the one their rows file
-    #: gives (rows file name -> {position: (row stored, row now)}): the report names
-    #: this table's rows.
+    #: For each rows file one of whose kept records has another row in the edited
+    #: table than the file gives, every kept record's ``(row stored, row now)``: the
+    #: report names this table's rows (``rows.write_renumbered``).
     renumbered: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -180,7 +180,8 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     for rank, position in enumerate(live):
         e = entries[position]
         row, uri, labels = rows.ref_fields(e, ids)
-        row = now(position, row)
+        if now is not None:
+            row = now(row)
         for i in labels:
             label_counts[i] = label_counts.get(i, 0) + 1
         if "sha256" not in e:
@@ -361,22 +362,25 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     label_counts: dict[str, dict] = {}
     formats: set = set()
     kept_rows = 0
-    renumbered: dict[str, dict] = {}  # rows file -> {position: (row stored, row now)}
+    # rows file -> [(row stored, row now)] of each of its kept records
+    rows_now: dict[str, list] = {}
+    moved: set = set()  # the rows files one of whose kept records moved
     for c in every:
         split = c.entry.get("split")
         was = c.entry.get("row")
-        now = matched.get((c.shard.file, c.position), was)
-        if now != was:
-            renumbered.setdefault(c.shard.rows, {})[c.position] = (was, now)
-        if append or (c.shard.file, c.position) in matched:
-            kept_rows += 1
-            counts = label_counts.setdefault(split, {})
-            for name in c.entry.get("label") or []:
-                counts[name] = counts.get(name, 0) + 1
-            if c.entry.get("format"):
-                formats.add(c.entry["format"])
-        else:
+        now = matched.get((c.shard.file, c.position))  # its row in this table, if kept
+        if now is None and not append:  # an append keeps the records it does not name
             retired.setdefault(c.shard.file, set()).add(c.position)
+            continue
+        rows_now.setdefault(c.shard.rows, []).append((was, was if now is None else now))
+        if now is not None and now != was:
+            moved.add(c.shard.rows)
+        kept_rows += 1
+        counts = label_counts.setdefault(split, {})
+        for name in c.entry.get("label") or []:
+            counts[name] = counts.get(name, 0) + 1
+        if c.entry.get("format"):
+            formats.add(c.entry["format"])
     if append:
         kept = {}
         for c in every:
@@ -415,7 +419,8 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
         rows_in=table.rows_in, channels={channels: kept_rows} if channels else {},
         formats=tuple(sorted(formats)), existing=tuple(existing),
         existing_count=existing_count)
-    return Plan(picked, update, live_data, sum(added.values()), rows_read, renumbered)
+    return Plan(picked, update, live_data, sum(added.values()), rows_read,
+                {name: rows_now[name] for name in moved})
 
 
 def _stored_as(key, candidates: dict, first_of: dict, values_signature: tuple):
