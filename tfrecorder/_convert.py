@@ -21,6 +21,7 @@ from tfrecorder import (
     _staging as staging, _storage as storage, _versions as versions)
 from tfrecorder._errors import ConfigError
 from tfrecorder._options import Options
+from tfrecorder._plan import gc_paused
 from tfrecorder._result import ConversionResult
 
 log = logging.getLogger(__name__)
@@ -177,8 +178,9 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         output.clear_leftovers(before, run_id)
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
         rows_of = _row_settings(opts, table, schema)
-        decided = versions.plan(output_dir, parent, version,
-                                table, shard.WriteSettings(None, table.columns, **rows_of), opts)
+        with gc_paused():  # a record of every stored row, none in a cycle (gc_paused)
+            decided = versions.plan(output_dir, parent, version, table,
+                                    shard.WriteSettings(None, table.columns, **rows_of), opts)
         if decided.unchanged:
             if before.versions and before.manifest != parent:
                 # A run killed between publishing its version and tfrecorder.json: the

@@ -53,12 +53,6 @@ def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
     return out
 
 
-def sums_of(entry: dict) -> tuple | None:
-    """A line's ``px`` as ``quality.channel_sums`` gives them; None where it has none."""
-    px = entry.get("px")
-    return None if not px else (px[0], px[1:4], px[4:7])
-
-
 def features(row, columns: tuple, feature_columns: tuple, as_json) -> dict:
     """A record's ``features``: the other columns of its row, as strict JSON
     (``as_json``). A detection table's record is an image with its rows' boxes: its

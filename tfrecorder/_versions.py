@@ -176,12 +176,15 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     label_counts, formats, widths, heights = {}, {}, {}, {}
     seen = look.seen
     source_bytes = 0
+    input_rows = 0
+    unmeasured = 0
     now = rows.renumbering(pending, shard.rows)  # this table's rows, where they moved
     for rank, position in enumerate(live):
         e = entries[position]
         row, uri, labels = rows.ref_fields(e, ids)
         if now is not None:
             row = now(row)
+        input_rows += e.get("rows", 1)  # a multi-label or detection record holds several
         for i in labels:
             label_counts[i] = label_counts.get(i, 0) + 1
         if "sha256" not in e:
@@ -198,10 +201,14 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
         seen.append((sha, int(phash, 16) if phash else None,
                      (split, number, rank, row, uri, labels)))
         # "px": null was measured and did not decode; no "px", never measured
-        look.add_sums(rows.sums_of(e), "px" in e)
+        px = e.get("px")
+        if px:
+            look.add_sums((px[0], px[1:4], px[4:7]), True)
+        elif "px" not in e:
+            unmeasured += 1
+    look.unmeasured = unmeasured
     stats.num_examples = len(live)
-    # input rows: a record of a multi-label or detection table holds several
-    stats.rows = sum(entries[p].get("rows", 1) for p in live)
+    stats.rows = input_rows
     stats.num_bytes = sum(full[p][1] for p in live) if full else shard.num_bytes
     stats.source_bytes = source_bytes
     stats.labels, stats.formats = label_counts, formats
