@@ -905,13 +905,17 @@ def test_vacuum_removes_only_what_older_versions_alone_list(tf, tmp_path, capsys
     done = tfrecorder.vacuum(str(out), keep=1)
     assert done.versions == (1, 2)
     assert set(done.files) == only_old - {"versions/00001.json", "versions/00002.json"}
+    assert str(done).startswith(f"removed version(s) 1, 2: {len(done.files)} file(s) of "
+                                "records and reports, ") and str(done).endswith(
+                                    "and 2 version manifest(s)")
     after = _digests(out)
     assert not only_old & set(after)                       # every file only they listed: gone
     assert {n: after[n] for n in kept} == kept             # the kept version's: untouched
     assert sorted(tfrecorder.read(str(out), "train")["image_uri"]) == want
     assert tfrecorder.verify(str(out)).records == 11
     assert tfrecorder.versions(str(out))["version"].tolist() == [3]
-    with pytest.raises(tfrecorder.ConfigError, match="it has version 3"):
+    with pytest.raises(tfrecorder.ConfigError, match="it has version 3. Give that one, or "
+                       "version=None for the latest [(]on the command line, leave out"):
         access.Reader(str(out), "train", version=1)
     assert str(tfrecorder.vacuum(str(out), keep=1)) == "nothing to remove: every version is kept"
     assert cli.main(["vacuum", str(out), "--keep", "1"]) == 0
