@@ -1109,7 +1109,8 @@ def test_an_append_names_kept_records_by_the_appended_tables_rows(tmp_path):
     v2 = [("TEST", str(copy), "cat")] + v1
     result = tfrecorder.convert(_csv(tmp_path / "v2.csv", v2), str(out), mode="append")
     assert result.existing_count == 6 and result.changes["test"]["added"] == 1
-    assert "version 2: 1 of the table's 7 rows appended; 7 rows are in it" in str(result)
+    assert ("version 2: 1 record(s) appended from the table's 7 rows; 7 rows are in it"
+            in str(result))
     (leak,) = tfrecorder.report(str(out)).leaks.itertuples()
     assert (leak.row_a, leak.image_uri_a, leak.row_b, leak.image_uri_b) == (
         4, paths[2], 1, str(copy))
@@ -1150,16 +1151,88 @@ def test_an_updates_rows_count_the_input_rows_of_a_multi_label_record(tmp_path):
 
 def test_moved_rows_are_staged_as_runs_of_shifted_lines(tmp_path):
     """Line 2 removed, a line added after line 5, line 8 removed: the rows after each
-    edit shift by -1, 0 and -1 again. Staged in stored-row order, three runs whatever
-    the number of records; the unmoved rows between two runs stay as they are; index
-    labels that are not line numbers are listed one by one."""
+    edit shift by -1, 0 and -1 again. Staged in stored-row order, two runs whatever the
+    number of records; the unmoved rows between them stay as they are; rows that are
+    not line numbers, before or after, are listed one by one. A rows file holding one
+    stored row twice is staged by position."""
     pairs = [(r, r - 1) for r in range(3, 6)] + [(r, r) for r in (6, 7)]
     pairs += [(r, r - 1) for r in range(9, 2000)]
-    pairs += [("b", "a"), ("c", "c"), (True, 5), ([1, 2], [2, 1])]
-    rows.write_renumbered(str(tmp_path), {"rows/x.rows.jsonl.gz": pairs})
+    pairs += [("b", "a"), ("c", "c"), (True, 5), ([1, 2], [2, 1]), (2000, "r2000"),
+              (None, 4)]
+    triples = [(p, old, new) for p, (old, new) in enumerate(reversed(pairs))]
+    rows.write_renumbered(str(tmp_path), {"rows/x.rows.jsonl.gz": triples})
     staged = json.loads((tmp_path / "renumbered" / "x.rows.jsonl.gz.json").read_text())
     assert staged["shift"] == [[3, 5, -1], [9, 1999, -1]]
     now = rows.renumbering(str(tmp_path), "rows/x.rows.jsonl.gz")
-    assert [now(old) for old, _ in pairs] == [new for _, new in pairs]
-    assert now(1) == 1 and now(2000) == 2000  # rows no kept record has: as stored
+    assert [now(p, old) for p, old, _ in triples] == [new for _, _, new in triples]
+    assert now(7, 1) == 1 and now(7, 2001) == 2001  # rows no kept record has: as stored
     assert rows.renumbering(str(tmp_path), "rows/other.rows.jsonl.gz") is None
+    # stored row 4 twice (records of two tables, side by side after a compaction)
+    twice = [(0, 4, 3), (1, 4, 9), (2, 5, 5), (3, 6, 5)]
+    rows.write_renumbered(str(tmp_path), {"rows/y.rows.jsonl.gz": twice})
+    now = rows.renumbering(str(tmp_path), "rows/y.rows.jsonl.gz")
+    assert [now(p, old) for p, old, _ in twice] == [3, 9, 5, 5]
+
+@pytest.mark.slow
+def test_an_update_keeps_a_row_whose_index_label_is_none_and_names_string_labels(tmp_path):
+    """A DataFrame's index label may be None, which is also what no match looks like; a
+    table first indexed 0, 1, 2... and then by names names its kept records by the
+    names; an update of a multi-label table counts its input rows, not its records."""
+    paths = _images(tmp_path / "img", 3)
+    out = tmp_path / "out"
+    table = _table(paths)
+    table.index = [None, "b", "c"]
+    tfrecorder.convert(table, str(out))
+    more = _images(tmp_path / "img", 1, start=3)
+    edited = _table(paths + more)
+    edited.index = [None, "b", "c", "d"]
+    result = tfrecorder.convert(edited, str(out), mode="update")
+    assert sum(c["kept"] for c in result.changes.values()) == 3
+    assert sum(c["retired"] for c in result.changes.values()) == 0
+    assert sorted(tfrecorder.read(str(out))["image_uri"]) == sorted(paths + more)
+
+    out2 = tmp_path / "out2"
+    tfrecorder.convert(_table(paths, splits=["TRAIN"] * 3), str(out2))
+    copy = tmp_path / "img" / "copy_of_1.jpg"
+    copy.write_bytes(open(paths[1], "rb").read())
+    named = _table(paths + [str(copy)], splits=["TRAIN"] * 3 + ["TEST"])
+    named.index = ["r0", "r1", "r2", "r3"]
+    named.loc["r3", "label"] = LABELS[1]
+    tfrecorder.convert(named, str(out2), mode="update")
+    (leak,) = tfrecorder.report(str(out2)).leaks.itertuples()
+    assert (leak.row_a, leak.image_uri_a, leak.row_b) == ("r1", paths[1], "r3")
+
+
+@pytest.mark.slow
+def test_an_update_of_a_multi_label_table_says_how_many_input_rows_it_holds(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    lines = [("TRAIN", p, lab) for p in paths for lab in LABELS]  # 8 rows, 4 records
+    out = tmp_path / "out"
+    tfrecorder.convert(_csv(tmp_path / "v1.csv", lines), str(out))
+    more = _images(tmp_path / "img", 1, start=4)
+    result = tfrecorder.convert(_csv(tmp_path / "v2.csv", lines + [("TRAIN", more[0], "cat")]),
+                                str(out), mode="update")
+    assert result.rows_written == 9 and result.rows_in == 9
+    assert "9 of 9 rows of the table are in it" in str(result)
+
+
+@pytest.mark.slow
+def test_a_compacted_shard_partly_written_without_near_duplicates_is_refused(tmp_path):
+    """Records hashed by a first conversion and records an update wrote without near
+    duplicates, rewritten into one shard by compact: an update that searches near
+    duplicates is refused, as the unhashed ones could not be compared."""
+    paths = _images(tmp_path / "img", 6)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths, splits=["TRAIN"] * 6), str(out), near_duplicates=True,
+                       num_shards=1)
+    more = _images(tmp_path / "img", 2, start=6)
+    tfrecorder.convert(_table(paths + more, splits=["TRAIN"] * 8), str(out), mode="update",
+                       num_shards=1)
+    tfrecorder.compact(str(out))
+    (rows_file,) = (out / "rows").glob("*-train-v00003.*")
+    lines = rows.decode(rows_file.read_bytes())
+    assert sum("phash" in e for e in lines) == 6 and len(lines) == 8
+    last = _images(tmp_path / "img", 1, start=8)
+    with pytest.raises(tfrecorder.ConfigError, match="were written without near duplicates"):
+        tfrecorder.convert(_table(paths + more + last, splits=["TRAIN"] * 9), str(out),
+                           mode="update", near_duplicates=True, num_shards=1)

@@ -239,9 +239,9 @@ def test_annotation_problems_name_the_key_of_the_line(tmp_path):
     assert "no label name" in problems[(f"{src}:2", "classificationAnnotation.displayName")].reason
     assert "no label" in problems[(f"{src}:3", None)].reason
     # a value of the wrong JSON type is named as such, not as a missing one
-    assert "displayName is a JSON int, not text" in problems[
+    assert "displayName is a JSON number, not text" in problems[
         (f"{src}:4", "classificationAnnotation.displayName")].reason
-    assert "imageGcsUri is a JSON int, not text" in problems[(f"{src}:5", "imageGcsUri")].reason
+    assert "imageGcsUri is a JSON number, not text" in problems[(f"{src}:5", "imageGcsUri")].reason
 
 
 def test_box_problems_name_the_box_and_the_shared_checks_still_run(tmp_path):

@@ -74,6 +74,9 @@ class ConversionResult(_Keys):
     #: The version published (the latest one, when ``unchanged``), and what it changed
     #: per split: ``{split: {"added": n, "retired": n, "kept": n}}``.
     version: int | None = None
+    #: How the version was made: "convert", "update", "append" or "compact" (None:
+    #: written before versions were)
+    mode: str | None = None
     changes: dict = dataclasses.field(default_factory=dict)
     #: An update that found nothing to change, and so wrote nothing.
     unchanged: bool = False
@@ -145,6 +148,7 @@ class ConversionResult(_Keys):
             multi_label=m.multi_label,
             report=_report.report(output_dir) if m.quality else None,
             version=m.version,
+            mode=m.mode,
             changes={s: {k: int(c.get(k, 0)) for k in ("added", "retired", "kept")}
                      for s, c in sorted((m.changes or {}).items(),
                                         key=lambda kv: layout.split_order(kv[0]))},
@@ -208,11 +212,11 @@ class ConversionResult(_Keys):
 
     def _version_rows(self) -> str:
         """What an update's version holds against the table it was given."""
-        if self.rows_written <= self.rows_in and not self.existing_count:
+        if self.mode != "append":
             return f"{self.rows_written} of {self.rows_in} rows of the table are in it"
-        # an append: the version holds the rows stored before, which the table may not list
+        # the version holds the rows stored before, which the table need not list
         added = sum(c.get("added", 0) for c in self.changes.values())
-        return (f"{added} of the table's {self.rows_in} rows appended; "
+        return (f"{added} record(s) appended from the table's {self.rows_in} rows; "
                 f"{self.rows_written} rows are in it")
 
     def __str__(self) -> str:

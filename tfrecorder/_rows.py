@@ -147,45 +147,60 @@ def _line(value) -> bool:
 def write_renumbered(folder: str, renumbered: dict) -> None:
     """Stages, in the run's ``folder``, the rows of the edited table of the kept records
     of each rows file one of whose records moved: ``renumbered`` is ``{rows file:
-    [(row stored, row now), ...]}``, every kept record of it. In stored-row order, line
-    numbers move by one count between two edits (lines removed or added above them):
-    they are kept as runs ``[first row stored, last row stored, shift]``, as many as the
-    edits, whatever the table's size; any other row is listed ``[row stored, row now]``."""
-    for name, pairs in renumbered.items():
-        shifts: list = []
-        listed: list = []
-        for old, new in sorted((p for p in pairs if _line(p[0]) and _line(p[1])),
-                               key=lambda p: p[0]):
-            if shifts and shifts[-1][2] == new - old:
-                shifts[-1][1] = old
-            else:
-                shifts.append([old, old, new - old])
-        listed = [[old, new] for old, new in pairs
-                  if not (_line(old) and _line(new)) and old != new]
-        data = {"shift": [run for run in shifts if run[2]], "rows": listed}
+    [(position, row stored, row now), ...]}``, every kept record of it. In stored-row
+    order, line numbers move by one count between two edits (lines removed or added
+    above them): they are kept as runs ``[first row stored, last row stored, shift]``,
+    as many as the edits, whatever the table's size; any other moved row is listed
+    ``[row stored, row now]``. Where one stored row is there twice (a compacted shard
+    holds records two tables numbered; a DataFrame's index may repeat a label), the
+    moved records of that file are listed by position instead: ``[position, row now]``."""
+    for name, triples in renumbered.items():
+        stored = [json.dumps(old, sort_keys=True) for _, old, _ in triples]
+        if len(set(stored)) < len(stored):
+            data = {"positions": [[p, new] for p, old, new in triples if new != old]}
+        else:
+            shifts: list = []
+            lines = sorted((old, new) for _, old, new in triples if _line(old) and _line(new))
+            for old, new in lines:
+                if shifts and shifts[-1][2] == new - old:
+                    shifts[-1][1] = old
+                else:
+                    shifts.append([old, old, new - old])
+            data = {"shift": [run for run in shifts if run[2]],
+                    "rows": [[old, new] for _, old, new in triples
+                             if not (_line(old) and _line(new)) and new != old]}
         storage.write_into(_renumbered_path(folder, name),
                            json.dumps(data, ensure_ascii=False).encode("utf-8"))
 
 
 def renumbering(folder: str | None, rows_name: str | None) -> Callable | None:
-    """``now(row stored)``: the row in the edited table of a record of the rows file
-    ``rows_name``, as ``write_renumbered`` staged it in the run's ``folder`` (the
-    stored row where nothing moved it); None where no record of it moved."""
+    """``now(position, row stored)``: the row in the edited table of the record at
+    ``position`` of the rows file ``rows_name``, as ``write_renumbered`` staged it in the
+    run's ``folder`` (the stored row where nothing moved it); None where no record of it
+    moved."""
     if folder is None or rows_name is None:
         return None
     try:
         data = json.loads(storage.read_bytes(_renumbered_path(folder, rows_name)))
     except FileNotFoundError:
         return None
+    if "positions" in data:
+        by_position = {p: new for p, new in data["positions"]}
+        return lambda position, row: by_position.get(position, row)
     listed = {json.dumps(old, sort_keys=True): new for old, new in data["rows"]}
     shifts = data["shift"]
     firsts = [first for first, _, _ in shifts]
 
-    def now(row):
+    def now(position: int, row):
+        if listed:
+            key = json.dumps(row, sort_keys=True)
+            if key in listed:
+                return listed[key]
         if _line(row):
             i = bisect.bisect_right(firsts, row) - 1
-            return row + shifts[i][2] if i >= 0 and row <= shifts[i][1] else row
-        return listed.get(json.dumps(row, sort_keys=True), row) if listed else row
+            if i >= 0 and row <= shifts[i][1]:
+                return row + shifts[i][2]
+        return row
 
     return now
 
@@ -219,7 +234,8 @@ def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
             return None
         out = [ref_fields(entries[p], ids) for p in positions]
         if now is not None:
-            out = [(now(row), uri, labels) for row, uri, labels in out]
+            out = [(now(p, row), uri, labels)
+                   for p, (row, uri, labels) in zip(positions, out)]
         return out
 
     return of

@@ -36,12 +36,17 @@ class Update:
     live_indexes: tuple             # live index files written by this update
     changes: dict                   # split -> {"added", "retired", "kept"}
     label_counts: dict              # split -> {label name: kept records}
-    kept_rows: int                  # records kept
+    kept_rows: int                  # input rows the kept records hold
     rows_in: int                    # rows of the table
     channels: dict = dataclasses.field(default_factory=dict)  # of kept images, as known
     formats: tuple = ()             # image formats of kept records
     existing: tuple = ()            # append: keys already stored (the first ones)
     existing_count: int = 0         # append: rows whose key was already stored
+
+
+#: No row of the table names the stored record (``matched`` has no entry: a row id may
+#: be None, a DataFrame's index label).
+_NAMED_BY_NONE = object()
 
 
 @dataclasses.dataclass
@@ -64,8 +69,8 @@ class Plan:
     #: in this process; emptied where the update runs elsewhere.
     rows_read: dict = dataclasses.field(default_factory=dict)
     #: For each rows file one of whose kept records has another row in the edited
-    #: table than the file gives, every kept record's ``(row stored, row now)``: the
-    #: report names this table's rows (``rows.write_renumbered``).
+    #: table than the file gives, every kept record's ``(position, row stored, row
+    #: now)``: the report names this table's rows (``rows.write_renumbered``).
     renumbered: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -183,7 +188,7 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
         e = entries[position]
         row, uri, labels = rows.ref_fields(e, ids)
         if now is not None:
-            row = now(row)
+            row = now(position, row)
         input_rows += e.get("rows", 1)  # a multi-label or detection record holds several
         for i in labels:
             label_counts[i] = label_counts.get(i, 0) + 1
@@ -368,21 +373,24 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     retired: dict[str, set] = {}
     label_counts: dict[str, dict] = {}
     formats: set = set()
-    kept_rows = 0
-    # rows file -> [(row stored, row now)] of each of its kept records
+    kept_rows = kept_records = 0
+    # rows file -> [(position, row stored, row now)] of each of its kept records
     rows_now: dict[str, list] = {}
     moved: set = set()  # the rows files one of whose kept records moved
     for c in every:
         split = c.entry.get("split")
         was = c.entry.get("row")
-        now = matched.get((c.shard.file, c.position))  # its row in this table, if kept
-        if now is None and not append:  # an append keeps the records it does not name
-            retired.setdefault(c.shard.file, set()).add(c.position)
-            continue
-        rows_now.setdefault(c.shard.rows, []).append((was, was if now is None else now))
-        if now is not None and now != was:
+        now = matched.get((c.shard.file, c.position), _NAMED_BY_NONE)  # its row, if kept
+        if now is _NAMED_BY_NONE:
+            if not append:  # an append keeps the records its table does not name
+                retired.setdefault(c.shard.file, set()).add(c.position)
+                continue
+            now = was
+        rows_now.setdefault(c.shard.rows, []).append((c.position, was, now))
+        if now != was:
             moved.add(c.shard.rows)
-        kept_rows += 1
+        kept_records += 1
+        kept_rows += c.entry.get("rows", 1)  # a multi-label or detection record: several
         counts = label_counts.setdefault(split, {})
         for name in c.entry.get("label") or []:
             counts[name] = counts.get(name, 0) + 1
@@ -423,7 +431,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     update = Update(
         version=version, parent=parent, kept=shards, live_indexes=tuple(sorted(live_data)),
         changes=changes, label_counts=label_counts, kept_rows=kept_rows,
-        rows_in=table.rows_in, channels={channels: kept_rows} if channels else {},
+        rows_in=table.rows_in, channels={channels: kept_records} if channels else {},
         formats=tuple(sorted(formats)), existing=tuple(existing),
         existing_count=existing_count)
     return Plan(picked, update, live_data, sum(added.values()), rows_read,
@@ -444,24 +452,33 @@ def _stored_as(key, candidates: dict, first_of: dict, values_signature: tuple):
 
 
 def _check_hashed(output_dir: str, parent: Manifest, every: list) -> None:
-    """Refuses an update with near duplicates over a shard written without them: its
-    rows file holds no perceptual hash, so no new row could be compared with its
-    records, and the report would say near duplicates were searched where they were
-    not. Decided per rows file: a run that searched them may have left out the hash of
-    an image that did not decode small."""
-    hashed: dict[str, bool] = {}
-    first: dict[str, _Stored] = {}
+    """Refuses an update with near duplicates over records written without them: their
+    rows files hold no perceptual hash, so no new row could be compared with them, and
+    the report would say near duplicates were searched where they were not. A line
+    written since the report kept colour sums (``px``) says ``"phash": null`` where its
+    image did not decode small; in a rows file written before, a line of a run that
+    searched them may lack the hash of such an image, so an older file passes when any
+    of its lines has one."""
+    files: dict[str, list] = {}  # rows file -> [any line hashed, every line, any newer]
+    unhashed: dict[str, _Stored] = {}
     for c in every:
-        if "sha256" in c.entry:
-            name = c.shard.rows
-            hashed[name] = hashed.get(name, False) or "phash" in c.entry
-            if name not in first or c.position < first[name].position:
-                first[name] = c
-    for name in sorted(hashed):
-        if not hashed[name]:
-            e = first[name].entry
+        e = c.entry
+        if "sha256" not in e:
+            continue
+        name = c.shard.rows
+        seen = files.setdefault(name, [False, True, False])
+        hashed = "phash" in e
+        seen[0] |= hashed
+        seen[1] &= hashed
+        seen[2] |= "px" in e
+        if not hashed and (name not in unhashed or c.position < unhashed[name].position):
+            unhashed[name] = c
+    for name in sorted(files):
+        any_line, every_line, newer = files[name]
+        if not any_line or (newer and not every_line):
+            e = unhashed[name].entry
             raise ConfigError(
-                f"{output_dir}: near_duplicates=True, but the records of {name} (version "
+                f"{output_dir}: near_duplicates=True, but records of {name} (version "
                 f"{parent.version or 1} keeps them) were written without near duplicates: "
                 f"its record of row {e.get('row')!r} ({e.get('image_uri', e.get('key'))}) "
                 "has no perceptual hash, so new rows could not be compared with the records "

@@ -142,7 +142,7 @@ def parse(text: str, where: str, problems: Problems, unused: Unused) -> Line | N
         return None
     if not isinstance(obj, dict):
         problems.add(where, None, _shown(text),
-                     f"a JSON {type(obj).__name__}, not an object; each line describes one "
+                     f"a JSON {_json_kind(obj)}, not an object; each line describes one "
                      f"image as an object with {IMAGE}")
         return None
     unused.add("", [k for k in obj if k not in (IMAGE, SINGLE, MULTI, BOXES, RESOURCE_LABELS)])
@@ -150,7 +150,7 @@ def parse(text: str, where: str, problems: Problems, unused: Unused) -> Line | N
     if not isinstance(image, str) or not image.strip():
         problems.add(where, IMAGE, image if image is None or isinstance(image, str) else
                      _shown(json.dumps(image)),
-                     (f"{IMAGE} is a JSON {type(image).__name__}, not text; give"
+                     (f"{IMAGE} is a JSON {_json_kind(image)}, not text; give"
                       if image is not None and not isinstance(image, str) else
                       f"no image: every line needs {IMAGE},")
                      + " the gs:// URI (or path) of its image")
@@ -210,6 +210,15 @@ def _ml_use(resource_labels, where: str, problems: Problems, unused: Unused) -> 
     return None
 
 
+def _json_kind(value) -> str:
+    """What JSON calls ``value``'s type: object, array, number, boolean."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {dict: "object", list: "array"}.get(type(value), type(value).__name__)
+
+
 def _name(annotation, field: str, where: str, problems: Problems, unused: Unused,
           prefix: str) -> str | None:
     """The displayName of a classification annotation."""
@@ -222,7 +231,7 @@ def _name(annotation, field: str, where: str, problems: Problems, unused: Unused
     if not isinstance(name, str) or not name.strip():
         problems.add(where, f"{field}.{NAME}", name if isinstance(name, (str, type(None)))
                      else _shown(json.dumps(name)),
-                     f"{NAME} is a JSON {type(name).__name__}, not text; give the label's "
+                     f"{NAME} is a JSON {_json_kind(name)}, not text; give the label's "
                      "name as a string" if name is not None and not isinstance(name, str)
                      else f"no label name; give the annotation its {NAME}")
         return None
