@@ -589,6 +589,15 @@ def test_an_update_on_cloud_storage_stamps_objects_by_generation(gcs, tmp_path):
 
         storage.create_exclusive(f"{out}/versions/00002.json", b"{}")
     assert tfrecorder.convert(_table(uris[:5]), out, mode="update").unchanged
+    # the first row removed, a copy of a train image added to test: every kept row's
+    # index label moves down by one, staged in the run's folder on the object store
+    copy = f"{out.rsplit('/', 1)[0]}/img/copy_of_2.jpg"
+    gcs.pipe(copy, gcs.cat(uris[2]))
+    edited = _table(uris[:5]).iloc[1:].reset_index(drop=True)
+    edited.loc[len(edited)] = ["TEST", copy, LABELS[2 % 2]]
+    tfrecorder.convert(edited, out, mode="update")
+    (leak,) = tfrecorder.report(out).leaks.itertuples()
+    assert (leak.row_a, leak.image_uri_a, leak.row_b, leak.image_uri_b) == (1, uris[2], 4, copy)
 
 
 @pytest.mark.slow

@@ -134,6 +134,8 @@ def key_text(value) -> str:
 #: In an update's run folder, one file per kept rows file some of whose records moved:
 #: the rows of the edited table its records have, for the data report.
 RENUMBERED_DIR = "renumbered"
+#: Staged files written at once to an object store (each write is a round trip).
+REMOTE_WRITES = 16
 
 
 def _renumbered_path(folder: str, rows_name: str) -> str:
@@ -154,23 +156,36 @@ def write_renumbered(folder: str, renumbered: dict) -> None:
     ``[row stored, row now]``. Where one stored row is there twice (a compacted shard
     holds records two tables numbered; a DataFrame's index may repeat a label), the
     moved records of that file are listed by position instead: ``[position, row now]``."""
-    for name, triples in renumbered.items():
-        stored = [json.dumps(old, sort_keys=True) for _, old, _ in triples]
-        if len(set(stored)) < len(stored):
-            data = {"positions": [[p, new] for p, old, new in triples if new != old]}
-        else:
-            shifts: list = []
-            lines = sorted((old, new) for _, old, new in triples if _line(old) and _line(new))
-            for old, new in lines:
-                if shifts and shifts[-1][2] == new - old:
-                    shifts[-1][1] = old
-                else:
-                    shifts.append([old, old, new - old])
-            data = {"shift": [run for run in shifts if run[2]],
-                    "rows": [[old, new] for _, old, new in triples
-                             if not (_line(old) and _line(new)) and new != old]}
-        storage.write_into(_renumbered_path(folder, name),
-                           json.dumps(data, ensure_ascii=False).encode("utf-8"))
+    staged = [(_renumbered_path(folder, name), _renumbered(triples))
+              for name, triples in renumbered.items()]
+    if storage.is_remote(folder) and len(staged) > 1:
+        # an object store answers each write after a round trip: a few at once
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(REMOTE_WRITES) as pool:
+            list(pool.map(lambda job: storage.write_into(*job), staged))
+    else:
+        for path, data in staged:
+            storage.write_into(path, data)
+
+
+def _renumbered(triples: list) -> bytes:
+    """One rows file's staging (``write_renumbered``)."""
+    stored = [json.dumps(old, sort_keys=True) for _, old, _ in triples]
+    if len(set(stored)) < len(stored):
+        data = {"positions": [[p, new] for p, old, new in triples if new != old]}
+    else:
+        shifts: list = []
+        for old, new in sorted((old, new) for _, old, new in triples
+                               if _line(old) and _line(new)):
+            if shifts and shifts[-1][2] == new - old:
+                shifts[-1][1] = old
+            else:
+                shifts.append([old, old, new - old])
+        data = {"shift": [run for run in shifts if run[2]],
+                "rows": [[old, new] for _, old, new in triples
+                         if not (_line(old) and _line(new)) and new != old]}
+    return json.dumps(data, ensure_ascii=False).encode("utf-8")
 
 
 def renumbering(folder: str | None, rows_name: str | None) -> Callable | None:
