@@ -212,8 +212,8 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
     a, b = 0x0123456789ABCDEF, 0x0123456789ABCDEF ^ 0b1  # one bit apart: all bands but one
     refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 3, "b.jpg", (0,))]
     found = []
-    for key, value in [*quality.keyed([("x1", a, refs[0])], True),
-                       *quality.keyed([("x2", b, refs[1])], True)]:
+    for key, value in [*quality.keyed([("a1", a, refs[0])], True),
+                       *quality.keyed([("b2", b, refs[1])], True)]:
         found.append((key, value))
     groups: dict = {}
     for key, value in found:
@@ -241,7 +241,9 @@ def test_a_large_group_is_counted_in_full_and_listed_within_bounds(monkeypatch):
     monkeypatch.setattr(quality, "MAX_PAIRS", 50)
     refs = [("train" if i < 200 else "test", 0, i % 200, i + 1, f"{i}.jpg", (0,))
             for i in range(300)]
-    (group,) = quality.found(("x", "f00d"), reversed(refs))
+    # one group of digests, as two shards brought it: train's records, then test's
+    (group,) = quality.found(("x", 0), [[("f00d", r) for r in reversed(refs[200:])],
+                                        [("f00d", r) for r in reversed(refs[:200])]])
     _, sha, listed_refs, counts = group
     assert counts == {"leaks": {"exact": 200 * 100, "near": 0},
                       "duplicates": {"exact": 200 * 199 // 2 + 100 * 99 // 2, "near": 0},
@@ -317,7 +319,7 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
 
     refs = [("train", 0, i, i + 1, f"{i}.jpg", (0,)) for i in range(300)]
     refs.append(("test", 0, 0, 302, "t.jpg", (0,)))
-    (group,) = quality.found(("x", "beef"), refs)
+    (group,) = quality.found(("x", 0), [[("beef", r) for r in refs]])
     listed = group[2]
     assert len(listed) == quality.GROUP_LIMIT
     assert listed == refs[:quality.GROUP_LIMIT - 1] + [refs[-1]]
@@ -368,3 +370,28 @@ def test_a_damaged_report_is_named_with_its_fix(table, tmp_path, run_cli):
     with pytest.raises(tfrecorder.IncompleteOutputError, match="is missing"):
         tfrecorder.report(str(out))
     assert run_cli("report", out).returncode == 2
+
+
+def test_exact_matches_are_grouped_by_digest_in_buckets_of_a_few_thousand_records():
+    """Records are grouped by a bucket of their digest, one element per shard and
+    bucket: the same matches whatever the number of buckets, records of one digest
+    always in one bucket."""
+    import hashlib
+
+    shas = [hashlib.sha256(bytes([i % 7])).hexdigest() for i in range(40)]
+    shards = [[(shas[i], None, ("train" if i % 3 else "test", s, i, i + 2, f"{i}.jpg", (0,)))
+               for i in range(s * 10, s * 10 + 10)] for s in range(4)]
+    assert quality.exact_buckets(10_000) == 2 and quality.exact_buckets(100) == 1
+    found = {}
+    for buckets in (1, 3, 64):
+        groups: dict = {}
+        for seen in shards:
+            keyed = list(quality.keyed(seen, False, buckets))
+            assert len(keyed) <= min(buckets, 10)  # one element per bucket, not per record
+            for key, value in keyed:
+                groups.setdefault(key, []).append(value)
+        found[buckets] = sorted((sha, [r[2] for r in refs], counts["leaks"]["exact"])
+                                for key, members in groups.items()
+                                for _, sha, refs, counts in quality.found(key, members))
+    assert found[1] == found[3] == found[64] and len(found[1]) == 7
+    assert sum(len(refs) for _, refs, _ in found[1]) == 40

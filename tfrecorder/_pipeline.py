@@ -24,7 +24,9 @@ import contextlib
 import apache_beam as beam
 import apache_beam.pipeline as beam_pipeline
 
-from tfrecorder import _metadata as metadata, _output as output, _shard as shard, _steps as steps
+from tfrecorder import (
+    _metadata as metadata, _output as output, _quality as quality, _shard as shard,
+    _steps as steps)
 
 
 class _WriteShardFn(beam.DoFn):
@@ -72,13 +74,19 @@ def _one_worker(p: beam.Pipeline) -> bool:
 class FindMatches(beam.PTransform):
     """Every shard's ``(ShardStats, [Quarantined])`` -> the same, one per shard, as
     ``("shard", ...)``, and the matches between records: ``("exact", ...)`` per digest
-    held by several records, ``("near", ...)`` per band with near pairs."""
+    held by several records, ``("near", ...)`` per band with near pairs. ``records``:
+    how many the shards hold, which sets how many groups the digests are put in."""
+
+    def __init__(self, records: int):
+        super().__init__()
+        self._buckets = quality.exact_buckets(records)
 
     def expand(self, written):
         return (
             written
-            # -> (("s", split, index), shard) and ((kind, ...), record) per record
-            | "Key" >> beam.FlatMap(steps.match_keys)
+            # -> (("s", split, index), shard), (("x", group), [its records of those
+            # digests]) per group of digests, (("n", ...), record) per band
+            | "Key" >> beam.FlatMap(steps.match_keys, self._buckets)
             # -> (key, [shard] or [the records that key brings together])
             | "Group" >> beam.GroupByKey()
             # -> ("shard", shard), ("exact", ...), ("near", ...)
@@ -139,7 +147,7 @@ def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSet
             | "Shards" >> beam.Create(range(shards + kept), reshuffle=False)
             | "WriteShards" >> WriteShards(task_dir, settings, progress_dir,
                                            spread=not _one_worker(p))
-            | "FindMatches" >> FindMatches()
+            | "FindMatches" >> FindMatches(spec.rows_in)
             | "WriteMetadata" >> WriteMetadata(settings.run, spec)
         )
 

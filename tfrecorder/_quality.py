@@ -187,9 +187,22 @@ def bands(h: int, max_distance: int = MAX_DISTANCE) -> list[tuple[int, int]]:
     return out
 
 
-def keyed(seen: Iterable[tuple], near: bool) -> Iterator[tuple]:
-    """The grouping keys of a shard's records: ``(("x", sha256), ref)`` for exact
-    matches, and with ``near`` ``(("n", band, value), (hash, sha, place))`` per band.
+#: Records per group of the exact search (``exact_buckets``).
+EXACT_GROUP = 4096
+
+
+def exact_buckets(records: int) -> int:
+    """Into how many groups the exact search puts ``records`` records (by their digest):
+    a few thousand records each, so that a grouping moves a few elements per shard, not
+    one per record, and no group outgrows a worker whatever the dataset's size."""
+    return max(1, records // EXACT_GROUP)
+
+
+def keyed(seen: Iterable[tuple], near: bool, buckets: int = 1) -> Iterator[tuple]:
+    """The grouping keys of a shard's records: ``(("x", bucket), [(sha256, ref), ...])``
+    for exact matches, the shard's records of each of ``buckets`` groups of digests
+    (``exact_buckets``) together, and with ``near`` ``(("n", band, value), (hash, sha,
+    place))`` per band.
 
     A record is under seven band keys: those carry only what matching needs, the hash,
     64 bits of the digest (to leave out records of the same bytes) and the record's
@@ -197,12 +210,15 @@ def keyed(seen: Iterable[tuple], near: bool) -> Iterator[tuple]:
     in their rows files (``full_refs``). A grouping holds every key's values at once
     (the DirectRunner, in memory): the whole ref under each band key held four times
     as much."""
+    by_bucket: dict[int, list] = {}
     for sha, h, ref in seen:
-        yield ("x", sha), ref
+        by_bucket.setdefault(int(sha[:15], 16) % buckets, []).append((sha, ref))
         if near and h is not None:
             small = (h, sha[:16], ref[:3])
             for b, value in bands(h):
                 yield ("n", b, value), small
+    for bucket, members in by_bucket.items():
+        yield ("x", bucket), members
 
 
 def _ref_order(ref: tuple) -> tuple:
@@ -240,31 +256,43 @@ def _bounded(members: list, ref_of) -> list:
     return [members[i] for i in sorted(chosen)]
 
 
+def _same_bytes(sha: str, refs: list) -> tuple:
+    """``("exact", sha256, refs, counts)`` of records with the same bytes (``found``)."""
+    refs.sort(key=_ref_order)
+    per_split: dict[str, int] = {}
+    for r in refs:
+        per_split[r[0]] = per_split.get(r[0], 0) + 1
+    k = len(refs)
+    within = sum(n * (n - 1) // 2 for n in per_split.values())
+    counts = {"leaks": {"exact": k * (k - 1) // 2 - within, "near": 0},
+              "duplicates": {"exact": within, "near": 0},
+              "members": max(0, k - GROUP_LIMIT)}
+    return "exact", sha, _bounded(refs, lambda r: r), counts
+
+
 def found(key: tuple, members: Iterable) -> Iterator[tuple]:
     """What one group holds, bounded whatever its size:
 
-    - ``("exact", sha256, refs, counts)`` for records with the same bytes: the first
-      GROUP_LIMIT refs, and ``counts`` of every pair among all of them
-      (``{"leaks": {"exact": n, ...}, "duplicates": {...}, "members": left out}``);
+    - for a group of digests (``keyed``), ``("exact", sha256, refs, counts)`` per digest
+      several records have: the first GROUP_LIMIT refs, and ``counts`` of every pair
+      among all of them (``{"leaks": {"exact": n, ...}, "duplicates": {...},
+      "members": left out}``);
     - ``("near", pairs, counts)`` for the records of a band: the pairs
       ``(distance, "near", ref_a, ref_b)`` within MAX_DISTANCE whose bytes differ, each
       found in the first band its two hashes agree on, at most MAX_PAIRS of them, and
       the counts of all that were found among the first GROUP_LIMIT members.
     """
+    if key[0] == "x":
+        by_sha: dict[str, list] = {}
+        for part in members:  # each shard's records of this group of digests
+            for sha, ref in part:
+                by_sha.setdefault(sha, []).append(ref)
+        for sha, refs in by_sha.items():
+            if len(refs) > 1:
+                yield _same_bytes(sha, refs)
+        return
     members = list(members)
     if len(members) < 2:
-        return
-    if key[0] == "x":
-        refs = sorted(members, key=_ref_order)
-        per_split: dict[str, int] = {}
-        for r in refs:
-            per_split[r[0]] = per_split.get(r[0], 0) + 1
-        k = len(refs)
-        within = sum(n * (n - 1) // 2 for n in per_split.values())
-        counts = {"leaks": {"exact": k * (k - 1) // 2 - within, "near": 0},
-                  "duplicates": {"exact": within, "near": 0},
-                  "members": max(0, k - GROUP_LIMIT)}
-        yield "exact", key[1], _bounded(refs, lambda r: r), counts
         return
     band = key[1]
     members.sort(key=lambda m: _ref_order(m[2]))

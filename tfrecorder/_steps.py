@@ -55,16 +55,17 @@ def _tasks(task_dir: str) -> tuple[str, ...]:
     return tuple(staging.list_tasks(task_dir))
 
 
-def match_keys(written):
-    """A shard's element keyed by the shard, then each of its records keyed by what
-    may match it (``quality.keyed``); the records leave the shard's element."""
+def match_keys(written, buckets: int = 1):
+    """A shard's element keyed by the shard, then its records keyed by what may match
+    them (``quality.keyed``, in ``buckets`` groups of digests); the records leave the
+    shard's element."""
     stats, bad = written
     look = stats.look
     if look is not None:
         stats = dataclasses.replace(stats, look=dataclasses.replace(look, seen=[]))
     yield ("s", stats.split, stats.index), (stats, bad)
     if look is not None:
-        yield from quality.keyed(look.seen, look.near)
+        yield from quality.keyed(look.seen, look.near, buckets)
 
 
 def matches(group):
@@ -107,7 +108,7 @@ def run_here(task_dir: str, shards: int, settings: shard.WriteSettings,
     with gc_paused():
         for i in range(shards + kept):
             written = write_shard(i, task_dir, settings, progress_dir, rows_read)
-            for key, value in match_keys(written):
+            for key, value in match_keys(written, quality.exact_buckets(spec.rows_in)):
                 groups.setdefault(key, []).append(value)
         found = [m for group in groups.items() for m in matches(group)]
     return finish(found, settings.run, spec)
