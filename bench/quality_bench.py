@@ -16,7 +16,8 @@ and the file system synced first:
 - ``sized before`` / ``sized`` / ``sized near``: the same three with ``--shorter-side``;
 - ``baseline``: bench/baseline_loop.py, the hand-written loop.
 
-Prints the medians of wall time and peak memory, the median of the per-round ratios
+Prints the medians of wall time, CPU time (user and system) and peak memory, the median
+of the per-round ratios of walls and of CPU times
 (report / before, near / before, sized / sized before, sized near / sized before) and
 report / baseline.
 ``--only`` runs some of them (more rounds of the quick ones in the same time); the
@@ -81,35 +82,49 @@ def main() -> None:
         writers = {w: writers[w] for w in writers if w in wanted}
     if args.before is None and any(w.endswith("before") for w in writers):
         ap.error("--before is needed for the before runs (or leave them out with --only)")
-    results: dict[str, list[tuple[float, int]]] = {w: [] for w in writers}
+    results: dict[str, list[tuple[float, int, float]]] = {w: [] for w in writers}
     for i in range(args.runs):
         for name, cmd in writers.items():
             out = os.path.join(work, name.replace(" ", "_"))
             shutil.rmtree(out, ignore_errors=True)
             os.sync()
+            before = _cpu()
             wall, peak = run(cmd(out))
-            results[name].append((wall, peak))
+            cpu = _cpu() - before
+            results[name].append((wall, peak, cpu))
             shutil.rmtree(out, ignore_errors=True)
-            print(f"run {i + 1} {name:<12} {wall:7.2f} s  peak {peak / 2**20:6.0f} MiB",
-                  flush=True)
+            print(f"run {i + 1} {name:<12} {wall:7.2f} s  cpu {cpu:6.2f} s  "
+                  f"peak {peak / 2**20:6.0f} MiB", flush=True)
 
     print(f"\n{rows} rows, {in_bytes / 2**20:.0f} MiB of images, {os.cpu_count()} cores; "
           f"medians of {args.runs} interleaved runs:")
     med = {}
     for name, rs in results.items():
         med[name] = statistics.median(r[0] for r in rs)
-        print(f"  {name:<12} {med[name]:7.2f} s  peak "
+        print(f"  {name:<12} {med[name]:7.2f} s  cpu "
+              f"{statistics.median(r[2] for r in rs):6.2f} s  peak "
               f"{statistics.median(r[1] for r in rs) / 2**20:6.0f} MiB")
 
-    def ratio(a: str, b: str) -> str:
-        per_round = [x[0] / y[0] for x, y in zip(results[a], results[b])]
-        return (f"{a} / {b}: {statistics.median(per_round):.3f}x (median of rounds; "
+    def ratio(a: str, b: str, at: int = 0, what: str = "") -> str:
+        per_round = [x[at] / y[at] for x, y in zip(results[a], results[b])]
+        return (f"{a} / {b}{what}: {statistics.median(per_round):.3f}x (median of rounds; "
                 f"{', '.join(f'{r:.3f}' for r in per_round)})")
 
     for a, b in (("report", "before"), ("near", "before"), ("sized", "sized before"),
                  ("sized near", "sized before"), ("report", "baseline")):
         if a in results and b in results:
             print("  " + ratio(a, b))
+            print("  " + ratio(a, b, 2, " (cpu)"))
+
+
+def _cpu() -> float:
+    """User and system seconds of the child processes waited for so far (each run's
+    process tree: the difference around a run is that run's CPU, steadier than its
+    wall on a machine whose speed drifts)."""
+    import resource
+
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 if __name__ == "__main__":
     main()
