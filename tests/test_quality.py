@@ -227,10 +227,27 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
                for k, v in found if k[0] == "n")
     rows_of = {("train", 0): [(2, "a.jpg", (0,))], ("test", 0): [(3, "b.jpg", (0,))]}.get
     counts = {"leaks": {"exact": 0, "near": 1}}
-    assert quality.full_refs([(pairs, counts)], lambda split, shard: rows_of((split, shard))) == [
-        ([(1, "near", refs[0], refs[1])], counts)]
+    assert quality.full_refs([(pairs, counts)], lambda split, shard: rows_of((split, shard))) == (
+        [([(1, "near", refs[0], refs[1])], counts)], [])
     # A shard without rows files keeps its places, which the report still places.
-    assert quality.full_refs([(pairs, counts)], lambda split, shard: None) == [(pairs, counts)]
+    assert quality.full_refs([(pairs, counts)], lambda split, shard: None) == (
+        [(pairs, counts)], [])
+
+
+def _exact_group(shards, sha="f00d" * 16):
+    """``found``'s groups of records with the same bytes, from shards' ``(split, shard,
+    position, row, image_uri, label ids)`` refs keyed as ``keyed`` keys them, with each
+    record completed from the refs as the last step completes it from the rows files."""
+    members = [value for refs in shards
+               for key, value in quality.keyed([(sha, None, r) for r in refs], False)]
+    by_place = {r[:3]: r[3:] for refs in shards for r in refs}
+    rows_of = {}
+    for place, rest in by_place.items():
+        rows_of.setdefault(place[:2], {})[place[2]] = rest
+    groups = list(quality.found(("x", 0), members))
+    _, exact = quality.full_refs([], lambda split, shard: rows_of.get((split, shard)),
+                                 [g[1:] for g in groups])
+    return [("exact", *g) for g in exact]
 
 
 def test_a_large_group_is_counted_in_full_and_listed_within_bounds(monkeypatch):
@@ -241,9 +258,8 @@ def test_a_large_group_is_counted_in_full_and_listed_within_bounds(monkeypatch):
     monkeypatch.setattr(quality, "MAX_PAIRS", 50)
     refs = [("train" if i < 200 else "test", 0, i % 200, i + 1, f"{i}.jpg", (0,))
             for i in range(300)]
-    # one group of digests, as two shards brought it: train's records, then test's
-    (group,) = quality.found(("x", 0), [[("f00d", r) for r in reversed(refs[200:])],
-                                        [("f00d", r) for r in reversed(refs[:200])]])
+    # one group of digests, as two shards brought it: test's records, then train's
+    (group,) = _exact_group([refs[200:], refs[:200]])
     _, sha, listed_refs, counts = group
     assert counts == {"leaks": {"exact": 200 * 100, "near": 0},
                       "duplicates": {"exact": 200 * 199 // 2 + 100 * 99 // 2, "near": 0},
@@ -319,7 +335,7 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
 
     refs = [("train", 0, i, i + 1, f"{i}.jpg", (0,)) for i in range(300)]
     refs.append(("test", 0, 0, 302, "t.jpg", (0,)))
-    (group,) = quality.found(("x", 0), [[("beef", r) for r in refs]])
+    (group,) = _exact_group([refs[:300], refs[300:]], sha="beef" * 16)
     listed = group[2]
     assert len(listed) == quality.GROUP_LIMIT
     assert listed == refs[:quality.GROUP_LIMIT - 1] + [refs[-1]]
@@ -379,8 +395,9 @@ def test_exact_matches_are_grouped_by_digest_in_buckets_of_a_few_thousand_record
     import hashlib
 
     shas = [hashlib.sha256(bytes([i % 7])).hexdigest() for i in range(40)]
-    shards = [[(shas[i], None, ("train" if i % 3 else "test", s, i, i + 2, f"{i}.jpg", (0,)))
-               for i in range(s * 10, s * 10 + 10)] for s in range(4)]
+    shards = [[(shas[s * 10 + j], None, ("train" if s % 2 else "test", s, j, s * 10 + j + 2,
+                                         f"{s * 10 + j}.jpg", (0,)))
+               for j in range(10)] for s in range(4)]
     assert quality.exact_buckets(10_000) == 2 and quality.exact_buckets(100) == 1
     found = {}
     for buckets in (1, 3, 64):
@@ -390,7 +407,7 @@ def test_exact_matches_are_grouped_by_digest_in_buckets_of_a_few_thousand_record
             assert len(keyed) <= min(buckets, 10)  # one element per bucket, not per record
             for key, value in keyed:
                 groups.setdefault(key, []).append(value)
-        found[buckets] = sorted((sha, [r[2] for r in refs], counts["leaks"]["exact"])
+        found[buckets] = sorted((sha, sorted(r[:3] for r in refs), counts["leaks"]["exact"])
                                 for key, members in groups.items()
                                 for _, sha, refs, counts in quality.found(key, members))
     assert found[1] == found[3] == found[64] and len(found[1]) == 7

@@ -344,13 +344,14 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     """
     stats = list(stats)
     exact, near = matches
-    if near:
-        # Near pairs name their records by place: the rest is in their rows files.
+    if near or exact:
+        # Matches name their records by place: the rest is in their rows files.
         from tfrecorder._quality import full_refs
         from tfrecorder._rows import rows_of
 
-        near = full_refs(near, rows_of(run.output_dir, run.shard_folder, run.folder, stats,
-                                       spec.update, metadata.label_names(spec)))
+        rows = rows_of(run.output_dir, run.shard_folder, run.folder, stats, spec.update,
+                       metadata.label_names(spec))
+        near, exact = full_refs(near, rows, exact)
     built = metadata.build(spec, stats, quarantined, (exact, near))
     output_dir, folder = run.output_dir, run.folder
     storage.write_bytes(storage.join(folder, layout.ERRORS), built.errors)

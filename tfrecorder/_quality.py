@@ -13,6 +13,7 @@ Pure functions on plain values: no Beam here, the pipeline only wires them.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import hashlib
 import heapq
@@ -199,10 +200,13 @@ def exact_buckets(records: int) -> int:
 
 
 def keyed(seen: Iterable[tuple], near: bool, buckets: int = 1) -> Iterator[tuple]:
-    """The grouping keys of a shard's records: ``(("x", bucket), [(sha256, ref), ...])``
-    for exact matches, the shard's records of each of ``buckets`` groups of digests
-    (``exact_buckets``) together, and with ``near`` ``(("n", band, value), (hash, sha,
-    place))`` per band.
+    """The grouping keys of one shard's records: ``(("x", bucket), (digests, split,
+    shard, positions))`` for exact matches, the shard's records of each of ``buckets``
+    groups of digests (``exact_buckets``) together (``digests``: their SHA-256 values,
+    32 bytes each, one after the other; ``positions``: ``array("q")`` bytes, in the same
+    order), and with ``near`` ``(("n", band, value), (hash, sha, place))`` per band.
+    Bytes travel through a grouping for almost nothing; a tuple per record cost the
+    decoding of each.
 
     A record is under seven band keys: those carry only what matching needs, the hash,
     64 bits of the digest (to leave out records of the same bytes) and the record's
@@ -210,15 +214,21 @@ def keyed(seen: Iterable[tuple], near: bool, buckets: int = 1) -> Iterator[tuple
     in their rows files (``full_refs``). A grouping holds every key's values at once
     (the DirectRunner, in memory): the whole ref under each band key held four times
     as much."""
-    by_bucket: dict[int, list] = {}
+    by_bucket: dict[int, tuple[list, array.array]] = {}
+    split = shard = None
     for sha, h, ref in seen:
-        by_bucket.setdefault(int(sha[:15], 16) % buckets, []).append((sha, ref))
+        split, shard = ref[0], ref[1]  # the same for every record of the shard
+        digests, positions = by_bucket.setdefault(int(sha[:15], 16) % buckets,
+                                                  ([], array.array("q")))
+        digests.append(sha)
+        positions.append(ref[2])
         if near and h is not None:
             small = (h, sha[:16], ref[:3])
             for b, value in bands(h):
                 yield ("n", b, value), small
-    for bucket, members in by_bucket.items():
-        yield ("x", bucket), members
+    for bucket, (digests, positions) in by_bucket.items():
+        yield ("x", bucket), (bytes.fromhex("".join(digests)), split, shard,
+                              positions.tobytes())
 
 
 def _ref_order(ref: tuple) -> tuple:
@@ -283,13 +293,15 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
       the counts of all that were found among the first GROUP_LIMIT members.
     """
     if key[0] == "x":
-        by_sha: dict[str, list] = {}
-        for part in members:  # each shard's records of this group of digests
-            for sha, ref in part:
-                by_sha.setdefault(sha, []).append(ref)
+        by_sha: dict[bytes, list] = {}
+        for digests, split, shard, positions in members:  # each shard's, of this group
+            at = array.array("q")
+            at.frombytes(positions)
+            for i, pos in enumerate(at):
+                by_sha.setdefault(digests[32 * i:32 * i + 32], []).append((split, shard, pos))
         for sha, refs in by_sha.items():
             if len(refs) > 1:
-                yield _same_bytes(sha, refs)
+                yield _same_bytes(sha.hex(), refs)
         return
     members = list(members)
     if len(members) < 2:
@@ -312,17 +324,18 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
         yield "near", heapq.nsmallest(MAX_PAIRS, pairs, key=_pair_order), counts
 
 
-def full_refs(near: list, rows_of) -> list:
-    """The near pairs ``found`` gives (each side a place ``(split, shard, position)``)
-    with each side's whole ref, ``(split, shard, position, row, image_uri, label
-    ids)``. ``rows_of(split, shard)`` gives a shard's records' ``(row, image_uri, label
-    ids)`` by position (its rows file), or None where there is none; each shard is
-    asked once, and only shards that hold a side."""
+def full_refs(near: list, rows_of, exact: list = ()) -> tuple[list, list]:
+    """The near pairs and exact groups ``found`` gives (each record a place ``(split,
+    shard, position)``) with each record's whole ref, ``(split, shard, position, row,
+    image_uri, label ids)``: ``(near, exact)``. ``rows_of(split, shard)`` gives a shard's
+    records' ``(row, image_uri, label ids)`` by position (its rows file), or None where
+    there is none (its records keep their places); each shard is asked once, and only
+    shards that hold a record of a pair or group."""
     needed: dict[tuple, set] = {}
-    for pairs, _ in near:
-        for _, _, a, b in pairs:
-            for place in (a, b):
-                needed.setdefault(place[:2], set()).add(place[2])
+    places = [p for pairs, _ in near for _, _, a, b in pairs for p in (a, b)]
+    places += [r for _, refs, _ in exact for r in refs]
+    for place in places:
+        needed.setdefault(place[:2], set()).add(place[2])
     whole: dict[tuple, tuple] = {}
     for (split, shard), positions in needed.items():
         found = rows_of(split, shard)
@@ -330,8 +343,9 @@ def full_refs(near: list, rows_of) -> list:
             continue
         for pos in positions:
             whole[(split, shard, pos)] = (split, shard, pos, *found[pos])
-    return [([(d, kind, whole.get(a[:3], a), whole.get(b[:3], b)) for d, kind, a, b in pairs],
-             counts) for pairs, counts in near]
+    return ([([(d, kind, whole.get(a[:3], a), whole.get(b[:3], b)) for d, kind, a, b in pairs],
+              counts) for pairs, counts in near],
+            [(sha, [whole.get(r[:3], r) for r in refs], counts) for sha, refs, counts in exact])
 
 
 def matches(shards: Iterable, near: bool) -> tuple[list, list]:
@@ -399,7 +413,7 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
     members = 0
     conflicts = []
     for sha, refs, c in exact:
-        if not multi_label and len({r[5] for r in refs}) > 1:
+        if not multi_label and len({r[5] if len(r) == 6 else None for r in refs}) > 1:
             counts["conflicts"] += 1
             if len(conflicts) < MAX_PAIRS:
                 conflicts.append({"sha256": sha, "rows": [side(r) for r in refs]})
