@@ -84,8 +84,8 @@ class FindMatches(beam.PTransform):
     def expand(self, written):
         return (
             written
-            # -> (("s", split, index), shard), (("x", group), [its records of those
-            # digests]) per group of digests, (("n", ...), record) per band
+            # -> (("s", split, index), shard), (("x", group), the shard's digests and
+            # positions in that group of digests, as bytes), (("n", ...), record) per band
             | "Key" >> beam.FlatMap(steps.match_keys, self._buckets)
             # -> (key, [shard] or [the records that key brings together])
             | "Group" >> beam.GroupByKey()

@@ -66,7 +66,7 @@ class Report:
         """``(split, its statistics)`` in split order (train, validation, test, then
         any other by name), as the pairs are."""
         return sorted(self.data.get("stats", {}).items(),
-                      key=lambda kv: (layout.split_order(kv[0]), kv[0]))
+                      key=lambda kv: layout.split_order(kv[0]))
 
     @staticmethod
     def _conflicts_frame(conflicts: list[dict]):

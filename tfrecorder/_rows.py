@@ -47,10 +47,16 @@ def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
         if hashed or phash is not None:
             out["phash"] = None if phash is None else f"{phash:016x}"
         if measured or px is not None:
-            out["px"] = None if px is None else [px[0], *px[1], *px[2]]
+            out["px"] = None if px is None else [px[0], *px[1], *px[2]]  # px_sums reads it
     if features:
         out["features"] = features
     return out
+
+
+def px_sums(px: list) -> tuple:
+    """A line's ``px``, ``[pixels, R, G, B, R², G², B²]``, as ``quality.channel_sums``
+    gives them: ``(pixels, [sums], [sums of squares])``."""
+    return px[0], px[1:4], px[4:7]
 
 
 def features(row, columns: tuple, feature_columns: tuple, as_json) -> dict:
@@ -134,8 +140,6 @@ def key_text(value) -> str:
 #: In an update's run folder, one file per kept rows file some of whose records moved:
 #: the rows of the edited table its records have, for the data report.
 RENUMBERED_DIR = "renumbered"
-#: Staged files written at once to an object store (each write is a round trip).
-REMOTE_WRITES = 16
 
 
 def _renumbered_path(folder: str, rows_name: str) -> str:
@@ -158,15 +162,7 @@ def write_renumbered(folder: str, renumbered: dict) -> None:
     moved records of that file are listed by position instead: ``[position, row now]``."""
     staged = [(_renumbered_path(folder, name), _renumbered(triples))
               for name, triples in renumbered.items()]
-    if storage.is_remote(folder) and len(staged) > 1:
-        # an object store answers each write after a round trip: a few at once
-        import concurrent.futures
-
-        with concurrent.futures.ThreadPoolExecutor(REMOTE_WRITES) as pool:
-            list(pool.map(lambda job: storage.write_into(*job), staged))
-    else:
-        for path, data in staged:
-            storage.write_into(path, data)
+    storage.each(lambda job: storage.write_into(*job), staged, storage.is_remote(folder))
 
 
 def _renumbered(triples: list) -> bytes:

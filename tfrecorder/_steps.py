@@ -103,12 +103,13 @@ def run_here(task_dir: str, shards: int, settings: shard.WriteSettings,
     one in-process worker), the records grouped by key, the run published.
     ``rows_read``: the kept shards' rows files as the update read them."""
     groups: dict = {}
+    buckets = quality.exact_buckets(spec.rows_in)
     # Paused once for the whole run (write_shard says why): paused per shard, each
     # resumption would walk every object the run holds.
     with gc_paused():
         for i in range(shards + kept):
             written = write_shard(i, task_dir, settings, progress_dir, rows_read)
-            for key, value in match_keys(written, quality.exact_buckets(spec.rows_in)):
+            for key, value in match_keys(written, buckets):
                 groups.setdefault(key, []).append(value)
         found = [m for group in groups.items() for m in matches(group)]
     return finish(found, settings.run, spec)

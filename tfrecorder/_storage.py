@@ -52,6 +52,21 @@ def _local(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
 
+#: Calls in flight at once where each is a round trip to an object store (``each``).
+ROUND_TRIPS = 16
+
+
+def each(fn, items: list, at_once: bool) -> list:
+    """``[fn(item) for item in items]``, in order; with ``at_once`` (each call a round
+    trip to an object store, or a whole file read), ROUND_TRIPS calls in flight."""
+    if not at_once or len(items) < 2:
+        return [fn(item) for item in items]
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(ROUND_TRIPS) as pool:
+        return list(pool.map(fn, items))
+
+
 #: Held while a scheme's file system is resolved for the first time in this process.
 _FS_LOCK = threading.Lock()
 #: Schemes whose file system has been resolved once (fsspec caches the instance).

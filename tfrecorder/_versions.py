@@ -10,7 +10,6 @@ step publishes it (``output.finish`` with ``Update``). No Beam here.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
 from typing import Any, Iterator
@@ -19,10 +18,6 @@ from tfrecorder import _index as index, _layout as layout, _rows as rows
 from tfrecorder import _storage as storage
 from tfrecorder._errors import ConfigError
 from tfrecorder._manifest import Manifest, ShardInfo
-
-#: Stamps looked up at once for images on an object store (one request each).
-REMOTE_STAT_THREADS = 16
-
 
 @dataclasses.dataclass(frozen=True)
 class Update:
@@ -208,7 +203,7 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
         # "px": null was measured and did not decode; no "px", never measured
         px = e.get("px")
         if px:
-            look.add_sums((px[0], px[1:4], px[4:7]), True)
+            look.add_sums(rows.px_sums(px), True)
         elif "px" not in e:
             unmeasured += 1
     look.unmeasured = unmeasured
@@ -272,10 +267,7 @@ def _stamps(uris: list, content: bool, max_bytes: int) -> list:
             return None
 
     remote = any(u is not None and storage.is_remote(u) for u in uris[:1])
-    if not (remote or content) or len(uris) < 2:
-        return [one(u) for u in uris]
-    with concurrent.futures.ThreadPoolExecutor(REMOTE_STAT_THREADS) as pool:
-        return list(pool.map(one, uris))
+    return storage.each(one, uris, remote or content)
 
 
 def _table_rows(table, settings) -> Iterator[tuple]:
