@@ -88,6 +88,21 @@ def test_exact_leaks_conflicts_and_duplicates_name_the_tables_rows(table, tmp_pa
     assert "leaks: 1 exact; duplicates: 1 exact; conflicts: 1" in str(result)
 
 
+@pytest.mark.slow
+def test_worker_processes_find_the_matches_one_worker_finds(table, tmp_path, monkeypatch):
+    """One worker in this process groups the records by key in its last step; worker
+    processes group them through a grouping of Beam's: the same report."""
+    from tfrecorder import _convert
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    tfrecorder.convert(str(table), str(one), near_duplicates=True, num_shards=2)
+    monkeypatch.setattr(_convert, "IN_PROCESS_MAX_ROWS", 0)  # worker processes
+    result = tfrecorder.convert(str(table), str(two), near_duplicates=True, num_shards=2,
+                                num_workers=2)
+    assert result.report.found(["leaks", "conflicts"]) == {"leaks": 2, "conflicts": 1}
+    assert (two / "quality.json").read_bytes() == (one / "quality.json").read_bytes()
+
+
 def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):
     tfrecorder.convert(str(table), str(tmp_path / "out"), near_duplicates=True)
     r = tfrecorder.report(str(tmp_path / "out"))

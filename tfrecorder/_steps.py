@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Iterable
 
 from tfrecorder import (
     _metadata as metadata, _output as output, _progress as progress, _quality as quality,
@@ -79,6 +80,16 @@ def matches(group):
         yield from quality.found(key, members)
 
 
+def matched(keyed: Iterable) -> list:
+    """``match_keys``' elements of every shard -> ``matches``' elements, grouped here in
+    memory: what a grouping between the two steps does, for a run on one worker in this
+    process."""
+    groups: dict = {}
+    for key, value in keyed:
+        groups.setdefault(key, []).append(value)
+    return [m for group in groups.items() for m in matches(group)]
+
+
 def finish(elements, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
     """Every shard's and every match's element -> the run published
     (``output.finish``); its output folder."""
@@ -102,14 +113,10 @@ def run_here(task_dir: str, shards: int, settings: shard.WriteSettings,
     written (its images prepared in ``settings.work_threads`` threads, as on Beam's
     one in-process worker), the records grouped by key, the run published.
     ``rows_read``: the kept shards' rows files as the update read them."""
-    groups: dict = {}
     buckets = quality.exact_buckets(spec.rows_in)
     # Paused once for the whole run (write_shard says why): paused per shard, each
     # resumption would walk every object the run holds.
     with gc_paused():
-        for i in range(shards + kept):
-            written = write_shard(i, task_dir, settings, progress_dir, rows_read)
-            for key, value in match_keys(written, buckets):
-                groups.setdefault(key, []).append(value)
-        found = [m for group in groups.items() for m in matches(group)]
+        found = matched(kv for i in range(shards + kept) for kv in match_keys(
+            write_shard(i, task_dir, settings, progress_dir, rows_read), buckets))
     return finish(found, settings.run, spec)
