@@ -83,9 +83,6 @@ def test_shards_are_reshuffled_unless_one_worker_in_this_process_writes_them(tmp
             def enter_composite_transform(self, node):
                 found.append(node.full_label)
 
-            def visit_transform(self, node):
-                found.append(node.full_label)
-
         p.visit(Visit())
         return found
 
@@ -94,10 +91,6 @@ def test_shards_are_reshuffled_unless_one_worker_in_this_process_writes_them(tmp
     assert "WriteShards/Spread" not in labels(beam.Pipeline(fn_runner.FnApiRunner(), one))
     assert "WriteShards/Spread" in labels(beam.Pipeline(fn_runner.FnApiRunner(), two))
     assert "WriteShards/Spread" in labels(beam.Pipeline(options=one))  # another runner
-    # ... and the records are grouped by a grouping of Beam's there, by the last step here
-    assert "FindMatches/Group" not in labels(beam.Pipeline(fn_runner.FnApiRunner(), one))
-    assert "FindMatches/Group" in labels(beam.Pipeline(fn_runner.FnApiRunner(), two))
-    assert "FindMatches/Group" in labels(beam.Pipeline(options=one))
 
 
 def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image_table):

@@ -89,18 +89,52 @@ def test_exact_leaks_conflicts_and_duplicates_name_the_tables_rows(table, tmp_pa
 
 
 @pytest.mark.slow
-def test_worker_processes_find_the_matches_one_worker_finds(table, tmp_path, monkeypatch):
-    """One worker in this process groups the records by key in its last step; worker
-    processes group them through a grouping of Beam's: the same report."""
+def test_worker_processes_write_the_report_one_worker_writes(table, tmp_path, monkeypatch):
+    """Worker processes hand the shards to the grouping in no fixed order: the report is
+    the same as one worker's, byte for byte, conflicts in the order of their first row."""
     from tfrecorder import _convert
 
+    folder = tmp_path / "img"
+    with table.open("a") as f:
+        for i in (0, 9, 10):  # three more conflicts, in both shards of train
+            (folder / f"again_{i}.jpg").write_bytes((folder / f"{i}.jpg").read_bytes())
+            f.write(f"TRAIN,img/again_{i}.jpg,{['dog', 'cat'][i % 2]}\n")
     one, two = tmp_path / "one", tmp_path / "two"
     tfrecorder.convert(str(table), str(one), near_duplicates=True, num_shards=2)
     monkeypatch.setattr(_convert, "IN_PROCESS_MAX_ROWS", 0)  # worker processes
     result = tfrecorder.convert(str(table), str(two), near_duplicates=True, num_shards=2,
                                 num_workers=2)
-    assert result.report.found(["leaks", "conflicts"]) == {"leaks": 2, "conflicts": 1}
+    assert result.report.found(["leaks", "conflicts"]) == {"leaks": 2, "conflicts": 4}
+    firsts = [c["rows"][0] for c in json.loads((two / "quality.json").read_text())["conflicts"]]
+    assert [r["split"] for r in firsts] == ["train"] * 4
+    positions = [r["position"] for r in firsts]  # the order the split's records are read in
+    assert positions == sorted(positions) and len(set(positions)) == 4
     assert (two / "quality.json").read_bytes() == (one / "quality.json").read_bytes()
+
+
+def test_conflicts_come_in_the_order_of_their_first_record_whatever_the_shards_order():
+    from tfrecorder import _shard, _steps
+
+    def written(index, shas):  # train shard ``index``: label ``index`` for every record
+        stats = _shard.ShardStats("train", index, len(shas), f"s{index}", 0, 0)
+        stats.look = quality.Looker()
+        for pos, sha in enumerate(shas):
+            stats.look.add(("train", index, pos, 10 * index + pos, f"{index}-{pos}",
+                            (index,)), 1, 1, (sha, None, None))
+        stats.num_examples = len(shas)
+        return stats, []
+
+    def conflicts(order):
+        shards = [written(0, ["b" * 64, "a" * 64]), written(1, ["a" * 64, "b" * 64])]
+        found = _steps.matched(kv for i in order for kv in _steps.match_keys(shards[i]))
+        _, exact = quality.full_refs([], lambda split, i: [  # labels from "rows files"
+            (10 * i + pos, f"{i}-{pos}", (i,)) for pos in range(2)],
+            [e[1:] for e in found if e[0] == "exact"])
+        report = quality.build([s for s, _ in shards], exact, [], label_names=["x", "y"],
+                               multi_label=False, near_duplicates=False, row_json=str)
+        return [c["sha256"][0] for c in report["conflicts"]]
+
+    assert conflicts([0, 1]) == conflicts([1, 0]) == ["b", "a"]
 
 
 def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):

@@ -11,8 +11,7 @@ outputs and no side inputs (Beam's Dask runner, for one, mixes the tagged output
 step together). Each shard step emits one element, its statistics with its quarantined
 rows and its records' digests; one grouping by digest (and by bands of the perceptual
 hash) finds the matching records, and a group on one key brings the shards' statistics
-and the matches to the last step. On one worker in this process the last step does the
-first grouping too, in memory: the elements meet there anyway.
+and the matches to the last step.
 
 The row table is never inlined in the job graph: the graph holds the folder of the staged
 tasks and one number per shard, whatever the number of rows.
@@ -78,19 +77,16 @@ class FindMatches(beam.PTransform):
     held by several records, ``("near", ...)`` per band with near pairs. ``records``:
     how many the shards hold, which sets how many groups the digests are put in."""
 
-    def __init__(self, records: int, grouped: bool = True):
+    def __init__(self, records: int):
         super().__init__()
         self._buckets = quality.exact_buckets(records)
-        self._grouped = grouped
 
     def expand(self, written):
-        # -> (("s", split, index), shard), (("x", group), the shard's digests and
-        # positions in that group of digests, as bytes), (("n", ...), record) per band
-        keyed = written | "Key" >> beam.FlatMap(steps.match_keys, self._buckets)
-        if not self._grouped:  # the last step groups them (WriteMetadata)
-            return keyed
         return (
-            keyed
+            written
+            # -> (("s", split, index), shard), (("x", group), the shard's digests and
+            # positions in that group of digests, as bytes), (("n", ...), record) per band
+            | "Key" >> beam.FlatMap(steps.match_keys, self._buckets)
             # -> (key, [shard] or [the records that key brings together])
             | "Group" >> beam.GroupByKey()
             # -> ("shard", shard), ("exact", ...), ("near", ...)
@@ -102,26 +98,19 @@ def _one_key(element):
     return 0, element
 
 
-def _finish(keyed, run: output.RunFolder, spec: metadata.DatasetSpec,
-            matched: bool = True) -> str:
+def _finish(keyed, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
     _, elements = keyed
-    if not matched:
-        elements = steps.matched(elements)
     return steps.finish(elements, run, spec)
 
 
 class WriteMetadata(beam.PTransform):
     """After every shard and match: the shards moved into place, errors file, labels,
-    TFDS metadata, the data report, and the manifest last (``output.finish``).
-    ``matched=False``: its elements are ``FindMatches``' keyed records, not yet grouped
-    by key, and this step groups them itself (``steps.matched``)."""
+    TFDS metadata, the data report, and the manifest last (``output.finish``)."""
 
-    def __init__(self, run: output.RunFolder, spec: metadata.DatasetSpec,
-                 matched: bool = True):
+    def __init__(self, run: output.RunFolder, spec: metadata.DatasetSpec):
         super().__init__()
         self._run = run
         self._spec = spec
-        self._matched = matched
 
     def expand(self, written):
         return (
@@ -131,7 +120,7 @@ class WriteMetadata(beam.PTransform):
             # -> (0, every shard and match), once all are written
             | "Gather" >> beam.GroupByKey()
             # -> output_dir, published
-            | "Finish" >> beam.Map(_finish, self._run, self._spec, self._matched)
+            | "Finish" >> beam.Map(_finish, self._run, self._spec)
         )
 
 
@@ -150,18 +139,16 @@ def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSet
     """
     if shards < 1:
         raise ValueError("a conversion writes at least one shard")
-    # On one worker in this process, every element meets in the last step anyway: it
-    # groups the records by key there, without a grouping of Beam's (a stage of its own).
-    spread = not _one_worker(p)
     with _labels_as_given():
         return (
             p
             # int: one shard number per element (no Reshuffle of Create's own: the
             # next step spreads them, and the graph stays the same for 1 or n shards)
             | "Shards" >> beam.Create(range(shards + kept), reshuffle=False)
-            | "WriteShards" >> WriteShards(task_dir, settings, progress_dir, spread=spread)
-            | "FindMatches" >> FindMatches(spec.rows_in, grouped=spread)
-            | "WriteMetadata" >> WriteMetadata(settings.run, spec, matched=spread)
+            | "WriteShards" >> WriteShards(task_dir, settings, progress_dir,
+                                           spread=not _one_worker(p))
+            | "FindMatches" >> FindMatches(spec.rows_in)
+            | "WriteMetadata" >> WriteMetadata(settings.run, spec)
         )
 
 

@@ -412,6 +412,9 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
               "conflicts": 0}
     members = 0
     conflicts = []
+    # Groups come in the order the grouping handed the shards over, which worker
+    # processes do not keep: in the order of their first record, as pairs are.
+    exact = sorted(exact, key=lambda e: (_ref_order(e[1][0]), e[0]))
     for sha, refs, c in exact:
         if not multi_label and len({r[5] if len(r) == 6 else None for r in refs}) > 1:
             counts["conflicts"] += 1

@@ -82,8 +82,7 @@ def matches(group):
 
 def matched(keyed: Iterable) -> list:
     """``match_keys``' elements of every shard -> ``matches``' elements, grouped here in
-    memory: what a grouping between the two steps does, for a run on one worker in this
-    process."""
+    memory (``run_here``): what the pipeline's grouping between the two steps does."""
     groups: dict = {}
     for key, value in keyed:
         groups.setdefault(key, []).append(value)
