@@ -43,6 +43,21 @@ def _bad():
     return [Quarantined(9, "train", "/x/9.jpg", {"label": "dog"}, "read", "image file not found")]
 
 
+def test_rows_of_one_id_are_in_the_same_order_whatever_order_the_shards_came_in(tmp_path):
+    # a DataFrame index that repeats "r3": its quarantined rows come from two shards
+    bad = [Quarantined("r3", "test", "/x/gone_5.jpg", {"label": "cat"}, "read",
+                       "image file not found"),
+           Quarantined("r3", "train", "/x/gone_2.jpg", {"label": "dog"}, "read",
+                       "image file not found"),
+           Quarantined(2, "train", "/x/2.png", {"label": "dog"}, "image", "not an image")]
+    built = [metadata.build(_spec(str(tmp_path)), _stats(), order)
+             for order in (bad, bad[::-1])]
+    assert built[0].errors == built[1].errors
+    assert built[0].first_reasons == built[1].first_reasons
+    assert [json.loads(line)["image_uri"] for line in built[0].errors.splitlines()] == [
+        "/x/2.png", "/x/gone_2.jpg", "/x/gone_5.jpg"]
+
+
 def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
     out = str(tmp_path)
     _stage(out, _stats())

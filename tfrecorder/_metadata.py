@@ -127,11 +127,15 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
     bytes, whatever order the shards finished in.
     """
     stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.index))
+    quarantined = list(quarantined)
     # The shards an update keeps are there for the data report only.
     kept_stats = [s for s in stats if getattr(s, "kept", False)]
     stats = [s for s in stats if not getattr(s, "kept", False)]
-    bad = sorted(quarantined, key=lambda q: _row_key(q.row))
-    errors = b"".join(map(_error_line, bad))
+    # By row; rows of one id (an index that repeats a label) by their lines, not in the
+    # order the shards came in, which worker processes do not keep.
+    lines = sorted((_row_key(q.row), _error_line(q), i) for i, q in enumerate(quarantined))
+    bad = [quarantined[i] for _, _, i in lines]
+    errors = b"".join(line for _, line, _ in lines)
     rows_bad = len(bad)
 
     names = label_names(spec)
