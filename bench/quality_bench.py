@@ -11,15 +11,22 @@ Each round runs, on the same CSV, each a fresh process with the output folder re
 and the file system synced first:
 
 - ``before``: ``tfrecorder convert`` of the package at ``--before`` (no report);
+- ``before tuned``: the same with two changes this package made since, to Beam's state
+  sampler and to the command's cycle collector (``SAMPLER_TICK_MS``, ``freeze_survivors``):
+  the like of ``report`` but for what this release adds;
+- ``no report``: this package's with the report's own work left out (``NO_REPORT``:
+  no digests, nothing keyed for the matching), for the measurement only;
 - ``report``: this package's, default options (exact duplicates and statistics);
+- ``report untuned``: the same without those two changes, the like of ``before``;
 - ``near``: this package's with ``--near-duplicates``;
 - ``sized before`` / ``sized`` / ``sized near``: the same three with ``--shorter-side``;
 - ``baseline``: bench/baseline_loop.py, the hand-written loop.
 
 Prints the medians of wall time, CPU time (user and system) and peak memory, the median
 of the per-round ratios of walls and of CPU times
-(report / before, near / before, sized / sized before, sized near / sized before) and
-report / baseline.
+(report / before, report / no report, no report / before, report / before tuned,
+report untuned / before, near / before,
+sized / sized before, sized near / sized before) and report / baseline.
 ``--only`` runs some of them (more rounds of the quick ones in the same time); the
 ratios printed are those whose two sides ran.
 """
@@ -49,8 +56,9 @@ def main() -> None:
     ap.add_argument("--shorter-side", type=int, default=256)
     ap.add_argument("--work", default=None)
     ap.add_argument("--only", default=None,
-                    help="comma-separated runs to make (before, report, near, sized before, "
-                         "sized, sized near, baseline); default: all")
+                    help="comma-separated runs to make (before, before tuned, no report, report, "
+                         "report untuned, near, sized before, sized, sized near, "
+                         "baseline; a space may be written _); default: all")
     args = ap.parse_args()
 
     rows, in_bytes = input_stats(args.csv)
@@ -62,9 +70,36 @@ def main() -> None:
         return lambda out: ["env", f"PYTHONPATH={package}", sys.executable, "-m", "tfrecorder",
                             "convert", args.csv, out, "--overwrite", *flags]
 
+    def patched(package: str, code: str):
+        # ``package``'s command, ``code`` run first in its process
+        snippet = f"import runpy, sys\n{code}\nsys.argv[0] = 'tfrecorder'\n" \
+                  "runpy.run_module('tfrecorder', run_name='__main__')\n"
+        return lambda out: [*convert(package)(out)[:3], "-c", snippet,
+                            *convert(package)(out)[5:]]
+
+    def tuned(tick: int, freeze: bool) -> str:
+        # Beam's state sampler ticking at most every ``tick`` ms and, with ``freeze``,
+        # what survives a full collection frozen, whatever the package itself does
+        # (tfrecorder/_runners.short_sampler_ticks, tfrecorder/_cli.freeze_survivors)
+        return ("import gc\n"
+                "def survivors(phase, info):\n"
+                f"    if {freeze} and phase == 'stop' and info['generation'] == 2:\n"
+                "        gc.freeze()\n"
+                "gc.callbacks.append(survivors)\n"  # before the imports, as the command
+                "from apache_beam.runners.worker import statesampler\n"
+                "import tfrecorder._cli as c, tfrecorder._runners as r\n"
+                f"statesampler.StateSampler.__init__.__defaults__ = ({tick},)\n"
+                f"r.SAMPLER_TICK_MS = {tick}\n"
+                "c.freeze_survivors = survivors")
+
+    from tfrecorder._runners import SAMPLER_TICK_MS
+
     writers = {
         "before": convert(args.before),
+        "before tuned": patched(args.before, tuned(SAMPLER_TICK_MS, True)),
+        "no report": patched(ROOT, NO_REPORT),
         "report": convert(ROOT),
+        "report untuned": patched(ROOT, tuned(200, False)),
         "near": convert(ROOT, "--near-duplicates"),
         "sized before": convert(args.before, *sized),
         "sized": convert(ROOT, *sized),
@@ -110,11 +145,26 @@ def main() -> None:
         return (f"{a} / {b}{what}: {statistics.median(per_round):.3f}x (median of rounds; "
                 f"{', '.join(f'{r:.3f}' for r in per_round)})")
 
-    for a, b in (("report", "before"), ("near", "before"), ("sized", "sized before"),
+    for a, b in (("report", "before"), ("report", "no report"), ("no report", "before"),
+                 ("report", "before tuned"), ("report untuned", "before"), ("near", "before"), ("sized", "sized before"),
                  ("sized near", "sized before"), ("report", "baseline")):
         if a in results and b in results:
             print("  " + ratio(a, b))
             print("  " + ratio(a, b, 2, " (cpu)"))
+
+
+#: This package with the report's own work left out, for the measurement only: no
+#: SHA-256 of the images (the digests' thread gets each batch and hands back empty
+#: digests), no record counted into the size statistics or kept for the matching, and
+#: none keyed for it (only each shard's own element goes through the grouping). The
+#: rows files (what updates compare) and the counts of rows and labels stay.
+NO_REPORT = """\
+import itertools
+import tfrecorder._quality as quality, tfrecorder._shard as shard, tfrecorder._steps as steps
+shard._digest_all = lambda batch: ["" for _ in batch]
+quality.Looker.add = lambda self, ref, width, height, measured: measured
+keys = steps.match_keys  # the shard's own element comes first
+steps.match_keys = lambda written, buckets=1: itertools.islice(keys(written, buckets), 1)"""
 
 
 def _cpu() -> float:

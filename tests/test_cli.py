@@ -172,3 +172,28 @@ def test_schema_file_and_beam_flags_pass_through(tmp_path, run_cli):
     p = run_cli("convert", str(data), str(tmp_path / "o2"), "--schema",
                 str(tmp_path / "none.json"))
     assert p.returncode == 2 and "does not exist" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_the_command_freezes_what_survives_a_full_collection_and_a_library_call_does_not():
+    # The command's own process only: a full collection (the imports of a conversion set
+    # off several) leaves its survivors frozen; importing the package changes nothing.
+    code = """
+import gc, sys
+import tfrecorder
+from tfrecorder import _cli
+assert _cli.freeze_survivors not in gc.callbacks
+def main():
+    before = gc.get_freeze_count()
+    gc.collect(1)
+    young = gc.get_freeze_count()
+    gc.collect()
+    print(before, young, gc.get_freeze_count())
+    return 3
+_cli.main = main
+_cli.command()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert done.returncode == 3 and done.stderr == "", done.stderr  # exits quietly
+    before, young, after = map(int, done.stdout.split())
+    assert before == young == 0 and after > 1000

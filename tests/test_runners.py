@@ -172,3 +172,44 @@ def test_dask_runner_names():
     for given in ("DaskRunner", "dask", "DASKRUNNER",
                   "apache_beam.runners.dask.dask_runner.DaskRunner"):
         assert tfrecorder.Options(runner=given).runner == "DaskRunner"
+
+
+def test_beams_state_sampler_ticks_short_while_a_conversion_runs_here(tmp_path, monkeypatch):
+    # The bundle that writes the shards would otherwise wait up to 200 ms at its end for
+    # the sampler's sleep (docs/performance.md). Seen from inside the bundle, as Beam
+    # runs it: the tracker of the step that reads the images.
+    from apache_beam.runners.worker import statesampler
+    from tfrecorder import _runners as runners, _storage as storage
+
+    beams = statesampler.StateSampler.__init__.__defaults__
+    assert beams == (200,) and runners.SAMPLER_TICK_MS < 200
+    periods = []
+    read = storage.read_file_stamped
+
+    def reading(*args, **kwargs):
+        periods.append(statesampler.get_current_tracker().sampling_period_ms)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(storage, "read_file_stamped", reading)
+    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"))
+    assert len(periods) == 36 and set(periods) == {runners.SAMPLER_TICK_MS}
+    assert statesampler.StateSampler.__init__.__defaults__ == beams  # put back after
+
+
+def test_the_samplers_period_is_put_back_by_the_last_run_in_progress_failed_or_not():
+    from apache_beam.runners.worker import statesampler
+    from tfrecorder._runners import SAMPLER_TICK_MS, short_sampler_ticks
+
+    init = statesampler.StateSampler.__init__
+    beams = init.__defaults__
+    first, second = short_sampler_ticks(), short_sampler_ticks()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # runs in two threads: the first ends first
+    assert init.__defaults__ == (SAMPLER_TICK_MS,)
+    with pytest.raises(RuntimeError):
+        with short_sampler_ticks():
+            raise RuntimeError("a run that fails")
+    assert init.__defaults__ == (SAMPLER_TICK_MS,)  # the second is still on
+    second.__exit__(None, None, None)
+    assert init.__defaults__ == beams

@@ -1,0 +1,65 @@
+"""What Beam's state sampler costs a conversion in this process, and what the shorter
+ticks tfrecorder sets while its pipeline runs (``_runners.short_sampler_ticks``) give.
+
+    python bench/make_corpus.py /tmp/corpus --images 10000
+    python bench/sampler_bench.py /tmp/corpus/data.csv [--runs 10]
+
+One process converts the CSV ``2 * runs + 1`` times (the first, a warm-up, is not
+counted), alternating Beam's own ticks (at most 200 ms; ``SAMPLER_TICK_MS`` set to 200
+for the run) with tfrecorder's (at most ``SAMPLER_TICK_MS``), the output folder removed
+and the file system synced before each. Prints both series of walls, their medians,
+and the median of the per-pair ratios (short / Beam's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("csv", help="data.csv made by bench/make_corpus.py")
+    ap.add_argument("--runs", type=int, default=10, help="conversions of each kind")
+    ap.add_argument("--work", default=None, help="folder for the output (default: a temp dir)")
+    args = ap.parse_args()
+
+    import tfrecorder
+    from tfrecorder import _runners as runners
+
+    short = runners.SAMPLER_TICK_MS
+    out = os.path.join(args.work or tempfile.mkdtemp(prefix="tfr-sampler-"), "out")
+    walls: dict[int, list[float]] = {200: [], short: []}
+
+    def convert(tick: int) -> float:
+        shutil.rmtree(out, ignore_errors=True)
+        os.sync()
+        runners.SAMPLER_TICK_MS = tick
+        start = time.perf_counter()
+        tfrecorder.convert(args.csv, out, progress=False)
+        return time.perf_counter() - start
+
+    try:
+        convert(short)  # imports, page cache
+        for i in range(args.runs):
+            for tick in ((200, short) if i % 2 == 0 else (short, 200)):
+                walls[tick].append(convert(tick))
+                print(f"run {i + 1} ticks <= {tick:3d} ms  {walls[tick][-1]:6.3f} s", flush=True)
+    finally:
+        runners.SAMPLER_TICK_MS = short
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"\n{args.runs} conversions each, in one process:")
+    for tick, ws in walls.items():
+        print(f"  ticks <= {tick:3d} ms: median {statistics.median(ws):.3f} s "
+              f"({', '.join(f'{w:.2f}' for w in ws)})")
+    ratios = [a / b for a, b in zip(walls[short], walls[200])]
+    print(f"  short / Beam's: {statistics.median(ratios):.3f}x (median of pairs; "
+          f"{', '.join(f'{r:.3f}' for r in ratios)})")
+
+
+if __name__ == "__main__":
+    main()
