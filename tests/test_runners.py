@@ -191,9 +191,26 @@ def test_beams_state_sampler_ticks_short_while_a_conversion_runs_here(tmp_path, 
         return read(*args, **kwargs)
 
     monkeypatch.setattr(storage, "read_file_stamped", reading)
-    tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"))
-    assert len(periods) == 36 and set(periods) == {runners.SAMPLER_TICK_MS}
-    assert statesampler.StateSampler.__init__.__defaults__ == beams  # put back after
+    try:
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"))
+        assert len(periods) == 36 and set(periods) == {runners.SAMPLER_TICK_MS}
+        assert statesampler.StateSampler.__init__.__defaults__ == beams  # put back after
+    finally:
+        statesampler.StateSampler.__init__.__defaults__ = beams
+
+
+def test_a_beam_whose_sampler_takes_its_period_otherwise_is_left_as_it_is(monkeypatch):
+    from apache_beam.runners.worker import statesampler
+    from tfrecorder._runners import short_sampler_ticks
+
+    class Other:  # one int default, but not the period's
+        def __init__(self, prefix, counter_factory, sampling_period_ms, ratio=300):
+            pass
+
+    monkeypatch.setattr(statesampler, "StateSampler", Other)
+    with short_sampler_ticks():
+        assert Other.__init__.__defaults__ == (300,)
+    assert Other.__init__.__defaults__ == (300,)
 
 
 def test_the_samplers_period_is_put_back_by_the_last_run_in_progress_failed_or_not():
@@ -202,14 +219,17 @@ def test_the_samplers_period_is_put_back_by_the_last_run_in_progress_failed_or_n
 
     init = statesampler.StateSampler.__init__
     beams = init.__defaults__
-    first, second = short_sampler_ticks(), short_sampler_ticks()
-    first.__enter__()
-    second.__enter__()
-    first.__exit__(None, None, None)  # runs in two threads: the first ends first
-    assert init.__defaults__ == (SAMPLER_TICK_MS,)
-    with pytest.raises(RuntimeError):
-        with short_sampler_ticks():
-            raise RuntimeError("a run that fails")
-    assert init.__defaults__ == (SAMPLER_TICK_MS,)  # the second is still on
-    second.__exit__(None, None, None)
-    assert init.__defaults__ == beams
+    try:
+        first, second = short_sampler_ticks(), short_sampler_ticks()
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)  # runs in two threads: the first ends first
+        assert init.__defaults__ == (SAMPLER_TICK_MS,)
+        with pytest.raises(RuntimeError):
+            with short_sampler_ticks():
+                raise RuntimeError("a run that fails")
+        assert init.__defaults__ == (SAMPLER_TICK_MS,)  # the second is still on
+        second.__exit__(None, None, None)
+        assert init.__defaults__ == beams
+    finally:  # the rest of the session's conversions as Beam has them
+        init.__defaults__ = beams

@@ -550,14 +550,24 @@ def command() -> None:
     sys.exit(code)
 
 
+#: Full collections whose survivors the command freezes: the imports of a conversion
+#: set off a few; after them, a long command (a Dataflow job waited for) collects as
+#: usual, so no cycle that is alive at a collection and dropped later is kept for good.
+FREEZES = 8
+_frozen: list = []
+
+
 def freeze_survivors(phase: str, info: dict) -> None:
-    """A ``gc.callbacks`` entry: after a full collection, what survived it (modules,
-    classes, Beam's and pandas' objects made by their imports) goes where the collector
-    no longer looks. A conversion's imports set off four full collections, each over
-    everything imported so far: 235 to 255 ms of a 2.9 to 3.1 s command, 63 to 83 ms
-    with the survivors frozen (docs/performance.md). Frozen objects are still freed when
-    their last reference goes; only a cycle among them stays till the process exits."""
-    if phase == "stop" and info.get("generation") == 2:
+    """A ``gc.callbacks`` entry: after each of the command's first ``FREEZES`` full
+    collections, what survived it (modules, classes, the objects Beam's and pandas'
+    imports made) goes where the collector no longer looks, so the next full collection
+    walks only what came after. The command registers it once the package (and pandas)
+    is imported; the imports of Beam then set off three more full collections, each
+    over everything imported so far (docs/performance.md has what they cost). Frozen
+    objects are still freed when their last reference goes; only a cycle among them
+    stays till the process exits."""
+    if phase == "stop" and info.get("generation") == 2 and len(_frozen) < FREEZES:
+        _frozen.append(None)
         gc.freeze()
 
 

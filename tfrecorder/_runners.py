@@ -622,7 +622,9 @@ def short_sampler_ticks():
         init = None
     with _sampler:
         beams = _sampler_runs[0] if _sampler_runs else getattr(init, "__defaults__", None)
-        known = (isinstance(beams, tuple) and len(beams) == 1 and type(beams[0]) is int)
+        code = getattr(init, "__code__", None)
+        known = (isinstance(beams, tuple) and len(beams) == 1 and type(beams[0]) is int
+                 and code.co_varnames[code.co_argcount - 1] == "sampling_period_ms")
         if known:
             _sampler_runs.append(beams)
             init.__defaults__ = (min(SAMPLER_TICK_MS, beams[0]),)
