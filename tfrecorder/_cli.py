@@ -535,8 +535,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def command() -> None:
     """The ``tfrecorder`` command: ``main``, then exit. The cycle collector is kept from
-    walking the same long-lived objects again and again: what survives each of its full
-    collections is frozen (``freeze_survivors``), and before the interpreter exits,
+    walking the same long-lived objects again and again: what survives each of its first
+    full collections is frozen (``freeze_survivors``), and before the interpreter exits,
     whatever is still alive (Beam's objects, a few hundred thousand): its last
     collection over them took most of a second, for nothing, at the end of every
     conversion. Only a command may do this; a library call leaves the caller's
