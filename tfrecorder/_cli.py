@@ -554,7 +554,7 @@ def command() -> None:
 #: set off a few; after them, a long command (a Dataflow job waited for) collects as
 #: usual, so no cycle that is alive at a collection and dropped later is kept for good.
 FREEZES = 8
-_frozen: list = []
+_frozen = 0  # full collections whose survivors were frozen
 
 
 def freeze_survivors(phase: str, info: dict) -> None:
@@ -566,8 +566,9 @@ def freeze_survivors(phase: str, info: dict) -> None:
     over everything imported so far (docs/performance.md has what they cost). Frozen
     objects are still freed when their last reference goes; only a cycle among them
     stays till the process exits."""
-    if phase == "stop" and info.get("generation") == 2 and len(_frozen) < FREEZES:
-        _frozen.append(None)
+    global _frozen
+    if phase == "stop" and info.get("generation") == 2 and _frozen < FREEZES:
+        _frozen += 1
         gc.freeze()
 
 

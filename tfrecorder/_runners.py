@@ -598,7 +598,8 @@ def _remove_local_tempdir(p) -> None:
 #: The longest sleep (ms) of Beam's state sampler while our pipeline runs in this process.
 SAMPLER_TICK_MS = 20
 _sampler = threading.Lock()
-_sampler_runs: list = []  # Beam's own defaults, once per run in progress
+_sampler_runs = 0  # runs in progress inside short_sampler_ticks
+_sampler_beams: tuple = ()  # Beam's own default, while they run
 
 
 @contextlib.contextmanager
@@ -615,27 +616,29 @@ def short_sampler_ticks():
     other way is left as it is. Worker processes (``num_workers`` > 1, Dataflow) keep
     Beam's period.
     """
+    global _sampler_runs, _sampler_beams
     try:
         from apache_beam.runners.worker import statesampler
         init = statesampler.StateSampler.__init__
-    except (ImportError, AttributeError):
-        init = None
-    with _sampler:
-        beams = _sampler_runs[0] if _sampler_runs else getattr(init, "__defaults__", None)
-        code = getattr(init, "__code__", None)
+        code, beams = init.__code__, init.__defaults__
         known = (isinstance(beams, tuple) and len(beams) == 1 and type(beams[0]) is int
                  and code.co_varnames[code.co_argcount - 1] == "sampling_period_ms")
-        if known:
-            _sampler_runs.append(beams)
-            init.__defaults__ = (min(SAMPLER_TICK_MS, beams[0]),)
+    except (ImportError, AttributeError):
+        known = False
+    if known:
+        with _sampler:
+            if _sampler_runs == 0:
+                _sampler_beams = init.__defaults__
+                init.__defaults__ = (min(SAMPLER_TICK_MS, _sampler_beams[0]),)
+            _sampler_runs += 1
     try:
         yield
     finally:
         if known:
             with _sampler:
-                _sampler_runs.pop()
-                if not _sampler_runs:
-                    init.__defaults__ = beams
+                _sampler_runs -= 1
+                if _sampler_runs == 0:
+                    init.__defaults__ = _sampler_beams
 
 
 def _local_runner(beam_options):
