@@ -53,7 +53,7 @@ def test_compact_rewrites_what_tfds_cannot_read_and_keeps_every_version(tmp_path
     changed = {n for n in files if after.get(n) != files[n]}
     assert changed == {"tfrecorder.json", "dataset_info.json", "quality.json"}
     assert set(after) - set(files) == _listed(out, 3) - _listed(out, 2) | {
-        "versions/00003/quality.json"}
+        "versions/00003/quality.json", "versions/00003/dataset_info.json"}
     # The same records in the same order, read by every reader, and every version still.
     for split in ("train", "test"):
         assert _records(out, split) == before[2][split]
@@ -261,3 +261,17 @@ def test_what_a_killed_compact_left_is_removed_by_the_next_one(tmp_path):
     assert not (out / layout.TMP_DIR).exists()
     assert {s: _records(out, s) for s in ("train", "test")} == want
     assert tfrecorder.verify(str(out)).records == 16
+
+
+def test_a_compact_with_nothing_to_rewrite_still_removes_what_a_killed_run_left(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    run = out / layout.TMP_DIR / "0123456789ab"
+    run.mkdir(parents=True)
+    leftover = "data-train-v00002.tfrecord-00000-of-00001"
+    (run / "ledger.json").write_text(json.dumps({"files": [leftover]}))
+    (out / leftover).write_bytes(b"half")
+    done = tfrecorder.compact(str(out))  # version 1 is whole shards: nothing to rewrite
+    assert done.version is None
+    assert not (out / leftover).exists() and not (out / layout.TMP_DIR).exists()

@@ -186,6 +186,49 @@ def test_failure_budget_fails_the_run_and_leaves_no_manifest(tmp_path, image_tab
     assert result.rows_quarantined == 3
 
 
+@pytest.mark.slow
+def test_a_run_that_failed_its_budget_is_replaced_by_the_fixed_run_without_overwrite(
+        tmp_path, image_table):
+    # Its errors file and its own folder are the failed run's, not an output to keep:
+    # the same command with the fix runs into the folder as into an empty one. A file
+    # of the user's there still makes the folder one that holds data.
+    good = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(7)]
+    broken = [image_table(f"broken{i}.jpg", b"not an image") for i in range(3)]
+    out = tmp_path / "out"
+    with pytest.raises(tfrecorder.ConversionError, match="3 of 10 rows"):
+        tfrecorder.convert(_frame(good + broken), str(out), max_error_fraction=0.2)
+    assert sorted(os.listdir(out)) == [layout.TMP_DIR, "errors.jsonl"]
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(tfrecorder.OutputExistsError, match="notes.txt"):
+        tfrecorder.convert(_frame(good), str(out))
+    (out / "notes.txt").unlink()
+    result = tfrecorder.convert(_frame(good), str(out))  # the bad rows taken out
+    assert result.rows_written == 7 and result.rows_quarantined == 0
+    assert not (out / layout.TMP_DIR).exists() and (out / "errors.jsonl").read_text() == ""
+
+
+def test_half_written_files_of_ours_are_removed_and_the_users_kept(tmp_path, image_table):
+    # What a run killed inside a write leaves: a temporary file beside each file of ours
+    # it was replacing (``storage.temp_name``). The next run removes them, wherever they
+    # are in the folder, and never a file of the user's whose name merely looks alike.
+    good = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(4)]
+    out = tmp_path / "out"
+    tfrecorder.convert(_frame(good), str(out))
+    half = ["quality.json.0123456789ab.tmp", "tfrecorder.json.0123456789ab.tmp",
+            "versions/00002.json.0123456789ab.tmp", "rows/x.0123456789ab.tmp",
+            "data-train.tfrecord-00000-of-00001.abcdefabcdef.tmp"]
+    theirs = ["notes.txt.0123456789ab.tmp", "rows/notes.0123456789ab.tmp"]
+    for name in half + theirs:
+        (out / name).write_bytes(b"half")
+    holder = json.dumps({"host": "elsewhere", "pid": 1, "runner": "DirectRunner",
+                         "expires": 0})
+    (out / ".tfrecorder.lock.0123456789ab.tmp").write_text(holder)  # a live maker's, maybe
+    result = tfrecorder.convert(_frame(good[:3]), str(out), overwrite=True)
+    assert result.rows_written == 3
+    left = {p.relative_to(out).as_posix() for p in out.rglob("*.tmp")}
+    assert left == {"rows/x.0123456789ab.tmp", *theirs, ".tfrecorder.lock.0123456789ab.tmp"}
+
+
 # The run signals on a pipe once it has written records into a shard that is not
 # finished, then waits to be killed: the test waits on that signal, not on the clock.
 _KILL_SCRIPT = """

@@ -369,6 +369,87 @@ def test_a_killed_update_leaves_the_last_version_whole(tmp_path):
     assert all(after[n] == before[n] for n in _listed(out, 1))
 
 
+#: The file-system calls that change a folder, as the storage facade makes them.
+_CHANGES = ("open", "replace", "rename", "link", "remove", "unlink", "mkdir", "rmdir")
+
+
+def _killed_at(n, out, fn):
+    """Runs ``fn`` in a forked child killed (``os._exit``, no cleanup, no ``finally``)
+    just before its ``n``-th call that changes ``out`` outside the runs' own folder;
+    True when ``fn`` finished first."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns to the test
+        try:
+            calls, root = [0], str(out)
+
+            def watched(name):
+                real = getattr(os, name)
+
+                def call(path, *rest, **kw):
+                    changes = name != "open" or rest[0] & (os.O_WRONLY | os.O_RDWR)
+                    if (changes and not isinstance(path, int)
+                            and os.fspath(path).startswith(root)
+                            and layout.TMP_DIR not in os.fspath(path)):
+                        calls[0] += 1
+                        if calls[0] == n:
+                            os._exit(9)
+                    return real(path, *rest, **kw)
+                return call
+            for name in _CHANGES:
+                setattr(os, name, watched(name))
+            fn()
+            os._exit(0)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            os._exit(1)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    assert code in (0, 9), f"the update failed in the child ({code})"
+    return code == 0
+
+
+@pytest.mark.slow
+def test_an_update_killed_at_any_call_publishes_all_of_itself_or_nothing(tmp_path):
+    # Killed before its version's manifest exists, every reader still sees the parent
+    # whole (the report, TFDS's metadata, the labels, the errors file); killed after, its
+    # version is published. Either way the next run leaves the folder an uninterrupted
+    # update leaves, and no temporary file.
+    paths = _images(tmp_path / "img", 6)
+    template = tmp_path / "v1"
+    tfrecorder.convert(_table(paths), str(template))
+    table = _table(paths + _images(tmp_path / "img", 1, start=6),
+                   labels=["cat", "owl", "dog", "cat", "dog", "cat", "owl"])
+    top = ["tfrecorder.json", "quality.json", "dataset_info.json", "features.json",
+           "errors.jsonl", "label.labels.txt"]
+    v1 = {n: (template / n).read_bytes() for n in top}
+    clean = tmp_path / "clean"
+    shutil.copytree(template, clean)
+    tfrecorder.convert(table, str(clean), mode="update")
+    want = _digests(clean)
+    stamped = {"tfrecorder.json", "versions/00002.json"}  # they hold the time published
+
+    n, finished = 0, False
+    while not finished:
+        n += 1
+        out = tmp_path / f"k{n}"
+        shutil.copytree(template, out)
+        finished = _killed_at(n, out, lambda: tfrecorder.convert(table, str(out),
+                                                                 mode="update"))
+        if not (out / "versions" / "00002.json").exists():
+            assert {x: (out / x).read_bytes() for x in top} == v1, n
+            assert tfrecorder.report(str(out)).data.get("version", 1) == 1
+        result = tfrecorder.convert(table, str(out), mode="update")  # the rerun
+        assert result.version == 2 and result.labels == ["cat", "dog", "owl"], n
+        got = _digests(out)
+        assert sorted(got) == sorted(want), (n, set(got) ^ set(want))  # no temporary file
+        assert {x: d for x, d in got.items() if x not in stamped} == {
+            x: d for x, d in want.items() if x not in stamped}, n
+        assert (out / "tfrecorder.json").read_bytes() == (
+            out / "versions" / "00002.json").read_bytes()
+        shutil.rmtree(out)
+    assert n > 20, n  # every change the update makes was a kill point
+
+
 @pytest.mark.slow
 def test_the_command_line_updates_and_lists_versions(tmp_path, run_cli):
     paths = _images(tmp_path / "img", 4)
@@ -903,9 +984,12 @@ def test_vacuum_removes_only_what_older_versions_alone_list(tf, tmp_path, capsys
     tfrecorder.convert(table, str(out), mode="update")                 # version 3
     latest = _listed(out, 3)
     kept = {n: d for n, d in _digests(out).items() if n in latest}
-    # (the test's _listed leaves out data reports: version 2's is its own file; the
-    # folder's quality.json, which version 1 names, is the latest's copy and stays)
-    only_old = (_listed(out, 1) | _listed(out, 2) | {"versions/00002/quality.json"}) - latest
+    # (the test's _listed leaves out data reports and version 2's copies of the top
+    # files, its own files; the folder's quality.json, which version 1 names, is the
+    # latest's copy and stays)
+    only_old = (_listed(out, 1) | _listed(out, 2) | {
+        f"versions/00002/{n}" for n in ("quality.json", "dataset_info.json", "features.json",
+                                        "errors.jsonl")}) - latest
     assert "versions/00002/index/data-train.tfrecord-00000-of-00001.idx" in only_old
     want = sorted(tfrecorder.read(str(out), "train")["image_uri"])
 

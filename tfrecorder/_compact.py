@@ -74,12 +74,16 @@ def compact(output_dir: str, splits=None) -> Compacted:
     try:
         # With the lock held nothing changes under us: look again.
         before = output.survey(output_dir)
+        output.check_target(before, True, [], run_id)
+        # What a killed run left goes first, even when there is nothing to rewrite.
+        output.clear_leftovers(before, run_id)
+        if output.complete_latest(before):
+            before = output.survey(output_dir)
         parent = before.latest
         wanted = _wanted(parent, splits)
         if not wanted:
             lock.release()
             return Compacted(output_dir, None, {}, (), 0)
-        output.clear_leftovers(before, run_id)
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
         planned = {name: _plan(output_dir, parent, parent.splits[name], version)
                    for name in wanted}
@@ -87,6 +91,7 @@ def compact(output_dir: str, splits=None) -> Compacted:
         written = [*shards, *(index.name(n) for n in shards if not n.endswith(".gz")),
                    *map(layout.rows_file, shards)]
         files = [*written, layout.version_manifest(version), layout.version_quality(version),
+                 layout.version_copy(version, layout.DATASET_INFO),
                  layout.QUALITY, layout.MANIFEST, layout.DATASET_INFO]
         output.check_target(before, True, files, run_id)
         output.write_ledger(run.folder, files)

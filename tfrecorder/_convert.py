@@ -176,19 +176,13 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         versions.check_updatable(output_dir, parent, opts, table.features,
                                  table.vocabularies, schema.column("label"))
         output.clear_leftovers(before, run_id)
+        output.complete_latest(before)  # a run killed while it published
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
         rows_of = _row_settings(opts, table, schema)
         with gc_paused():  # a record of every stored row, none in a cycle (gc_paused)
             decided = versions.plan(output_dir, parent, version, table,
                                     shard.WriteSettings(None, table.columns, **rows_of), opts)
         if decided.unchanged:
-            if before.versions and before.manifest != parent:
-                # A run killed between publishing its version and tfrecorder.json: the
-                # latest version's manifest becomes the folder's again.
-                k = before.versions[-1][0]
-                storage.write_atomic(
-                    storage.join(output_dir, layout.MANIFEST),
-                    storage.read_bytes(storage.join(output_dir, layout.version_manifest(k))))
             lock.release()
             result = ConversionResult.from_output(output_dir, opts.runner, None, parent)
             return dataclasses.replace(result, unchanged=True, changes={
@@ -207,7 +201,8 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         files = [*shards, *indexes, *map(layout.rows_file, shards),
                  *decided.update.live_indexes,
                  *(layout.labels_file(k) for k in table.vocabularies),
-                 layout.version_manifest(version), layout.version_quality(version),
+                 layout.version_manifest(version),
+                 *(layout.version_copy(version, n) for n in layout.LATEST_FILES),
                  layout.QUALITY, layout.MANIFEST, layout.ERRORS,
                  layout.DATASET_INFO, layout.FEATURES]
         output.check_target(before, True, files, run_id)

@@ -37,6 +37,20 @@ _LOCK_IN_THE_MAKING = re.compile(re.escape(LOCK) + r"\.[0-9a-f]{12}\.tmp")
 def is_lock_in_the_making(name: str) -> bool:
     """True for the temporary name a run writes its lock under before it links it."""
     return _LOCK_IN_THE_MAKING.fullmatch(name) is not None
+
+
+#: A file being written whole under a temporary name beside its own, then renamed
+#: (``storage.temp_name``): ``quality.json.0123456789ab.tmp``.
+_IN_THE_WRITING = re.compile(r"(?P<name>.+)\.[0-9a-f]{12}\.tmp")
+
+
+def written_as(name: str) -> str | None:
+    """The name a temporary file ``name`` is written for (``quality.json`` for
+    ``quality.json.0123456789ab.tmp``), else None."""
+    m = _IN_THE_WRITING.fullmatch(name) if isinstance(name, str) else None
+    return m["name"] if m else None
+
+
 LABELS_SUFFIX = ".labels.txt"
 
 # --- features -------------------------------------------------------------------------
@@ -157,12 +171,25 @@ def live_index(version: int, shard: str) -> str:
 
 def version_quality(version: int) -> str:
     """``versions/00002/quality.json``: the data report of ``version``."""
-    return f"{VERSIONS_DIR}/{version:05d}/{QUALITY}"
+    return version_copy(version, QUALITY)
 
 
 def is_version_quality(name: str) -> bool:
     """True for ``versions/KKKKK/quality.json``."""
     return isinstance(name, str) and re.fullmatch(r"versions/\d{5}/quality\.json", name) is not None
+
+
+#: The files at the folder's top that describe its latest version (TFDS reads its two
+#: there). A version after the first writes its own under its name first
+#: (``version_copy``) and puts them at the top only once its manifest is published, so
+#: that until then every reader sees its parent whole, and a run killed in between is
+#: completed from them by the next.
+LATEST_FILES = (QUALITY, DATASET_INFO, FEATURES, ERRORS)
+
+
+def version_copy(version: int, name: str) -> str:
+    """``versions/00002/dataset_info.json``: ``version``'s own copy of a top file."""
+    return f"{VERSIONS_DIR}/{version:05d}/{name}"
 
 
 def rows_file(shard: str) -> str:
@@ -195,7 +222,8 @@ _SHARD_TEXT = re.sub(r"\(\?P<\w+>", "(?:", _SHARD_PATTERN.pattern)  # no group n
 _OUTPUT_NAME = re.compile(
     rf"(?:index/|versions/\d{{5}}/index/)?{_SHARD_TEXT}(?:\.idx)?"
     rf"|rows/{_SHARD_TEXT}{re.escape(ROWS_SUFFIX)}"
-    r"|versions/\d{5}\.json|versions/\d{5}/quality\.json"
+    r"|versions/\d{5}\.json"
+    rf"|versions/\d{{5}}/(?:{'|'.join(map(re.escape, LATEST_FILES))})"
     r"|[^/\0]+\.labels\.txt"
     rf"|{re.escape(MANIFEST)}|{re.escape(ERRORS)}|{re.escape(DATASET_INFO)}|{re.escape(FEATURES)}"
     rf"|{re.escape(QUALITY)}"

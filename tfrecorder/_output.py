@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import json
 import os
+import time
 import uuid
 from typing import Iterable
 
@@ -32,8 +33,9 @@ from tfrecorder._errors import (ConfigError, ConversionError, CorruptRecordError
                                IncompleteOutputError, OutputBusyError, OutputExistsError,
                                TFRecorderError)
 from tfrecorder._lock import (  # noqa: F401  (the lock's names, as callers know them)
-    BOOT_ID, DATAFLOW_LOCK_TTL, LOCK_TTL, RENEW_EVERY, Lock, _read_holder, _stale, acquire,
-    describe, identity, release)
+    BOOT_ID, DATAFLOW_LOCK_TTL, LOCK_TTL, RENEW_EVERY, Lock, _process_gone, _read_holder,
+    _stale, acquire, describe, identity, release)
+from tfrecorder._labels import format_labels_file
 from tfrecorder._manifest import Manifest, json_bytes
 
 LEDGER = "ledger.json"
@@ -108,7 +110,20 @@ class Survey:
 
     def ours(self) -> frozenset[str]:
         names = self.complete_files | self.leftovers | {layout.LOCK, layout.TMP_DIR}
-        return names | _folders(names)
+        return names | _folders(names) | set(self.half_written)
+
+    @property
+    def half_written(self) -> tuple[str, ...]:
+        """Temporary files of ours at the top (``quality.json.<id>.tmp``) that a killed
+        run left: never anything but ours, so the next run removes them."""
+        return tuple(e for e in self.entries if _ours_in_the_writing(e))
+
+    def unfinished_only(self) -> bool:
+        """True when everything here was left by runs that did not finish (a failed
+        run's errors file and folder, half-written files): no output to protect, so a
+        new run may replace them without ``overwrite``."""
+        ours = self.leftovers | _folders(self.leftovers) | {layout.LOCK, layout.TMP_DIR}
+        return all(e in ours or e in self.half_written for e in self.entries)
 
     def foreign(self) -> list[str]:
         """Entries no conversion of ours wrote: left alone, never replaced."""
@@ -131,7 +146,16 @@ def _listed(m: Manifest) -> set[str]:
     names |= {layout.labels_file(k) for k in m.vocabularies}
     if m.quality:
         names.add(m.quality)
+    if (m.version or 1) > 1:  # its copies of the top files (``publish``), where written
+        names |= {layout.version_copy(m.version, n) for n in layout.LATEST_FILES}
     return names
+
+
+def _ours_in_the_writing(name: str) -> bool:
+    """True for the temporary name ``storage.temp_name`` gives a file of ours (``name``
+    inside the output folder)."""
+    target = layout.written_as(name)
+    return target is not None and (layout.is_output_name(target) or target == layout.LOCK)
 
 
 def _folders(names: Iterable[str]) -> set[str]:
@@ -284,7 +308,7 @@ def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
         if holder and holder.get("run_id") != run_id and not _stale(holder, path):
             raise OutputBusyError(describe(holder, path))
     entries = [e for e in s.entries if e != layout.LOCK]
-    if entries and not overwrite:
+    if entries and not overwrite and not s.unfinished_only():
         shown = ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
         raise OutputExistsError(
             f"output directory {s.output_dir} already holds {len(entries)} entries ({shown}). "
@@ -314,11 +338,52 @@ def clear_leftovers(s: Survey, keep_run: str) -> None:
     for name in sorted(s.leftovers - keep):
         if name.split("/", 1)[0] in s.entries:
             storage.remove(_inside(s.output_dir, name))
+    _remove_half_written(s)
     _remove_empty_index_dir(s.output_dir)
     if layout.TMP_DIR in s.entries:
-        for run in storage.listdir(_inside(s.output_dir, layout.TMP_DIR)):
+        tmp = _inside(s.output_dir, layout.TMP_DIR)
+        for run in storage.listdir(tmp):
             if run != keep_run:
                 storage.remove(_inside(s.output_dir, layout.TMP_DIR, run))
+        if not storage.listdir(tmp):  # a run that goes on makes it again for its files
+            storage.remove(tmp)
+
+
+#: A lock's temporary file lives for the moment between its writing and its link; one
+#: older than this was left by a killed process.
+_LOCK_IN_THE_MAKING_AGE = 60.0
+
+
+def _remove_half_written(s: Survey) -> None:
+    """Removes the temporary files killed runs left beside our files (with the lock
+    held, no run of ours is writing one): at the top and in the folders of ours. Only
+    local folders have them (an object store's upload has no temporary name)."""
+    if storage.is_remote(s.output_dir):
+        return
+    top = os.path.realpath(s.output_dir)
+    for name in s.half_written:
+        storage.remove(_inside(s.output_dir, name))
+    for name in os.listdir(top):
+        path = os.path.join(top, name)
+        if not layout.is_lock_in_the_making(name) or os.path.islink(path):
+            continue
+        # Another run's lock, written whole, then linked: removed once its maker is
+        # provably gone, or, when it is not whole, once no maker can still be at it.
+        holder = _read_holder(path)
+        written = storage.mtime(path)
+        if (_process_gone(holder) if not holder.get("damaged") else
+                written is not None and time.time() - written > _LOCK_IN_THE_MAKING_AGE):
+            storage.remove(path)
+    for folder in (index.DIR, layout.ROWS_DIR, layout.VERSIONS_DIR):
+        root = os.path.join(top, folder)
+        if not os.path.isdir(root) or os.path.islink(root):
+            continue
+        for here, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(here, d))]
+            for name in files:
+                path = os.path.join(here, name)
+                if _ours_in_the_writing(os.path.relpath(path, top).replace(os.sep, "/")):
+                    os.remove(path)
 
 
 def write_ledger(folder: str, names: Iterable[str]) -> None:
@@ -401,7 +466,14 @@ def publish(run: RunFolder, moved: Iterable[str], files: dict[str, bytes],
     """A version published: the files ``moved`` from the run's folder into place (when
     the run wrote there), ``files`` written, then the version's own manifest created
     (never replaced: of two runs, one wins), then ``tfrecorder.json``, which readers
-    open; the run closed. Returns ``manifest`` as published (with its time)."""
+    open; the run closed. Returns ``manifest`` as published (with its time).
+
+    A version after the first has a parent that readers may have open: the top files
+    that describe the latest version (``layout.LATEST_FILES``, the labels files) are
+    written under the version's own names first and put at the top only after its
+    manifest exists (``complete_latest``), so that a run killed before that leaves the
+    parent whole, and one killed after it is completed by the next run.
+    """
     output_dir, folder = run.output_dir, run.folder
     here = functools.partial(_inside, output_dir)
     moved = list(moved)
@@ -412,16 +484,53 @@ def publish(run: RunFolder, moved: Iterable[str], files: dict[str, bytes],
         for name in moved:
             storage.rename(storage.join(folder, name), here(name))
     _remove_empty_index_dir(output_dir)
+    top = {n: d for n, d in files.items() if version > 1 and _is_top(n)}
     for name, data in files.items():  # versions/KKKKK/quality.json has its folder made
-        storage.write_into(here(name), data)
+        if name not in top:
+            storage.write_into(here(name), data)
+        elif name in layout.LATEST_FILES and layout.version_copy(version, name) not in files:
+            storage.write_into(here(layout.version_copy(version, name)), data)
     manifest = metadata.published(manifest)
     data = manifest.to_bytes()
     if not storage.is_remote(output_dir):
         storage.makedirs(here(layout.VERSIONS_DIR))
     storage.create_exclusive(here(layout.version_manifest(version)), data)
+    for name in sorted(top):
+        storage.write_atomic(here(name), top[name])
     storage.write_atomic(here(layout.MANIFEST), data)
     close(run)
     return manifest
+
+
+def _is_top(name: str) -> bool:
+    """A top file that describes the latest version: replaced only by publishing."""
+    return name in layout.LATEST_FILES or (
+        "/" not in name and name.endswith(layout.LABELS_SUFFIX))
+
+
+def complete_latest(s: Survey) -> bool:
+    """Completes the publishing of a version whose run was killed after its manifest
+    ``versions/KKKKK.json`` was created but before the top files were all in place:
+    its own copies of them (and its labels, from its manifest) put at the top, then
+    ``tfrecorder.json``. Runs with the folder's lock held; True when it did."""
+    if s.damaged or not s.versions:
+        return False
+    k, m = s.versions[-1]
+    if s.manifest is not None and s.manifest.version == k:
+        return False
+    here = functools.partial(_inside, s.output_dir)
+    for name in layout.LATEST_FILES:
+        try:
+            data = storage.read_bytes(here(layout.version_copy(k, name)))
+        except FileNotFoundError:  # a version written before its copies, or without one
+            continue
+        storage.write_atomic(here(name), data)
+    for key, names in m.vocabularies.items():
+        storage.write_atomic(here(layout.labels_file(key)),
+                             format_labels_file(names).encode("utf-8"))
+    storage.write_atomic(here(layout.MANIFEST),
+                         storage.read_bytes(here(layout.version_manifest(k))))
+    return True
 
 
 def close(run: RunFolder) -> None:
