@@ -450,6 +450,33 @@ def test_an_update_killed_at_any_call_publishes_all_of_itself_or_nothing(tmp_pat
     assert n > 20, n  # every change the update makes was a kill point
 
 
+@pytest.mark.parametrize("how", ["append", "vocabulary"])
+def test_a_new_label_without_a_new_record_is_a_change(tmp_path, how):
+    # The only new label is on a row whose key is stored (an append leaves the row as
+    # it is), or only in a label_vocabulary that grew: the new version lists it, and a
+    # model built from the result has a unit for it.
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    if how == "append":
+        table = _table(paths, labels=["owl", "dog", "cat", "dog"])
+        result = tfrecorder.convert(table, str(out), mode="append")
+        assert result.existing_count == 4
+    else:
+        result = tfrecorder.convert(_table(paths), str(out), mode="update",
+                                    label_vocabulary=["cat", "dog", "owl"])
+    assert not result.unchanged and result.version == 2
+    assert result.labels == ["cat", "dog", "owl"]
+    assert result.labels_without_records == ["owl"]
+    assert (out / "label.labels.txt").read_text().split() == ["cat", "dog", "owl"]
+    assert result.changes == {"train": {"added": 0, "retired": 0, "kept": 3},
+                              "test": {"added": 0, "retired": 0, "kept": 1}}
+    assert tfrecorder.verify(str(out)).records == 4
+    again = tfrecorder.convert(_table(paths), str(out), mode="update",
+                               label_vocabulary=["cat", "dog", "owl"])
+    assert again.unchanged and again.version == 2
+
+
 @pytest.mark.slow
 def test_the_command_line_updates_and_lists_versions(tmp_path, run_cli):
     paths = _images(tmp_path / "img", 4)

@@ -182,7 +182,9 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         with gc_paused():  # a record of every stored row, none in a cycle (gc_paused)
             decided = versions.plan(output_dir, parent, version, table,
                                     shard.WriteSettings(None, table.columns, **rows_of), opts)
-        if decided.unchanged:
+        # New label names are a change even where no record is (an append's new label
+        # on a stored row, a label_vocabulary that grew): the version lists them.
+        if decided.unchanged and table.vocabularies == parent.vocabularies:
             lock.release()
             result = ConversionResult.from_output(output_dir, opts.runner, None, parent)
             return dataclasses.replace(result, unchanged=True, changes={

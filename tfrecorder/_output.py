@@ -437,9 +437,10 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     here = functools.partial(_inside, output_dir)
     update = spec.update
     if update is not None and not any(c["added"] or c["retired"]
-                                      for c in built.manifest.changes.values()):
-        # Every row it tried was quarantined again, and it retires nothing: the update
-        # changes nothing, so it publishes nothing.
+                                      for c in built.manifest.changes.values()) and (
+            built.manifest.vocabularies == update.parent.vocabularies):
+        # Every row it tried was quarantined again, it retires nothing and names no new
+        # label: the update changes nothing, so it publishes nothing.
         close(run)
         return None
     moved = [*built.shards, *built.indexes, *built.rows,
