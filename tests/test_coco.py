@@ -322,6 +322,7 @@ def test_the_same_image_in_two_split_files_is_a_problem(tmp_path):
     ('{"a": 1}\n{"b": 2}\n', "name it .jsonl"),
     ('{"annotations": []}', "not a COCO file"),
     ('{"images": [], "annotations": []}', "no images"),
+    ('{"images": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
 ])
 def test_files_that_are_not_coco(tmp_path, text, message):
     path = tmp_path / "x.json"

@@ -48,6 +48,11 @@ def load(path: str) -> dict:
         hint = ("; a file of one JSON object per line is JSON Lines: name it .jsonl"
                 if getattr(e, "msg", "") == "Extra data" else "")
         raise SchemaError([Problem(path, None, None, f"not a JSON file ({e}){hint}")]) from None
+    except RecursionError:  # Python's parser recurses per level: past about 1,000, here
+        raise SchemaError([Problem(path, None, None, (
+            "JSON nested too deep to read (more than about 1,000 levels); a COCO file is "
+            "an object of images, categories and annotations lists, a few levels "
+            "deep"))]) from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise SchemaError([Problem(path, "images", None, (
             "not a COCO file: it has no 'images' list (a COCO object-detection file, such "
