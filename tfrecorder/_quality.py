@@ -524,14 +524,12 @@ def _warnings(by_split: dict, label_names: list[str]) -> list[dict]:
 # or as markup in the HTML one.
 
 class _Obj:
-    """An object's fields (each checked where present) and those it must have."""
+    """An object's fields (each checked where present) and those it must have. Any
+    other spec is ``[spec]`` (a list of), ``{"*": spec}`` (an object of names to), or
+    ``(what it is, test)`` for a value."""
 
     def __init__(self, fields: dict, required: tuple = ()):
         self.fields, self.required = fields, required
-
-
-def _leaf(what: str, ok) -> tuple:
-    return what, ok
 
 
 def _int(v) -> bool:
@@ -546,26 +544,26 @@ def _scalar(v) -> bool:
     return v is None or type(v) in (int, float, str, bool)  # noqa: E721
 
 
-_COUNT = _leaf("a whole number >= 0", lambda v: _int(v) and v >= 0)
-_TEXT = _leaf("text", lambda v: isinstance(v, str))
+_COUNT = ("a whole number >= 0", lambda v: _int(v) and v >= 0)
+_TEXT = ("text", lambda v: isinstance(v, str))
 _SIDE = _Obj({
     "split": _TEXT,
-    "row": _leaf("a row number or index label", lambda v: _scalar(v) or (
+    "row": ("a row number or index label", lambda v: _scalar(v) or (
         isinstance(v, list) and all(map(_scalar, v)))),
-    "image_uri": _leaf("text or null", lambda v: v is None or isinstance(v, str)),
-    "label": _leaf("a label name, a list of them, or null", lambda v: v is None or isinstance(
+    "image_uri": ("text or null", lambda v: v is None or isinstance(v, str)),
+    "label": ("a label name, a list of them, or null", lambda v: v is None or isinstance(
         v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))),
-    "position": _leaf("a whole number >= 0 or null", lambda v: v is None or (_int(v) and v >= 0)),
+    "position": ("a whole number >= 0 or null", lambda v: v is None or (_int(v) and v >= 0)),
 }, required=("split", "row", "label"))
 _BOTH = _Obj({"exact": _COUNT, "near": _COUNT})
-_SIZES = _leaf("[min, median, max] in pixels", lambda v: isinstance(v, list) and len(v) in (
+_SIZES = ("[min, median, max] in pixels", lambda v: isinstance(v, list) and len(v) in (
     0, 3) and all(map(_int, v)))
-_CHANNELS = _leaf("a list of numbers", lambda v: isinstance(v, list) and all(map(_num, v)))
+_CHANNELS = ("a list of numbers", lambda v: isinstance(v, list) and all(map(_num, v)))
 _FILE = _Obj({
     "version": _COUNT,
-    "near_duplicates": _leaf("null or an object", lambda v: v is None or isinstance(v, dict)),
+    "near_duplicates": ("null or an object", lambda v: v is None or isinstance(v, dict)),
     "counts": _Obj({"leaks": _BOTH, "duplicates": _BOTH, "conflicts": _COUNT}),
-    "pairs": [_Obj({"kind": _leaf("'exact' or 'near'", lambda v: v in ("exact", "near")),
+    "pairs": [_Obj({"kind": ("'exact' or 'near'", lambda v: v in ("exact", "near")),
                     "distance": _COUNT, "a": _SIDE, "b": _SIDE},
                    required=("kind", "distance", "a", "b"))],
     "conflicts": [_Obj({"sha256": _TEXT, "rows": [_SIDE]}, required=("sha256", "rows"))],
@@ -575,7 +573,7 @@ _FILE = _Obj({
         "mean": _CHANNELS, "std": _CHANNELS})},
     "warnings": [_Obj({"kind": _TEXT, "label": _TEXT, "rows": _COUNT, "largest": _TEXT,
                        "smallest": _TEXT,
-                       "ratio": _leaf("a number", _num)}, required=("kind",))],
+                       "ratio": ("a number", _num)}, required=("kind",))],
     "truncated": _Obj({"pairs": _COUNT, "members": _COUNT}),
 }, required=("counts", "pairs", "conflicts", "stats", "warnings", "truncated"))
 
