@@ -81,8 +81,17 @@ def _expected(annotations, categories):
 
 def _problems(source, **kw):
     with pytest.raises(tfrecorder.SchemaError) as e:
-        spill.validate(source, IMAGE_CSV_SCHEMA, **kw)
+        spill.read(source, IMAGE_CSV_SCHEMA, **kw)
     return {(p.row, p.column): p for p in e.value.problems}
+
+
+def _checked(source, **kw):
+    """``(rows, notes)`` of ``source`` read as a conversion reads it."""
+    spilled = spill.read(source, IMAGE_CSV_SCHEMA, **kw)
+    try:
+        return [r for split in spilled.counts for r in spilled.rows(split)], spilled.notes
+    finally:
+        spilled.remove()
 
 
 # --- round trips -----------------------------------------------------------------------
@@ -203,6 +212,7 @@ def test_a_box_ending_a_rounding_past_the_images_edge_is_cut_at_it(tmp_path):
 
 
 def test_image_and_category_entries_with_problems(tmp_path):
+    _images(tmp_path)
     content = _coco(ANNOTATIONS)
     content["images"] += [
         {"id": 104, "file_name": "0.jpg", "width": 4, "height": 4},  # another image's file
@@ -221,6 +231,83 @@ def test_image_and_category_entries_with_problems(tmp_path):
         (f"{src} category 3", "id"), (f"{src} category 40", "name")}
 
 
+def test_file_names_outside_the_images_folder_are_problems_of_their_images(tmp_path):
+    _images(tmp_path / "data")
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "photo.jpg").write_bytes(encode(seed=9, size=(8, 8)))
+    outside = ["../private/photo.jpg", str(tmp_path / "private" / "photo.jpg"),
+               "a/../../private/photo.jpg", "~/photo.jpg", "gs://bucket/photo.jpg",
+               "..\\private\\photo.jpg"]
+    content = _coco(ANNOTATIONS)
+    content["images"] += [{"id": 200 + i, "file_name": name, "width": 8, "height": 8}
+                          for i, name in enumerate(outside)]
+    content["annotations"] = ANNOTATIONS + [_ann(50 + i, 200 + i, 1, [0, 0, 4, 4])
+                               for i in range(len(outside))]
+    src = _write(tmp_path / "data" / "instances.json", content)
+    problems = _problems(src)
+    assert set(problems) == {(f"{src} image {200 + i}", "file_name")
+                             for i in range(len(outside))}
+    assert [problems[(f"{src} image {200 + i}", "file_name")].value
+            for i in range(len(outside))] == outside
+    assert "relative to images_dir=" in problems[(f"{src} image 200", "file_name")].reason
+    with pytest.raises(tfrecorder.SchemaError, match=r"private/photo\.jpg"):
+        tfrecorder.convert(src, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+    # a name that goes down and back up stays inside: read
+    inside = _write(tmp_path / "data" / "inside.json",
+                    _coco(ANNOTATIONS, prefix="sub/../"))
+    assert len(_checked(inside)[0]) == 4
+
+
+@pytest.mark.parametrize("layout", ["cvat", "cvat-old", "coco2017", "label-studio",
+                                    "images-beside"])
+def test_images_where_labelling_tools_put_them_are_found(tmp_path, layout):
+    json_at, images_at, prefix = {
+        "cvat": ("annotations/instances_default.json", "images/default", ""),
+        "cvat-old": ("annotations/instances_default.json", "images", ""),
+        "coco2017": ("annotations/instances_train2017.json", "train2017", ""),
+        "label-studio": ("result.json", "images", "images/"),  # names start with images/
+        "images-beside": ("result.json", "images", ""),
+    }[layout]
+    _images(tmp_path / images_at)
+    (tmp_path / json_at).parent.mkdir(parents=True, exist_ok=True)
+    src = _write(tmp_path / json_at, _coco(ANNOTATIONS, prefix=prefix))
+    rows, notes = _checked(src)
+    assert {os.path.dirname(r.image_uri) for r in rows} == {
+        str(tmp_path / images_at)}
+    if layout != "label-studio":  # there the JSON's own folder is the images' start
+        assert notes[0] == (f"images of {src} found in {tmp_path / images_at}, where its "
+                            f"exporter puts them; images_dir= (--images-dir) names another "
+                            f"folder")
+
+
+@pytest.mark.slow
+def test_images_in_no_folder_known_fail_before_any_pipeline_naming_images_dir(
+        tmp_path, run_cli):
+    _images(tmp_path / "elsewhere")
+    (tmp_path / "annotations").mkdir()
+    src = _write(tmp_path / "annotations" / "instances_default.json", _coco(ANNOTATIONS))
+    problem = _problems(src)[(src, "images_dir")]
+    assert problem.reason == (
+        f"none of the first 4 images the file lists is in its folder {tmp_path / 'annotations'} "
+        f"({tmp_path / 'annotations' / '0.jpg'} is not there, nor is any of them in "
+        f"{tmp_path / 'annotations' / 'images'}, {tmp_path / 'images' / 'default'}, "
+        f"{tmp_path / 'images'}, {tmp_path / 'default'}); give the folder they are in as "
+        f"images_dir= (--images-dir)")
+    p = run_cli("convert", src, str(tmp_path / "out"))
+    assert p.returncode == 2 and "--images-dir" in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()  # no pipeline ran, nothing was written
+    # images_dir= given where Label Studio's images/... names do not start: the folder
+    # they do start from is named
+    _images(tmp_path / "ls" / "images")
+    ls = _write(tmp_path / "ls" / "result.json", _coco(ANNOTATIONS, prefix="images/"))
+    problem = _problems(ls, images_dir=str(tmp_path / "ls" / "images"))[(ls, "images_dir")]
+    assert problem.reason.endswith(f"they are in {tmp_path / 'ls'}: name the folder as "
+                                   f"images_dir= (--images-dir)")
+    assert tfrecorder.convert(ls, str(tmp_path / "o2"), images_dir=str(tmp_path / "ls"),
+                              ).rows_quarantined == 0
+
+
 def test_the_same_image_in_two_split_files_is_a_problem(tmp_path):
     _images(tmp_path)
     train = _write(tmp_path / "train.json", _coco(ANNOTATIONS))
@@ -235,6 +322,7 @@ def test_the_same_image_in_two_split_files_is_a_problem(tmp_path):
     ('{"a": 1}\n{"b": 2}\n', "name it .jsonl"),
     ('{"annotations": []}', "not a COCO file"),
     ('{"images": [], "annotations": []}', "no images"),
+    ('{"images": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),
 ])
 def test_files_that_are_not_coco(tmp_path, text, message):
     path = tmp_path / "x.json"

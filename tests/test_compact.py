@@ -148,6 +148,9 @@ def test_damaged_rows_files_and_live_indexes_are_named_and_nothing_is_published(
              f"{shard['rows']}: {len(lines) - 3} lines where its shard holds {len(lines)}"),
             (lambda: rows_file.unlink(), "the rows file is missing"),
             (lambda: rows_file.write_bytes(kept_rows[:40]), "not a rows file"),
+            (lambda: rows_file.write_bytes(gzip.compress(b"\n".join(
+                [json.dumps({**json.loads(lines[0]), "label": "cat"}).encode(), *lines[1:]]))),
+             f"{shard['rows']}: not a rows file \\(line 1: label is \"cat\", not a list"),
             (lambda: live_index.write_bytes(b"foo bar\n" + kept_live),
              "line 1: 'foo bar' is not 'OFFSET LENGTH'"),
             (lambda: live_index.write_bytes(b"0 99999\n"), "live index is damaged")):

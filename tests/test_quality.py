@@ -415,6 +415,7 @@ def test_few_images_warns_of_labels_with_rows_only():
         {"kind": "few_images", "label": "small", "rows": 5}]
 
 
+@pytest.mark.slow
 def test_a_damaged_report_is_named_with_its_fix(table, tmp_path, run_cli):
     out = tmp_path / "out"
     tfrecorder.convert(str(table), str(out))
@@ -431,10 +432,59 @@ def test_a_damaged_report_is_named_with_its_fix(table, tmp_path, run_cli):
         done = run_cli("report", out, "--fail-on", "leaks")
         assert done.returncode == 2 and done.stderr.startswith("Error: ")
         assert "Traceback" not in done.stderr
+    # parsed, but a field of another type: its first wrong field named, no traceback
+    report = json.loads(good)
+    for field, value, told in [
+            ("pairs", None, "pairs: null is not a list"),
+            ("counts", [], "counts: [] is not an object"),
+            ("pairs", [{"kind": "near", "distance": "<script>alert(1)</script>",
+                        "a": {"split": "train", "row": 2, "label": "cat"},
+                        "b": {"split": "test", "row": 3, "label": "cat"}}],
+             'pairs[0].distance: "<script>alert(1)</script>" is not a whole number >= 0'),
+            ("pairs", [{"kind": "exact", "distance": 0, "a": {"split": "train", "row": [[]],
+                                                               "label": "cat"}}], "pairs[0]: no b"),
+            ("stats", {"train": {"labels": {"cat": "6"}}},
+             'stats.train.labels.cat: "6" is not a whole number >= 0'),
+            ("warnings", [{"kind": "few_images", "label": ["cat"]}],
+             'warnings[0].label: ["cat"] is not text'),
+            ("truncated", {"pairs": -1}, "truncated.pairs: -1 is not a whole number >= 0")]:
+        (out / "quality.json").write_text(json.dumps({**report, field: value}))
+        with pytest.raises(tfrecorder.IncompleteOutputError) as e:
+            tfrecorder.report(str(out))
+        assert str(e.value) == (
+            f"{out / 'quality.json'}: not a data report ({told}); the folder is not whole: "
+            f"`tfrecorder verify {out}` checks the rest; convert the table again with "
+            f"overwrite=True to write the report anew")
+        done = run_cli("report", out)
+        assert done.returncode == 2 and done.stderr == f"Error: {e.value}\n"
+    (out / "quality.json").write_text('{"pairs": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(tfrecorder.IncompleteOutputError, match="nested too deep"):
+        tfrecorder.report(str(out))
     (out / "quality.json").unlink()
     with pytest.raises(tfrecorder.IncompleteOutputError, match="is missing"):
         tfrecorder.report(str(out))
     assert run_cli("report", out).returncode == 2
+
+
+def test_the_html_report_shows_every_value_of_the_file_as_text(tmp_path):
+    """Labels, splits, rows and URIs come from the table: in the notebook they are text,
+    never markup (a pair's distance is a number, or the file is not read)."""
+    from tfrecorder._report import Report
+
+    tag = "<script>alert(1)</script>"
+    side = {"split": tag, "row": tag, "image_uri": tag, "label": tag, "position": None}
+    data = {"counts": {"leaks": {"exact": 0, "near": 30}, "duplicates": {"exact": 0, "near": 0},
+                       "conflicts": 20},
+            "pairs": [{"kind": "near", "distance": 5, "a": side, "b": {**side, "split": "x"}}],
+            "conflicts": [{"sha256": tag, "rows": [side, side]}] * 13,
+            "stats": {tag: {"rows": 3, "labels": {tag: 3}}},
+            "warnings": [{"kind": "few_images", "label": tag, "rows": 3},
+                         {"kind": tag, "other": tag}],
+            "truncated": {"pairs": 0, "members": 0}}
+    assert quality.wrong(data) is None
+    page = Report(str(tmp_path / tag), data)._repr_html_()
+    assert "<script" not in page and "&lt;script&gt;" in page
+    assert ", 5 bits" in page and "... and 29 more" in page and "... and 8 more" in page
 
 
 def test_exact_matches_are_grouped_by_digest_in_buckets_of_a_few_thousand_records():

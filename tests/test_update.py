@@ -773,16 +773,65 @@ def test_a_rows_file_is_one_object_per_line_or_refused(tmp_path):
         path.write_bytes(gz.compress(text))
         return rows.read(str(path), count)
 
-    assert read(b'{"a":1}\n\n{"b":2}\n') == [{"a": 1}, {"b": 2}]
-    assert read('\ufeff{"a":1}\n{"b":2}\n'.encode()) == [{"a": 1}, {"b": 2}]  # a BOM
+    a = {"row": 2, "key": "a.jpg", "split": "train", "label": ["cat"]}
+    b = {"row": [0, "x"], "key": None, "split": "test", "label": [], "features": {"n": [1]}}
+    ab = (json.dumps(a) + "\n\n" + json.dumps(b) + "\n").encode()
+    assert read(ab) == [a, b]
+    assert read("\ufeff".encode() + ab) == [a, b]  # a BOM
     for bad in (b'{"a":1}, {"b":2}\n{"c":3}\n', b'[{"a":1}\n{"b":2}]\n', b'{"a":1}\n{"b":',
-                b'[1, 2]\n'):
+                b'[1, 2]\n', b"[" * 100_000 + b"]" * 100_000 + b"\n"):
         with pytest.raises(tfrecorder.CorruptRecordError, match="x.rows.jsonl.gz: not a rows"):
             read(bad)
     with pytest.raises(tfrecorder.CorruptRecordError, match="2 lines where its shard holds 3"):
-        read(b'{"a":1}\n{"b":2}\n', 3)
+        read(ab, 3)
+    # parsed, but a field of another type than a conversion writes: the line and field
+    seen = dict(a, size=10, stamp=5, sha256="ab", w=3, h=4, format="jpeg",
+                phash="00000000000000ff", px=[1, 2, 3, 4, 5, 6, 7.5])
+    assert read((json.dumps(seen) + "\n").encode()) == [seen]
+    for field, value, told in [
+            ("key", ["a.jpg"], 'key is ["a.jpg"], not text or null'),
+            ("label", "cat", 'label is "cat", not a list of label names'),
+            ("label", [["cat"]], 'label is [["cat"]], not a list of label names'),
+            ("split", None, "split is null, not text"),
+            ("row", {"n": 1}, 'row is {"n": 1}, not a row number or index label'),
+            ("row", [[1]], "row is [[1]], not a row number or index label"),
+            ("rows", True, "rows is true, not a whole number"),
+            ("w", "3", 'w is "3", not a whole number or null'),
+            ("phash", "xyz", 'phash is "xyz", not 16 hex digits or null'),
+            ("px", [1, 2], "px is [1, 2], not 7 numbers or null"),
+            ("features", [], "features is [], not an object"),
+            ("split", ..., "no split")]:
+        line = {k: v for k, v in dict(seen, **{field: value}).items() if v is not ...}
+        with pytest.raises(tfrecorder.CorruptRecordError) as e:
+            read((json.dumps(seen) + "\n" + json.dumps(line) + "\n").encode())
+        assert str(e.value) == (
+            f"{tmp_path / 'x.rows.jsonl.gz'}: not a rows file (line 2: {told}); the folder "
+            f"is damaged: `tfrecorder verify` checks its records; convert again with "
+            f"overwrite=True to write the rows files anew")
     with pytest.raises(tfrecorder.CorruptRecordError, match="the rows file is missing"):
         rows.read(str(tmp_path / "none.rows.jsonl.gz"))
+
+
+@pytest.mark.slow
+def test_a_rows_file_line_of_other_types_stops_an_update_naming_it(tmp_path, run_cli):
+    import gzip as gz
+
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    _table(paths).to_csv(tmp_path / "data.csv", index=False)
+    tfrecorder.convert(str(tmp_path / "data.csv"), str(out))
+    (rows_file,) = (out / "rows").glob("data-train*")
+    lines = gz.decompress(rows_file.read_bytes()).splitlines()
+    first = json.loads(lines[0])
+    first["key"] = [first["key"]]  # was: TypeError: unhashable type: 'list'
+    rows_file.write_bytes(gz.compress(b"\n".join([json.dumps(first).encode(), *lines[1:]])))
+    told = f"{rows_file}: not a rows file (line 1: key is "
+    with pytest.raises(tfrecorder.CorruptRecordError, match=re.escape(told)):
+        tfrecorder.convert(str(tmp_path / "data.csv"), str(out), mode="update")
+    done = run_cli("convert", str(tmp_path / "data.csv"), str(out), "--update")
+    assert done.returncode != 0 and done.stderr.startswith(f"Error: {told}"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert json.loads((out / "tfrecorder.json").read_text()).get("version", 1) == 1
 
 
 def test_rows_files_are_the_same_bytes_for_the_same_records():

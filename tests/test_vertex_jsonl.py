@@ -215,11 +215,13 @@ def test_a_line_not_json_or_without_an_image_is_a_problem_naming_file_and_line(t
         {"classificationAnnotation": {"displayName": "cat"}},           # no image
         {"imageGcsUri": "  ", "classificationAnnotation": {"displayName": "cat"}},
         '["a list"]',
+        '{"imageGcsUri": ' + "[" * 100_000 + "]" * 100_000 + "}",       # nested too deep
     ])
     problems = _problems(src)
     assert set(problems) == {(f"{src}:2", None), (f"{src}:4", "imageGcsUri"),
-                             (f"{src}:5", "imageGcsUri"), (f"{src}:6", None)}
+                             (f"{src}:5", "imageGcsUri"), (f"{src}:6", None), (f"{src}:7", None)}
     assert "not JSON" in problems[(f"{src}:2", None)].reason
+    assert "nested too deep" in problems[(f"{src}:7", None)].reason
     assert "no image" in problems[(f"{src}:4", "imageGcsUri")].reason
     assert "not an object" in problems[(f"{src}:6", None)].reason
     assert f"row {src}:2" in str(tfrecorder.SchemaError(list(problems.values())))

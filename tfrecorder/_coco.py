@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
+import ntpath
+import os
+import posixpath
 from typing import Iterator, Mapping, Sequence
 
 from tfrecorder import _detection as detection, _storage as storage
@@ -32,6 +35,9 @@ COLUMNS = detection.COLUMNS + ["is_crowd"]
 #: rounding of the tool that wrote the file (640.004 for 640), not a real overshoot.
 #: Such a box is cut at the edge.
 EDGE = 0.01
+#: How many of a file's images are looked for, in the order it lists them, to tell the
+#: folder they are in before any pipeline runs: the first one found ends the search.
+PROBED = 20
 
 
 def load(path: str) -> dict:
@@ -42,6 +48,11 @@ def load(path: str) -> dict:
         hint = ("; a file of one JSON object per line is JSON Lines: name it .jsonl"
                 if getattr(e, "msg", "") == "Extra data" else "")
         raise SchemaError([Problem(path, None, None, f"not a JSON file ({e}){hint}")]) from None
+    except RecursionError:  # Python's parser recurses per level: past about 1,000, here
+        raise SchemaError([Problem(path, None, None, (
+            "JSON nested too deep to read (more than about 1,000 levels); a COCO file is "
+            "an object of images, categories and annotations lists, a few levels "
+            "deep"))]) from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise SchemaError([Problem(path, "images", None, (
             "not a COCO file: it has no 'images' list (a COCO object-detection file, such "
@@ -124,6 +135,12 @@ def _images(entries: list, path: str, problems: Problems) -> tuple[dict, set]:
         if not isinstance(name, str) or not name.strip():
             problems.add(where, "file_name", name, "no file_name; give the image's file name")
             continue
+        if _outside(name):
+            problems.add(where, "file_name", name,
+                         "an absolute path, or one that climbs out of the images' folder "
+                         "(..); give the image's path relative to images_dir= "
+                         "(--images-dir), the folder its images are in")
+            continue
         if name in files:
             problems.add(where, "file_name", name,
                          f"the file of image {files[name]} too; give each image its own file")
@@ -138,6 +155,16 @@ def _images(entries: list, path: str, problems: Problems) -> tuple[dict, set]:
         files[name] = image["id"]
         out[key] = image
     return out, listed
+
+
+def _outside(name: str) -> bool:
+    """Whether a ``file_name`` would reach a file outside the images' folder: an
+    absolute path (``/x``, ``C:\\x``, ``~/x``), a URI, or one climbing out with ``..``
+    (``\\`` counted as a separator too, as the Windows tools that write it mean it)."""
+    if ("://" in name or name.startswith(("/", "\\")) or ntpath.splitdrive(name)[0]
+            or os.path.expanduser(name) != name):
+        return True
+    return posixpath.normpath(name.replace("\\", "/")).split("/")[0] == ".."
 
 
 def _categories(entries: list, path: str, problems: Problems) -> tuple[dict, set]:
@@ -219,13 +246,13 @@ def read(files: Sequence[tuple[str, str | None]], size: int | None, problems: Pr
     the JSON file's folder. ``notes`` gets the keys that no record holds, in one line.
     """
     unused: set[str] = set()
+    found_in: list[str] = []
     pending: list = []
     pending_ids: list = []
     for path, split in files:
         data = load(path)
-        folder = (images_dir.get(split) if isinstance(images_dir, Mapping) else images_dir)
-        if folder is None:
-            folder = storage.parent(path)
+        given = images_dir.get(split) if isinstance(images_dir, Mapping) else images_dir
+        folder = _folder(data["images"], path, given, problems, found_in)
         found, ids = rows(data, path, split, folder, problems)
         if not data["images"]:
             problems.add(path, "images", None, "no images; a COCO file lists its images")
@@ -239,10 +266,70 @@ def read(files: Sequence[tuple[str, str | None]], size: int | None, problems: Pr
     if pending:
         yield _table(pending, pending_ids)
     if notes is not None:
-        notes[:] = ([f"COCO keys not converted: {', '.join(sorted(unused))}"]
-                    if unused else [])
+        notes[:] = found_in + ([f"COCO keys not converted: {', '.join(sorted(unused))}"]
+                               if unused else [])
         for n in notes:
             log.info("%s", n)
+
+
+def _folder(images: list, path: str, given: str | None, problems: Problems,
+            found_in: list) -> str:
+    """The folder the ``file_name``s of the COCO file at ``path`` start from: ``given``
+    (``images_dir``), else the file's own folder, else the one folder where the common
+    exporters put the images (``_layouts``), found by looking for the file's first images
+    (``PROBED``), so that a folder without them is told before any pipeline runs rather
+    than as every row quarantined after it. Where it is none of them, a problem naming
+    ``images_dir=`` is added; a folder found is noted in ``found_in``."""
+    names = [n for n in (i.get("file_name") for i in images[:PROBED * 2] if isinstance(i, dict))
+             if isinstance(n, str) and n.strip() and not _outside(n)][:PROBED]
+    beside = storage.parent(path)
+    folder = beside if given is None else given
+    if not names or _holds(folder, names):
+        return folder
+    tried = [f for f in [beside, *_layouts(path)] if f != folder]
+    others = [f for f in tried if _holds(f, names)]
+    if given is None and len(others) == 1:
+        found_in.append(f"images of {path} found in {others[0]}, where its exporter puts "
+                        f"them; images_dir= (--images-dir) names another folder")
+        return others[0]
+    missing = f"{storage.within(folder, names[0])} is not there"
+    if given is None:
+        missing += f", nor is any of them in {', '.join(tried)}"
+    fix = (f"they are in {' and in '.join(others)}: name the folder as images_dir= "
+           f"(--images-dir)" if others else
+           "give the folder they are in as images_dir= (--images-dir)")
+    problems.add(path, "images_dir", folder,
+                 f"none of the first {len(names)} images the file lists is in "
+                 f"{'images_dir ' if given is not None else 'its folder '}{folder or '.'} "
+                 f"({missing}); {fix}")
+    return folder
+
+
+def _holds(folder: str, names: list[str]) -> bool:
+    """Whether one of the ``file_name``s ``names`` is a file seen from ``folder``."""
+    return any(storage.exists(storage.within(folder, n)) for n in names)
+
+
+def _layouts(path: str) -> list[str]:
+    """The folders where labelling tools put the images of the COCO file at ``path``:
+    ``images/`` beside it (Label Studio's ``result.json``), and, for
+    ``annotations/instances_<subset>.json``, ``images/<subset>/`` (Datumaro, CVAT),
+    ``images/`` (CVAT's older exports) and ``<subset>/`` (COCO 2017's own
+    ``train2017/``) beside ``annotations/``."""
+    beside = storage.parent(path)
+    out = [storage.join(beside, "images")]
+    if storage.basename(beside) != "annotations":
+        return out
+    root = storage.parent(beside)
+    stem = storage.basename(path).rsplit(".", 1)[0]
+    subset = stem[len("instances_"):] if stem.startswith("instances_") else ""
+    images = storage.join(root, "images")
+    if subset:
+        out.append(storage.join(images, subset))
+    out.append(images)
+    if subset:
+        out.append(storage.join(root, subset))
+    return out
 
 
 def _table(rows_: list, ids: list) -> tuple[str, dict, list]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
-import json
 
 from tfrecorder import (
     _index as index, _layout as layout, _metadata as metadata, _output as output,
@@ -26,6 +25,7 @@ from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._shard import open_for_write, part_name
 from tfrecorder._splits import ALIASES
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, json_bytes
+from tfrecorder._report import read as read_report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,7 +228,7 @@ def _report(output_dir: str, parent: Manifest, version: int,
     into other bytes."""
     if not parent.quality:
         return None
-    report = json.loads(storage.read_bytes(storage.inside(output_dir, parent.quality)))
+    report = read_report(output_dir, parent.quality)
     report["version"] = version
     for split, size in stored.items():
         if split in report.get("stats", {}):

@@ -19,6 +19,7 @@ A bad image is not an exception: its row is quarantined with the reason.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 
@@ -149,3 +150,13 @@ class OutputChangedError(CorruptRecordError):
 
 class ConversionError(TFRecorderError, RuntimeError):
     """The pipeline ran but the conversion failed, for example over the error budget."""
+
+
+def shown_json(value, limit: int = 40) -> str:
+    """A value read from one of tfrecorder's JSON files, as JSON cut short, for the
+    message that names it as the wrong one."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= limit else text[:limit] + "..."

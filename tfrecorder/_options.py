@@ -123,7 +123,8 @@ class Options:
             "the folder (local or `gs://`) that relative image paths start from: a COCO "
             "file's `file_name`s, a CSV's or a JSON Lines file's paths, a DataFrame's. "
             "Without it they start from the file's own folder (the current one for a "
-            "DataFrame). For COCO files given per split, a dict per split "
+            "DataFrame; for a COCO file, else the folder its exporter put the images in, "
+            "docs/input.md). For COCO files given per split, a dict per split "
             '(`{"train": "train2017/", "validation": "val2017/"}`; on the command line '
             "`train=train2017/,validation=val2017/`). A folder that does not exist is a "
             "`ConfigError`; an image directory source takes none"))

@@ -22,6 +22,7 @@ import itertools
 import math
 from typing import Any, Iterable, Iterator
 
+from tfrecorder._errors import shown_json
 from tfrecorder._layout import split_order
 
 #: The perceptual hash of near duplicates: a difference hash of a 9x8 grey reduction.
@@ -514,3 +515,104 @@ def _warnings(by_split: dict, label_names: list[str]) -> list[dict]:
             out.append({"kind": "imbalance", "largest": largest, "smallest": smallest,
                         "ratio": round(ratio, 1)})
     return out
+
+
+# --- quality.json read back -------------------------------------------------------------
+# What ``build`` writes, field by field, so that a file that parses but holds another
+# type anywhere (``"pairs": null``, a ``distance`` that is text) is told by its first
+# wrong field when it is read back, not found as a TypeError in the middle of a report
+# or as markup in the HTML one.
+
+class _Obj:
+    """An object's fields (each checked where present) and those it must have. Any
+    other spec is ``[spec]`` (a list of), ``{"*": spec}`` (an object of names to), or
+    ``(what it is, test)`` for a value."""
+
+    def __init__(self, fields: dict, required: tuple = ()):
+        self.fields, self.required = fields, required
+
+
+def _int(v) -> bool:
+    return type(v) is int  # noqa: E721 (a bool is no count)
+
+
+def _num(v) -> bool:
+    return type(v) in (int, float)  # noqa: E721
+
+
+def _scalar(v) -> bool:
+    return v is None or type(v) in (int, float, str, bool)  # noqa: E721
+
+
+_COUNT = ("a whole number >= 0", lambda v: _int(v) and v >= 0)
+_TEXT = ("text", lambda v: isinstance(v, str))
+_SIDE = _Obj({
+    "split": _TEXT,
+    "row": ("a row number or index label", lambda v: _scalar(v) or (
+        isinstance(v, list) and all(map(_scalar, v)))),
+    "image_uri": ("text or null", lambda v: v is None or isinstance(v, str)),
+    "label": ("a label name, a list of them, or null", lambda v: v is None or isinstance(
+        v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))),
+    "position": ("a whole number >= 0 or null", lambda v: v is None or (_int(v) and v >= 0)),
+}, required=("split", "row", "label"))
+_BOTH = _Obj({"exact": _COUNT, "near": _COUNT})
+_SIZES = ("[min, median, max] in pixels", lambda v: isinstance(v, list) and len(v) in (
+    0, 3) and all(map(_int, v)))
+_CHANNELS = ("a list of numbers", lambda v: isinstance(v, list) and all(map(_num, v)))
+_FILE = _Obj({
+    "version": _COUNT,
+    "near_duplicates": ("null or an object", lambda v: v is None or isinstance(v, dict)),
+    "counts": _Obj({"leaks": _BOTH, "duplicates": _BOTH, "conflicts": _COUNT}),
+    "pairs": [_Obj({"kind": ("'exact' or 'near'", lambda v: v in ("exact", "near")),
+                    "distance": _COUNT, "a": _SIDE, "b": _SIDE},
+                   required=("kind", "distance", "a", "b"))],
+    "conflicts": [_Obj({"sha256": _TEXT, "rows": [_SIDE]}, required=("sha256", "rows"))],
+    "stats": {"*": _Obj({
+        "rows": _COUNT, "records": _COUNT, "labels": {"*": _COUNT}, "formats": {"*": _COUNT},
+        "width": _SIZES, "height": _SIZES, "stored_bytes": _COUNT, "source_bytes": _COUNT,
+        "mean": _CHANNELS, "std": _CHANNELS})},
+    "warnings": [_Obj({"kind": _TEXT, "label": _TEXT, "rows": _COUNT, "largest": _TEXT,
+                       "smallest": _TEXT,
+                       "ratio": ("a number", _num)}, required=("kind",))],
+    "truncated": _Obj({"pairs": _COUNT, "members": _COUNT}),
+}, required=("counts", "pairs", "conflicts", "stats", "warnings", "truncated"))
+
+
+def wrong(data) -> str | None:
+    """The first field of a parsed ``quality.json`` that is not what ``build`` writes,
+    as ``pairs[3].distance: '<b>' is not a whole number >= 0``; None when it is whole."""
+    return _wrong(data, _FILE, "")
+
+
+def _wrong(value, spec, at: str) -> str | None:
+    if isinstance(spec, list):
+        if not isinstance(value, list):
+            return f"{at}: {shown_json(value)} is not a list"
+        for i, v in enumerate(value):
+            found = _wrong(v, spec[0], f"{at}[{i}]")
+            if found:
+                return found
+        return None
+    if isinstance(spec, dict):  # {"*": spec}: every value of an object keyed by names
+        if not isinstance(value, dict):
+            return f"{at}: {shown_json(value)} is not an object"
+        for k, v in value.items():
+            found = _wrong(v, spec["*"], f"{at}.{k}")
+            if found:
+                return found
+        return None
+    if isinstance(spec, _Obj):
+        if not isinstance(value, dict):
+            return f"{at or 'the file'}: {shown_json(value)} is not an object"
+        missing = [k for k in spec.required if k not in value]
+        if missing:
+            return f"{at + ': ' if at else ''}no {', '.join(missing)}"
+        for k, s in spec.fields.items():
+            if k in value:
+                found = _wrong(value[k], s, f"{at}.{k}" if at else k)
+                if found:
+                    return found
+        return None
+    what, ok = spec
+    return None if ok(value) else f"{at}: {shown_json(value)} is not {what}"
+

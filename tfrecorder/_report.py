@@ -9,7 +9,8 @@ import io
 import json
 from typing import Any
 
-from tfrecorder import _layout as layout, _metadata as metadata, _storage as storage
+from tfrecorder import (
+    _layout as layout, _metadata as metadata, _quality as quality, _storage as storage)
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 
 #: What ``--fail-on`` (``Report.found``) can name.
@@ -114,7 +115,7 @@ class Report:
         normalising: ``(mean, std)``, or None where the conversion did not decode its
         images (neither ``shorter_side`` nor ``near_duplicates``)."""
         s = self.data.get("stats", {}).get(split, {})
-        if "mean" not in s:
+        if "mean" not in s or "std" not in s:
             return None
         return list(s["mean"]), list(s["std"])
 
@@ -157,7 +158,7 @@ class Report:
             for label, n in sorted(labels.items(), key=lambda kv: (-kv[1], kv[0])):
                 lines.append(f"    {label:<20} {n:>8}")
             if "mean" in s:
-                lines.append(f"    mean {s['mean']}  std {s['std']}")
+                lines.append(f"    mean {s['mean']}  std {s.get('std')}")
         for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
             counted = sum(self.counts.get(title, {}).values())
             if len(frame) or counted:
@@ -197,12 +198,13 @@ class Report:
                 parts.append(
                     "<tr>" + thumbs.cell(r.split_a, r.position_a, r.row_a, r.label_a)
                     + thumbs.cell(r.split_b, r.position_b, r.row_b, r.label_b)
-                    + f"<td>{esc(r.kind)}" + (f", {r.distance} bits" if r.kind == "near" else "")
+                    + f"<td>{esc(r.kind)}"
+                    + (f", {esc(str(r.distance))} bits" if r.kind == "near" else "")
                     + "</td></tr>")
             parts.append("</table>")
             more = sum(self.counts.get(title, {}).values()) - min(len(frame), HTML_ROWS)
             if more > 0:
-                parts.append(f"<div>... and {more} more</div>")
+                parts.append(f"<div>... and {esc(str(more))} more</div>")
         groups = self.data.get("conflicts", [])
         if groups:
             parts.append("<h4>conflicts</h4><table>")
@@ -212,8 +214,8 @@ class Report:
                     for r in g["rows"][:6]) + "</tr>")
             parts.append("</table>")
             if len(groups) > HTML_ROWS:
-                parts.append(f"<div>... and {self.counts.get('conflicts', 0) - HTML_ROWS} "
-                             f"more</div>")
+                more = self.counts.get("conflicts", 0) - HTML_ROWS
+                parts.append(f"<div>... and {esc(str(more))} more</div>")
         for w in self.warnings:
             parts.append(f"<div><i>warning</i>: {esc(_warning_text(w))}</div>")
         return "\n".join(parts)
@@ -238,8 +240,10 @@ class Report:
                 w = width * n / top if top else 0
                 rows.append(f"<rect x='{left}' y='{y}' width='{w:.1f}' height='{bar - 1}' "
                             f"fill='{colours[i % len(colours)]}'><title>"
-                            f"{html.escape(split)} {html.escape(str(label))}: {n}</title></rect>"
-                            f"<text x='{left + w + 4:.1f}' y='{y + bar - 2}' font-size='9'>{n}</text>")
+                            f"{html.escape(split)} {html.escape(str(label))}: "
+                            f"{html.escape(str(n))}</title></rect>"
+                            f"<text x='{left + w + 4:.1f}' y='{y + bar - 2}' font-size='9'>"
+                            f"{html.escape(str(n))}</text>")
                 y += bar
             y += gap
         legend = "".join(
@@ -263,11 +267,11 @@ def _more(shown: int, limit: int, total: int) -> list[str]:
 
 def _warning_text(w: dict) -> str:
     if w.get("kind") == "few_images":
-        return (f"label {w['label']!r} has {w['rows']} images; Vertex AI asks for at least "
-                f"10 per label")
+        return (f"label {w.get('label')!r} has {w.get('rows')} images; Vertex AI asks for "
+                f"at least 10 per label")
     if w.get("kind") == "imbalance":
-        return (f"label {w['largest']!r} has {w['ratio']}x the images of {w['smallest']!r}; "
-                f"Vertex AI warns above 100x")
+        return (f"label {w.get('largest')!r} has {w.get('ratio')}x the images of "
+                f"{w.get('smallest')!r}; Vertex AI warns above 100x")
     return json.dumps(w)
 
 
@@ -325,7 +329,14 @@ def report(output_dir: str) -> Report:
     if not manifest.quality:
         raise ConfigError(f"{output_dir} was converted without a data report (quality.json); "
                           f"convert it again with overwrite=True to get one")
-    path = storage.join(output_dir, manifest.quality)
+    return Report(output_dir, read(output_dir, manifest.quality))
+
+
+def read(output_dir: str, name: str) -> dict:
+    """The parsed data report ``name`` of the folder ``output_dir``, every field of the
+    type ``quality.build`` writes; IncompleteOutputError naming the file, its first
+    wrong field and the fix where it is missing, not JSON or not such a report."""
+    path = storage.inside(output_dir, name)
     fix = (f"the folder is not whole: `tfrecorder verify {output_dir}` checks the rest; "
            "convert the table again with overwrite=True to write the report anew")
     try:
@@ -335,12 +346,12 @@ def report(output_dir: str) -> Report:
                                     f"missing; {fix}") from None
     except ValueError as e:
         raise IncompleteOutputError(f"{path}: not a data report ({e}); {fix}") from None
-    missing = [k for k in _REQUIRED if not isinstance(data, dict) or k not in data]
-    if missing:
-        raise IncompleteOutputError(
-            f"{path}: not a data report (no {', '.join(missing)}); {fix}")
-    return Report(output_dir, data)
+    except RecursionError:
+        raise IncompleteOutputError(f"{path}: not a data report (nested too deep to "
+                                    f"read); {fix}") from None
+    wrong = quality.wrong(data)
+    if wrong:
+        raise IncompleteOutputError(f"{path}: not a data report ({wrong}); {fix}")
+    return data
 
 
-#: What every quality.json holds (docs/format.md).
-_REQUIRED = ("counts", "pairs", "conflicts", "stats", "warnings", "truncated")

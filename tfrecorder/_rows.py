@@ -11,13 +11,14 @@ from __future__ import annotations
 import bisect
 import gzip
 import io
+import itertools
 import json
 import posixpath
 from typing import Callable, Iterable
 
 from tfrecorder import _index as index, _storage as storage
 from tfrecorder._detection import BBOX, COLUMNS as BOX_COLUMNS
-from tfrecorder._errors import CorruptRecordError
+from tfrecorder._errors import CorruptRecordError, shown_json
 
 #: The default match key: the image column's value as the table gives it.
 DEFAULT_KEY = "image_uri"
@@ -128,10 +129,81 @@ def read(path: str, count: int | None = None) -> list[dict]:
         raise CorruptRecordError(f"{path}: the rows file is missing; {_FIX}") from None
     except (ValueError, OSError, EOFError) as e:
         raise CorruptRecordError(f"{path}: not a rows file ({e}); {_FIX}") from None
+    except RecursionError:
+        raise CorruptRecordError(f"{path}: not a rows file (a line nested too deep to "
+                                 f"read); {_FIX}") from None
     if count is not None and len(entries) != count:
         raise CorruptRecordError(f"{path}: {len(entries)} lines where its shard holds "
                                  f"{count} records; {_FIX}")
+    wrong = _wrong(entries)
+    if wrong:
+        raise CorruptRecordError(f"{path}: not a rows file ({wrong}); {_FIX}")
     return entries
+
+
+class _Absent:
+    """The type of a field a line does not have."""
+
+
+_ABSENT = _Absent()
+_NONE = type(None)
+#: The types each field of a line may have, as ``entry`` writes it; row, key, split and
+#: label are on every line. An update keys records by ``key`` and counts labels by
+#: name, and compact copies lines as they are: a line of other types must stop both,
+#: by its name, before either uses it.
+_TYPES = {
+    "row": (int, float, str, bool, _NONE, list), "key": (str, _NONE), "split": (str,),
+    "label": (list,), "rows": (int, _Absent), "image_uri": (str, _Absent),
+    "size": (int, _NONE, _Absent), "stamp": (int, _NONE, _Absent), "sha256": (str, _Absent),
+    "w": (int, _NONE, _Absent), "h": (int, _NONE, _Absent), "format": (str, _NONE, _Absent),
+    "phash": (str, _NONE, _Absent), "px": (list, _NONE, _Absent), "features": (dict, _Absent)}
+#: What a field is, in the message that names a line where it is not.
+_WHAT = {"row": "a row number or index label", "key": "text or null", "split": "text",
+         "label": "a list of label names", "rows": "a whole number", "image_uri": "text",
+         "size": "a whole number or null", "stamp": "a whole number or null",
+         "sha256": "text", "w": "a whole number or null", "h": "a whole number or null",
+         "format": "text or null", "phash": "16 hex digits or null",
+         "px": "7 numbers or null", "features": "an object"}
+_SCALARS = (int, float, str, bool, _NONE)
+_HEX = frozenset("0123456789abcdef")
+
+
+def _wrong(entries: list[dict]) -> str | None:
+    """The first line (1-based) of ``entries`` with a field of another type than
+    ``entry`` writes, as ``line 3: label is "cat", not a list of label names``; None
+    where there is none. Checked a field at a time over every line (the set of its
+    values' types, then of the items of its lists), in comprehensions rather than a
+    call per line: a line is only looked for once a field is known to be wrong."""
+    for field, allowed in _TYPES.items():
+        if not {type(e.get(field, _ABSENT)) for e in entries} <= set(allowed):
+            return _line_of(entries, field, lambda v: type(v) in allowed)
+    chain = itertools.chain.from_iterable
+    listed_rows = [e["row"] for e in entries if type(e["row"]) is list]
+    hashes = [p for p in (e.get("phash") for e in entries) if p is not None]
+    sums = [x for x in (e.get("px") for e in entries) if x is not None]
+    checks = [
+        ("row", set(map(type, chain(listed_rows))) <= set(_SCALARS),
+         lambda v: type(v) is not list or all(type(x) in _SCALARS for x in v)),
+        ("label", set(map(type, chain(e["label"] for e in entries))) <= {str},
+         lambda v: all(type(x) is str for x in v)),
+        ("phash", set(map(len, hashes)) <= {16} and _HEX.issuperset("".join(hashes)),
+         lambda v: v is None or (len(v) == 16 and _HEX.issuperset(v))),
+        ("px", set(map(len, sums)) <= {7} and set(map(type, chain(sums))) <= {int, float},
+         lambda v: v is None or (len(v) == 7 and all(type(x) in (int, float) for x in v)))]
+    for field, whole, ok in checks:
+        if not whole:
+            return _line_of(entries, field, ok)
+    return None
+
+
+def _line_of(entries: list[dict], field: str, ok) -> str | None:
+    for number, e in enumerate(entries, 1):
+        if field in e and not ok(e[field]):
+            return f"line {number}: {field} is {shown_json(e[field])}, not {_WHAT[field]}"
+        if field not in e and _Absent not in _TYPES[field]:
+            return f"line {number}: no {field}"
+    return None
+
 
 
 _FIX = ("the folder is damaged: `tfrecorder verify` checks its records; convert again "

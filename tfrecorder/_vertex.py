@@ -140,6 +140,11 @@ def parse(text: str, where: str, problems: Problems, unused: Unused) -> Line | N
         problems.add(where, None, _shown(text),
                      f"not JSON ({e}); each line of a JSON Lines file is one JSON object")
         return None
+    except RecursionError:  # Python's parser recurses per level: past about 1,000, here
+        problems.add(where, None, _shown(text),
+                     "JSON nested too deep to read (more than about 1,000 levels); each "
+                     "line of a JSON Lines file is one flat JSON object describing an image")
+        return None
     if not isinstance(obj, dict):
         problems.add(where, None, _shown(text),
                      f"a JSON {_json_kind(obj)}, not an object; each line describes one "
