@@ -1311,6 +1311,28 @@ def test_a_folder_whose_splits_hashed_the_spelled_paths_keeps_them_in_every_upda
 
 
 @pytest.mark.slow
+def test_an_integer_column_read_as_floats_beside_a_null_is_unchanged(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    csv = tmp_path / "data.csv"
+    csv.write_text("split,image_uri,label,n\n" + "".join(
+        f"TRAIN,{p},cat,{n}\n" for p, n in zip(paths, ["3", "4", "", "6"])))
+    schema = {"split": tfrecorder.types.SplitKey, "image_uri": tfrecorder.types.ImageUri,
+              "label": tfrecorder.types.StringLabel,
+              "n": tfrecorder.types.IntegerInput(optional=True)}
+    out = tmp_path / "out"
+    tfrecorder.convert(str(csv), str(out), schema=schema)
+    floats = pd.read_csv(csv)  # pandas reads 3 as 3.0 beside the empty cell
+    assert floats["n"].tolist()[0] == 3.0 and floats["n"].dtype == float
+    nullable = floats.astype({"n": "Int64"})  # 3 and pd.NA
+    for table in (floats, nullable):
+        result = tfrecorder.convert(table, str(out), schema=schema, mode="update")
+        assert result.unchanged, result.changes
+    changed = floats.assign(n=[3.0, 5.0, None, 6.0])
+    result = tfrecorder.convert(changed, str(out), schema=schema, mode="update")
+    assert result.changes == {"train": {"added": 1, "retired": 1, "kept": 3}}
+
+
+@pytest.mark.slow
 def test_a_key_column_compares_the_image_by_where_it_is(tmp_path, monkeypatch):
     paths = _images(tmp_path / "img", 4)
     out = tmp_path / "out"

@@ -314,6 +314,24 @@ def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Pr
             problems.add(rid, col, labels.jsonable(v), str(e))
 
 
+def comparable(dtype: str, value):
+    """A value of a plain column of ``dtype`` as its record holds it, for telling whether
+    a stored row changed: 3, "3" and 3.0 (pandas' ints beside a null) are the int 3 in
+    an IntegerInput column, "0.5" and 0.5 the float in a FloatInput one; text as it is,
+    other values as the text their record holds. A value that does not convert (a
+    category's name, a null) stays as it is."""
+    if value is None or isinstance(value, str) and dtype not in (example.INT64, example.FLOAT):
+        return value
+    try:
+        if dtype == example.INT64:
+            return _to_int(value)
+        if dtype == example.FLOAT:
+            return _to_float(value)
+    except (ValueError, OverflowError):
+        return value
+    return value if isinstance(value, (list, dict)) else str(value)
+
+
 def _to_float(v) -> float:
     if isinstance(v, bool):
         raise ValueError("not a number (FloatInput)")

@@ -16,7 +16,7 @@ import os
 from typing import Any, Iterator
 
 from tfrecorder import _index as index, _layout as layout, _rows as rows
-from tfrecorder import _storage as storage
+from tfrecorder import _storage as storage, _validation as validation
 from tfrecorder._errors import ConfigError
 from tfrecorder._manifest import Manifest, ShardInfo
 
@@ -238,14 +238,15 @@ def _relative(names: set) -> bool:
 
 
 def stored(output_dir: str, parent: Manifest, content: bool = False,
-           read: dict | None = None) -> tuple[dict, list, bool]:
+           read: dict | None = None, specs: dict | None = None) -> tuple[dict, list, bool]:
     """Every live record of ``parent`` by the names it is found by, and what makes it
     unchanged: ``({name: {signature: [_Stored, ...]}}, every record, whether rows look
     for stored relative paths by the ends of theirs)``, from the rows files (and live
     indexes) alone. A record is named by its key where the key is another column than
     the image (or there is no image), else by every name of its image
     (``rows.image_names``). The signatures of ``check="content"`` hold digests instead
-    of stamps. ``read`` holds each rows file's entries by its name (``_live_entries``)."""
+    of stamps; ``specs`` (feature -> FeatureSpec) compare other values as the records
+    hold them. ``read`` holds each rows file's entries by its name (``_live_entries``)."""
     by_name: dict[Any, dict] = {}
     every: list[_Stored] = []
     ends = False
@@ -257,7 +258,7 @@ def stored(output_dir: str, parent: Manifest, content: bool = False,
         else:
             image = ("stat", e.get("size"), e.get("stamp"))
         sig = _signature(e.get("split"), sorted(e.get("label") or []),
-                         e.get("features") or {}, image)
+                         _comparable(e.get("features") or {}, specs), image)
         c = _Stored(shard, position, e)
         every.append(c)
         images = rows.image_names(e)
@@ -301,6 +302,15 @@ class StoredSplits:
             if split:
                 return split
         return None
+
+
+def _comparable(features: dict, specs: dict | None) -> dict:
+    """A row's other values as its record holds them (``validation.comparable``), so
+    that a spelling of one value (3 read as 3.0 beside a null) is no change."""
+    if not specs or not features:
+        return features
+    return {k: validation.comparable(specs[k].dtype, v) if k in specs else v
+            for k, v in features.items()}
 
 
 def _signature(split: str, labels: list, features: dict, image) -> tuple:
@@ -385,7 +395,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
     content = opts.check == "content"
     append = opts.mode == "append"
     rows_read: dict = dict(read or {})
-    by_name, every, ends = stored(output_dir, parent, content, rows_read)
+    by_name, every, ends = stored(output_dir, parent, content, rows_read, table.features)
     if opts.near_duplicates:
         _check_hashed(output_dir, parent, every)
     picked: dict[str, set] = {}
@@ -402,6 +412,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
         nonlocal existing_count
         seen = _stamps([r[5].image_uri for r in batch], content, opts.max_image_bytes)
         for (split, n, key, labels, features, row, lookup, image), look in zip(batch, seen):
+            features = _comparable(features, table.features)
             if append:
                 there = _stored_as(lookup, by_name, first_of,
                                    _signature(split, labels, features, None))
