@@ -91,8 +91,7 @@ def hashed_name(location: str) -> str:
     """
     if storage.is_remote(location):
         return location
-    folder, name = os.path.split(location)
-    return f"{os.path.basename(folder)}/{name}"
+    return "/".join(location.rsplit(os.sep, 2)[-2:])  # one call: the driver's hot loop
 
 
 #: ``stored(key as written, location)``: the split the folder an update writes into

@@ -297,6 +297,9 @@ class StoredSplits:
     def __call__(self, value: str, location: str) -> str | None:
         if self._splits is None:
             self._splits = self._load()
+        found = self._splits.get(value) or self._splits.get(location)
+        if found or not self._ends:  # the ends of the path only where they could name it
+            return found or None
         for name in rows.names(value, location, self._ends):
             split = self._splits.get(name)
             if split:
