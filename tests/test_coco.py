@@ -157,7 +157,8 @@ def test_a_file_without_splits_is_split_as_unassigned_rows_are(tmp_path):
     where = {os.path.basename(r.image_uri): r.split for r in checked.rows}
     assert len(where) == 4
     for name, split in where.items():
-        assert split == splits.assign(str(tmp_path / name), splits.DEFAULT_FRACTIONS)
+        assert split == splits.assign(splits.hashed_name(str(tmp_path / name)),
+                                      splits.DEFAULT_FRACTIONS)
 
 
 @pytest.mark.slow

@@ -381,3 +381,49 @@ def test_pre_sizing_options_are_checked(tmp_path):
                       ({"jpeg_quality": 101}, "jpeg_quality=101")]:
         with pytest.raises(tfrecorder.ConfigError, match=match):
             tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o"), **kw)
+
+
+def _unassigned_images(folder, n):
+    """``folder/data.csv`` listing ``n`` distinct JPEGs of ``folder/images`` by paths
+    relative to it, every row unassigned: the CSV and its rows ``(path, label)``."""
+    (folder / "images").mkdir(parents=True)
+    listed = []
+    for i in range(n):
+        (folder / "images" / f"{i}.jpg").write_bytes(encode(seed=i))
+        listed.append((f"images/{i}.jpg", "cat" if i % 2 else "dog"))
+    csv = folder / "data.csv"
+    csv.write_text("".join(f",{path},{label}\n" for path, label in listed))
+    return csv, listed
+
+
+def _split_of_each_image(out):
+    """Each record's split by its image's file name, from the rows files."""
+    from tfrecorder import _rows as rows
+
+    return {os.path.basename(e["key"]): e["split"]
+            for path in sorted((out / "rows").iterdir()) for e in rows.read(str(path))}
+
+
+@pytest.mark.slow
+def test_unassigned_rows_land_in_the_same_split_however_their_paths_are_written(
+        tmp_path, monkeypatch):
+    csv, listed = _unassigned_images(tmp_path / "data", 60)
+    monkeypatch.chdir(tmp_path)
+    frame = pd.DataFrame({"split": [""] * len(listed),
+                          "image_uri": [path for path, _ in listed],
+                          "label": [label for _, label in listed]})
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(tmp_path / "data", moved)
+    tables = {
+        "csv": str(csv),  # relative to the CSV's folder (the shell)
+        "cwd": frame.assign(image_uri="./data/" + frame.image_uri),  # a notebook's
+        "absolute": frame.assign(image_uri=str(tmp_path / "data") + "/" + frame.image_uri),
+        "copied": frame.assign(image_uri=str(moved) + "/" + frame.image_uri),
+    }
+    found = {}
+    for name, table in tables.items():
+        tfrecorder.convert(table, str(tmp_path / name))
+        found[name] = _split_of_each_image(tmp_path / name)
+    assert len(found["csv"]) == 60 and len(set(found["csv"].values())) == 3
+    for name in tables:
+        assert found[name] == found["csv"], name

@@ -1405,3 +1405,102 @@ def test_a_compacted_shard_partly_written_without_near_duplicates_is_refused(tmp
     with pytest.raises(tfrecorder.ConfigError, match="were written without near duplicates"):
         tfrecorder.convert(_table(paths + more + last, splits=["TRAIN"] * 9), str(out),
                            mode="update", near_duplicates=True, num_shards=1)
+
+
+def _unassigned_csv(folder, n, subfolder="images"):
+    """``folder/data.csv`` listing ``n`` distinct JPEGs of ``folder/<subfolder>`` by
+    paths relative to it, every row unassigned: the CSV and its rows ``[path, label]``."""
+    _images(folder / subfolder, n)
+    listed = [[f"{subfolder}/{i}.jpg", LABELS[i % 2]] for i in range(n)]
+    csv = folder / "data.csv"
+    csv.write_text("split,image_uri,label\n" + "".join(f",{p},{lab}\n" for p, lab in listed))
+    return csv, listed
+
+
+def _frame(listed, prefix, splits=None):
+    return pd.DataFrame({"split": splits or [""] * len(listed),
+                         "image_uri": [prefix + path for path, _ in listed],
+                         "label": [label for _, label in listed]})
+
+
+@pytest.mark.slow
+def test_an_update_spelling_the_paths_another_way_writes_nothing(tmp_path, monkeypatch):
+    csv, listed = _unassigned_csv(tmp_path / "data", 40)
+    out = tmp_path / "out"
+    first = tfrecorder.convert(str(csv), str(out))  # from the shell
+    monkeypatch.chdir(tmp_path)  # a notebook, beside the data folder
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    for table in (_frame(listed, str(tmp_path / "data") + "/"), _frame(listed, "./data/")):
+        result = tfrecorder.convert(table, str(out), mode="update")
+        assert result.unchanged and result.version == 1, result.changes
+        assert "up to date" in str(result)
+        assert {s: c["kept"] for s, c in result.changes.items()} == first.rows_per_split
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
+    # A row of a new image still takes its split from where the image is.
+    _images(tmp_path / "data" / "images", 1, start=40)
+    grown = _frame(listed + [["images/40.jpg", "cat"]], str(tmp_path / "data") + "/")
+    result = tfrecorder.convert(grown, str(out), mode="update")
+    assert sum(c["added"] for c in result.changes.values()) == 1
+    assert not any(c["retired"] for c in result.changes.values())
+
+
+@pytest.mark.slow
+def test_a_folder_whose_splits_hashed_the_spelled_paths_keeps_them_in_every_update(
+        tmp_path):
+    from tfrecorder import _splits as splits
+
+    # As a release that hashed the path as the CSV spelled it wrote the folder: each
+    # unassigned row in the split of that hash, its key the spelled path.
+    csv, listed = _unassigned_csv(tmp_path / "data", 40, subfolder="photos/2024")
+    fractions = splits.check_fractions(splits.DEFAULT_FRACTIONS)
+    spelled = [splits.assign(path, fractions) for path, _ in listed]
+    where = [splits.assign(splits.hashed_name(str(tmp_path / "data" / path)), fractions)
+             for path, _ in listed]
+    assert spelled != where  # the rows this folder holds elsewhere than a new hash says
+    out = tmp_path / "out"
+    tfrecorder.convert(_frame(listed, "", [s.upper() for s in spelled]), str(out),
+                       images_dir=str(tmp_path / "data"))
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    # Updated with absolute paths, every row unassigned: nothing moves.
+    result = tfrecorder.convert(_frame(listed, str(tmp_path / "data") + "/"), str(out),
+                                mode="update")
+    assert result.unchanged, result.changes
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == before
+    # The same table as the CSV spells it, unassigned as well: nothing moves either.
+    assert tfrecorder.convert(str(csv), str(out), mode="update").unchanged
+
+
+@pytest.mark.slow
+def test_an_integer_column_read_as_floats_beside_a_null_is_unchanged(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    csv = tmp_path / "data.csv"
+    csv.write_text("split,image_uri,label,n\n" + "".join(
+        f"TRAIN,{p},cat,{n}\n" for p, n in zip(paths, ["3", "4", "", "6"])))
+    schema = {"split": tfrecorder.types.SplitKey, "image_uri": tfrecorder.types.ImageUri,
+              "label": tfrecorder.types.StringLabel,
+              "n": tfrecorder.types.IntegerInput(optional=True)}
+    out = tmp_path / "out"
+    tfrecorder.convert(str(csv), str(out), schema=schema)
+    floats = pd.read_csv(csv)  # pandas reads 3 as 3.0 beside the empty cell
+    assert floats["n"].tolist()[0] == 3.0 and floats["n"].dtype == float
+    nullable = floats.astype({"n": "Int64"})  # 3 and pd.NA
+    for table in (floats, nullable):
+        result = tfrecorder.convert(table, str(out), schema=schema, mode="update")
+        assert result.unchanged, result.changes
+    changed = floats.assign(n=[3.0, 5.0, None, 6.0])
+    result = tfrecorder.convert(changed, str(out), schema=schema, mode="update")
+    assert result.changes == {"train": {"added": 1, "retired": 1, "kept": 3}}
+
+
+@pytest.mark.slow
+def test_a_key_column_compares_the_image_by_where_it_is(tmp_path, monkeypatch):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    monkeypatch.chdir(tmp_path)
+    table = _table([os.path.relpath(p, tmp_path) for p in paths]).assign(id=list("abcd"))
+    schema = {"split": tfrecorder.types.SplitKey, "image_uri": tfrecorder.types.ImageUri,
+              "label": tfrecorder.types.StringLabel, "id": tfrecorder.types.StringInput}
+    tfrecorder.convert(table, str(out), schema=schema, key="id")
+    result = tfrecorder.convert(table.assign(image_uri=paths), str(out), schema=schema,
+                                key="id", mode="update")
+    assert result.unchanged, result.changes

@@ -146,7 +146,8 @@ def test_split_from_ml_use_else_file_name_else_assigned_by_hash(tmp_path):
     assert where["0.jpg"] == "train" and where["1.jpg"] == "test"
     assert where["2.jpg"] == "validation"
     for i in (3, 4):  # unassigned: as the CSV path splits unassigned rows
-        assert where[f"{i}.jpg"] == splits.assign(paths[i], splits.DEFAULT_FRACTIONS)
+        assert where[f"{i}.jpg"] == splits.assign(splits.hashed_name(paths[i]),
+                                                  splits.DEFAULT_FRACTIONS)
     # the line whose ml_use overrode its file's split is not passed over in silence
     (note,) = [n for n in result.notes if "ml_use" in n]
     assert "1 line(s) of training-00000-of-00001.jsonl" in note and "(train)" in note

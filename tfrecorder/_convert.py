@@ -88,12 +88,15 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     if parent is not None:
         given, vocabulary = vocabulary, versions.label_vocabulary(parent, label_column,
                                                                   vocabulary)
+    # Unassigned rows of images the folder holds keep the split they are stored in.
+    stored_splits = versions.StoredSplits(output_dir, parent) if parent is not None else None
     # The table, read, checked and spilled to local files: every problem at once.
     table = spill.read(source, schema, header, names, label_vocabulary=vocabulary,
                        split_fractions=opts.split_fractions,
                        per_chunk=local_images if cloud else None,
                        multi_label=opts.multi_label, images_dir=opts.images_dir,
-                       extend_vocabulary=parent is not None and given is None)
+                       extend_vocabulary=parent is not None and given is None,
+                       stored_splits=stored_splits)
     notes = list(table.notes)
     try:
         if opts.key != rows.DEFAULT_KEY and opts.key not in table.columns:
@@ -106,7 +109,8 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         if parent is not None:
             versions.check_updatable(output_dir, parent, opts, table.features,
                                      table.vocabularies, label_column)
-            return _noted(_update(opts, output_dir, table, schema, source), notes)
+            return _noted(_update(opts, output_dir, table, schema, source, stored_splits),
+                          notes)
         # The plan: shards per split from the row counts (and a sample's bytes).
         plans = plan.split_plans(table.counts, num_shards=opts.num_shards,
                                bytes_per_split=table.bytes_per_split(),
@@ -159,11 +163,13 @@ def _execute(run, lock, opts: Options, notes: list[str], shards: int):
     return _noted(ConversionResult.from_output(output_dir, opts.runner, job_id), notes)
 
 
-def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source):
+def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source,
+            stored_splits: versions.StoredSplits | None = None):
     """The update of ``output_dir``'s latest version by ``table`` (``mode="update"`` or
     ``"append"``): the rows that changed go through the pipeline into new shards, the
     records they replace or that left the table are retired, and the new version is
-    published; an update that changes nothing writes nothing."""
+    published; an update that changes nothing writes nothing. ``stored_splits``: what
+    the table's unassigned rows were read with (its rows files, read once)."""
     gzip = opts.compression == "gzip"
     lock, run_id = _lock(output_dir, opts)
     subset = None
@@ -180,8 +186,11 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
         rows_of = _row_settings(opts, table, schema)
         with gc_paused():  # a record of every stored row, none in a cycle (gc_paused)
+            read = (stored_splits.read if stored_splits is not None
+                    and stored_splits.parent == parent else None)
             decided = versions.plan(output_dir, parent, version, table,
-                                    shard.WriteSettings(None, table.columns, **rows_of), opts)
+                                    shard.WriteSettings(None, table.columns, **rows_of), opts,
+                                    read)
         # New label names are a change even where no record is (an append's new label
         # on a stored row, a label_vocabulary that grew): the version lists them.
         if decided.unchanged and table.vocabularies == parent.vocabularies:

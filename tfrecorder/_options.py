@@ -116,7 +116,8 @@ class Options:
     split_fractions: Mapping[str, float] = _option(
         help="how UNASSIGNED rows are split: {'train': .8, 'validation': .1, 'test': .1}",
         factory=lambda: dict(splits.DEFAULT_FRACTIONS), doc=(
-            "how UNASSIGNED rows are split (by a hash of their `image_uri`); must add up to 1"))
+            "how UNASSIGNED rows are split (by a hash of where their image is); must add up "
+            "to 1"))
     images_dir: str | Mapping[str, str] | None = _option(
         None, "folder relative image paths start from (default: the source file's); a dict "
         "per split for COCO files given per split", cli={"metavar": "DIR"}, doc=(

@@ -13,6 +13,7 @@ import gzip
 import io
 import itertools
 import json
+import os
 import posixpath
 from typing import Callable, Iterable
 
@@ -51,6 +52,40 @@ def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
             out["px"] = None if px is None else [px[0], *px[1], *px[2]]  # px_sums reads it
     if features:
         out["features"] = features
+    return out
+
+
+def image_names(entry: dict) -> set[str]:
+    """The names a stored record's image answers to (none for a record without an
+    image): its value as the table wrote it and, normalized, where it is: a URI or an
+    absolute path itself; for a relative path, what it names below the folder it started
+    from (``images/cat.jpg`` of ``./images/cat.jpg`` or ``../data/images/cat.jpg``),
+    which the path to the image ends with, whichever folder that was (``names``)."""
+    if "sha256" not in entry:
+        return set()
+    value = entry.get("image_uri", entry.get("key"))
+    if not isinstance(value, str):
+        return set()
+    if storage.is_remote(value) or os.path.isabs(value):
+        return {value, storage.resolve(value)}
+    parts = os.path.normpath(value).split(os.sep)
+    while parts and parts[0] == os.pardir:
+        del parts[0]
+    return {value, os.sep.join(parts)}
+
+
+def names(value: str, location: str, ends: bool = False) -> list[str]:
+    """The names a row's image is found by among stored records (``image_names``), most
+    exact first: its value as the table writes it, where it is (``location``: a URI or
+    an absolute path) and, with ``ends``, the ends of that path (``images/cat.jpg``,
+    ``cat.jpg``), longest first: a relative path a folder stored names the image whose
+    path ends with it, whichever folder it started from. So an image is found by where
+    it is, however the table spells its path; an update compares the records found
+    (size and time, labels, values) before it keeps one."""
+    out = [value, location] if value != location else [location]
+    if ends and not storage.is_remote(location):
+        parts = location.split(os.sep)
+        out += [os.sep.join(parts[i:]) for i in range(1, len(parts)) if parts[i]]
     return out
 
 

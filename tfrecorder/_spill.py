@@ -179,19 +179,22 @@ class _Writer:
 def read(source, schema, header="infer", names=None, *, label_vocabulary=None,
          split_fractions=splits.DEFAULT_FRACTIONS, per_chunk=None,
          multi_label: bool | None = None, images_dir=None,
-         extend_vocabulary: bool = False) -> Spilled:
+         extend_vocabulary: bool = False, stored_splits: splits.StoredSplit | None = None
+         ) -> Spilled:
     """``source`` checked and spilled, split by split; one SchemaError with every problem.
 
     ``per_chunk(row_ids, uris)`` sees the image URIs of each checked chunk;
     ``images_dir``: where relative image paths resolve (``sources.chunks``).
     ``extend_vocabulary``: ``label_vocabulary`` is a stored one (an update's), whose
     ids stay; the table's other labels get the next ids, in sorted order.
+    ``stored_splits``: an update's, the splits its folder holds images in, which
+    unassigned rows of those images keep (``splits.StoredSplit``).
     """
     with gc_paused():
         return _read(source, schema, header, names, label_vocabulary=label_vocabulary,
                      split_fractions=split_fractions, per_chunk=per_chunk,
                      multi_label=multi_label, images_dir=images_dir,
-                     extend_vocabulary=extend_vocabulary)
+                     extend_vocabulary=extend_vocabulary, stored_splits=stored_splits)
 
 
 #: A table whose images listed under several labels are fewer than this share of its
@@ -211,7 +214,7 @@ def _extended(stored: list[str], distinct) -> list[str] | None:
 
 
 def _read(source, schema, header, names, *, label_vocabulary, split_fractions, per_chunk,
-          multi_label=None, images_dir=None, extend_vocabulary=False):
+          multi_label=None, images_dir=None, extend_vocabulary=False, stored_splits=None):
     notes: list[str] = []
     chunks = sources.chunks(source, schema, header, names, CHUNK_ROWS, images_dir=images_dir,
                             notes=notes)
@@ -236,12 +239,13 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
             if extend_vocabulary and label_vocabulary is not None and label_col in found.distinct:
                 label_vocabulary = _extended(list(label_vocabulary), found.distinct[label_col])
             fixed = labels.fix_vocabularies(schema, found.distinct, label_vocabulary)
-            check = _table_check(schema, fixed, fractions, found.multi)
+            check = _table_check(schema, fixed, fractions, found.multi, stored_splits)
         if found.kind != "detection" and not found.multi:
             spilled = _spill(cache.replay(), check, per_chunk)
         else:
             spilled = _spill_grouped(cache.replay(), check, found.firsts, fractions,
-                                     per_chunk, schema.column("image") or "image_uri")
+                                     per_chunk, schema.column("image") or "image_uri",
+                                     stored_splits)
         spilled.notes = list(notes)
         return spilled
     finally:
@@ -317,7 +321,7 @@ class _Chunk:
     detection: bool = False
 
 
-def _table_check(schema, fixed, fractions, multi: bool):
+def _table_check(schema, fixed, fractions, multi: bool, stored=None):
     """The check of a chunk of a CSV, DataFrame or image directory."""
     label_col = schema.column("label")
 
@@ -325,7 +329,7 @@ def _table_check(schema, fixed, fractions, multi: bool):
         try:
             cols = validation.check_columns(
                 table.frame, table.row_ids, schema, base_dir=table.base_dir,
-                split_fractions=fractions, fixed=fixed, multi=multi)
+                split_fractions=fractions, fixed=fixed, multi=multi, stored=stored)
         except SchemaError as e:
             problems.extend(e)
             return None
@@ -404,7 +408,7 @@ def _spill(chunks: Iterator, check, per_chunk) -> Spilled:
 
 
 def _spill_grouped(chunks: Iterator, check, firsts, fractions, per_chunk,
-                   image_col: str) -> Spilled:
+                   image_col: str, stored=None) -> Spilled:
     """Checks every chunk, spills each row into the bucket of its image's first row,
     then groups the buckets in order: one record per image."""
     import numpy as np
@@ -436,7 +440,7 @@ def _spill_grouped(chunks: Iterator, check, firsts, fractions, per_chunk,
         if first is not None and not (problems and not first.detection):
             for bucket in sorted(buckets):
                 _group_bucket(os.path.join(writer.folder, f"bucket-{bucket}"), first,
-                              fractions, image_col, writer, problems)
+                              fractions, image_col, writer, problems, stored)
         problems.raise_if_any()
     except BaseException:
         for f in buckets.values():
@@ -447,7 +451,7 @@ def _spill_grouped(chunks: Iterator, check, firsts, fractions, per_chunk,
 
 
 def _group_bucket(path: str, chunk: _Chunk, fractions, image_col: str, writer: _Writer,
-                  problems: Problems) -> None:
+                  problems: Problems, stored=None) -> None:
     """The records of the images whose first row falls in one bucket, in the order of
     those first rows, spilled split by split."""
     pieces, row_splits, keys = [], [], []
@@ -464,8 +468,13 @@ def _group_bucket(path: str, chunk: _Chunk, fractions, image_col: str, writer: _
     rows = _concatenated(pieces)
     del pieces
     by_split: dict[str, list] = {}
+
+    def locate(key: str) -> str:  # where the image of a key as written is
+        return storage.resolve(key, chunk.base_dir)
+
     for key, members, split in splits.group_by_image(keys, row_splits, rows.row_ids,
-                                                     image_col, fractions, problems):
+                                                     image_col, fractions, problems,
+                                                     locate, stored):
         by_split.setdefault(split, []).append((key, members))
     if problems:
         return
@@ -476,7 +485,7 @@ def _group_bucket(path: str, chunk: _Chunk, fractions, image_col: str, writer: _
         merged = [tuple((rows.row_ids[i], tuple(v[i] for v in rows.values))
                         for i in members[1:]) for _, members in groups]
         if chunk.detection:  # the key as written, resolved
-            uris = [storage.resolve(key, chunk.base_dir) for key, _ in groups]
+            uris = [locate(key) for key, _ in groups]
         else:  # the first row's image
             uris = [rows.uris[h] for h in heads]
         names = list(records[0][0])

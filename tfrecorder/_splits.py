@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Mapping, Sequence
+import os
+from typing import Callable, Mapping, Sequence
 
+from tfrecorder import _storage as storage
 from tfrecorder._errors import Problems
 from tfrecorder._labels import is_null
 
@@ -75,8 +77,31 @@ def check_fractions(fractions: Mapping[str, float]) -> dict[str, float]:
     return {s: out[s] for s in SPLITS if out.get(s, 0) > 0}
 
 
+def hashed_name(location: str) -> str:
+    """What the split of an unassigned row with the image at ``location`` (resolved: a
+    URI, or an absolute local path) is a hash of: a URI as it is; for a local file, the
+    name of its folder and its own name (``images/cat_1.jpg``).
+
+    Taken from where the path leads, so every spelling of one file (relative to a CSV's
+    folder, to the working folder, absolute) gives the same split; and only from the end
+    of it, so a copy of the same folder tree on another machine, or at another place,
+    gives the same splits too (a table next to its images, ``images/cat_1.jpg``, hashes
+    what it writes). Links are not followed: which disk a link leads to differs between
+    machines, and a path is resolved without a call to the file system.
+    """
+    if storage.is_remote(location):
+        return location
+    return "/".join(location.rsplit(os.sep, 2)[-2:])  # one call: the driver's hot loop
+
+
+#: ``stored(key as written, location)``: the split the folder an update writes into
+#: already holds that image in, or None (``versions.StoredSplits``).
+StoredSplit = Callable[[str, str], "str | None"]
+
+
 def assign(key: str, fractions: Mapping[str, float]) -> str:
-    """The split for an unassigned row, from a hash of ``key`` (its image URI).
+    """The split for an unassigned row, from a hash of ``key`` (``hashed_name`` of its
+    image, or its row id in a table without images).
 
     The same key always lands in the same split, on every machine and in every run.
     """
@@ -94,13 +119,15 @@ def assign(key: str, fractions: Mapping[str, float]) -> str:
 
 def group_by_image(keys: Sequence[str | None], row_splits: Sequence[str | None],
                    row_ids: Sequence, column: str, fractions: Mapping[str, float],
-                   problems: Problems) -> list[tuple[str, list[int], str]]:
+                   problems: Problems, locate: Callable[[str], str],
+                   stored: StoredSplit | None = None) -> list[tuple[str, list[int], str]]:
     """Rows that name the same image, as ``(key, row positions, split)`` groups.
 
     Used where several input rows become one record (multi-label rows, detection boxes).
-    A group takes the split its rows give, or an assigned one when none gives a split;
-    rows of one image that give different splits are a problem (and no group). Rows
-    whose key is None are left out. Groups come in the order their first row appears.
+    A group takes the split its rows give, else the split ``stored`` holds its image in,
+    else one assigned from where ``locate(key)`` says the image is; rows of one image
+    that give different splits are a problem (and no group). Rows whose key is None are
+    left out. Groups come in the order their first row appears.
     """
     groups: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
@@ -114,5 +141,10 @@ def group_by_image(keys: Sequence[str | None], row_splits: Sequence[str | None],
                          f"the same image is in splits {sorted(explicit)} on rows "
                          f"{[row_ids[j] for j in members]}; give it one split")
             continue
-        out.append((key, members, explicit.pop() if explicit else assign(key, fractions)))
+        if explicit:
+            out.append((key, members, explicit.pop()))
+            continue
+        location = locate(key)
+        out.append((key, members, (stored and stored(key, location))
+                    or assign(hashed_name(location), fractions)))
     return out

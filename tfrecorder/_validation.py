@@ -36,7 +36,7 @@ class _Columns:
     raw: dict[str, list]                     # column -> its values
     splits: list[str | None]                 # canonical split per row; None: unassigned
     uris: list[str | None]                   # resolved image path per row
-    keys: list[str]                          # image_uri as written: groups and split hashes
+    keys: list[str]                          # image_uri as written: groups
     labels: list[tuple[int, ...]]            # label ids per row
     # feature -> its encoded value in every row (None where the row has a problem)
     encoded: dict[str, list] = dataclasses.field(default_factory=dict)
@@ -44,11 +44,16 @@ class _Columns:
     vocabularies: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     plain: bool = False                      # every cell is None or non-blank text
 
-    def assign_splits(self, fractions: Mapping[str, float]) -> None:
-        """A split for every unassigned row, from its image key (else its row id)."""
+    def assign_splits(self, fractions: Mapping[str, float],
+                      stored: splits.StoredSplit | None = None) -> None:
+        """A split for every unassigned row: the one ``stored`` holds its image in, else
+        one from where its image is (``splits.hashed_name``), else from its row id."""
         if None in self.splits:
-            self.splits = [s or splits.assign(k or str(rid), fractions)
-                           for s, k, rid in zip(self.splits, self.keys, self.row_ids)]
+            self.splits = [
+                s or (u is not None and stored is not None and stored(k, u))
+                or splits.assign(splits.hashed_name(u) if u is not None else str(rid),
+                                 fractions)
+                for s, k, u, rid in zip(self.splits, self.keys, self.uris, self.row_ids)]
 
     def value_columns(self) -> list[list]:
         """Per column, every row's value as ``values(i)`` gives it; a column of plain
@@ -65,16 +70,17 @@ class _Columns:
 
 def check_columns(frame, row_ids: Sequence, schema: Schema, *, base_dir: str | None,
                   split_fractions: Mapping[str, float], fixed: Mapping[str, labels.Fixed],
-                  multi: bool = False) -> _Columns:
+                  multi: bool = False, stored: splits.StoredSplit | None = None) -> _Columns:
     """Checks a chunk of a table whose label and categorical columns all have a
     vocabulary in ``fixed``, left as columns. ``multi``: the label column may hold lists
     and one image several rows; such rows keep no split of their own (the image's rows,
-    grouped, decide it). Raises SchemaError listing every problem found, with row,
-    column, value and reason."""
+    grouped, decide it). ``stored``: where an update writes, the splits its folder holds
+    images in, which unassigned rows keep. Raises SchemaError listing every problem
+    found, with row, column, value and reason."""
     cols = _check(frame, row_ids, schema, base_dir=base_dir, fixed=fixed, multi=multi)
     fractions = splits.check_fractions(split_fractions)
     if not multi:
-        cols.assign_splits(fractions)
+        cols.assign_splits(fractions, stored)
     return cols
 
 
@@ -306,6 +312,24 @@ def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Pr
             encoded[i] = example.feature(dtype, [convert(v)])
         except (ValueError, OverflowError) as e:
             problems.add(rid, col, labels.jsonable(v), str(e))
+
+
+def comparable(dtype: str, value):
+    """A value of a plain column of ``dtype`` as its record holds it, for telling whether
+    a stored row changed: 3, "3" and 3.0 (pandas' ints beside a null) are the int 3 in
+    an IntegerInput column, "0.5" and 0.5 the float in a FloatInput one; text as it is,
+    other values as the text their record holds. A value that does not convert (a
+    category's name, a null) stays as it is."""
+    if value is None or isinstance(value, str) and dtype not in (example.INT64, example.FLOAT):
+        return value
+    try:
+        if dtype == example.INT64:
+            return _to_int(value)
+        if dtype == example.FLOAT:
+            return _to_float(value)
+    except (ValueError, OverflowError):
+        return value
+    return value if isinstance(value, (list, dict)) else str(value)
 
 
 def _to_float(v) -> float:

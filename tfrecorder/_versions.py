@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any, Iterator
 
 from tfrecorder import _index as index, _layout as layout, _rows as rows
-from tfrecorder import _storage as storage
+from tfrecorder import _storage as storage, _validation as validation
 from tfrecorder._errors import ConfigError
 from tfrecorder._manifest import Manifest, ShardInfo
 
@@ -44,11 +45,12 @@ class Update:
 _NAMED_BY_NONE = object()
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class _Stored:
     shard: ShardInfo
     position: int
     entry: dict
+    taken: bool = False             # matched to a row already (rows match one to one)
 
 
 @dataclasses.dataclass
@@ -216,39 +218,120 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     return stats, []
 
 
-def stored(output_dir: str, parent: Manifest, content: bool = False,
-           read: dict | None = None) -> dict:
-    """Every live record of ``parent`` by its key and what makes it unchanged:
-    ``{key: {signature: [_Stored, ...]}}``, from the rows files (and live indexes)
-    alone; the signatures of ``check="content"`` hold digests instead of stamps.
-    ``read`` gets each rows file's entries, by its name."""
-    out: dict[Any, dict] = {}
+def _live_entries(output_dir: str, parent: Manifest, read: dict) -> Iterator[tuple]:
+    """``(shard, position, rows-file entry)`` of every live record of ``parent``; ``read``
+    holds each rows file's entries by its name: those read already, and gets the others."""
     for info in parent.splits.values():
         for shard in info.shards:
-            entries = rows.read(storage.inside(output_dir, shard.rows), shard.num_examples)
-            if read is not None:
-                read[shard.rows] = entries
+            entries = read.get(shard.rows)
+            if entries is None:
+                entries = read[shard.rows] = rows.read(storage.inside(output_dir, shard.rows),
+                                                       shard.num_examples)
             for position in index.live_positions(output_dir, shard):
-                e = entries[position]
-                if "sha256" not in e:
-                    image = None
-                elif content:
-                    image = ("sha256", e["sha256"])
-                else:
-                    image = ("stat", e.get("size"), e.get("stamp"))
-                sig = _signature(e.get("split"), sorted(e.get("label") or []),
-                                 e.get("features") or {}, image, e.get("image_uri"))
-                out.setdefault(e.get("key"), {}).setdefault(sig, []).append(
-                    _Stored(shard, position, e))
-    return out
+                yield shard, position, entries[position]
 
 
-def _signature(split: str, labels: list, features: dict, image, uri) -> tuple:
+def _relative(names: set) -> bool:
+    """True where one of a stored image's ``names`` is a relative path, which rows find
+    by the ends of where their image is (``rows.names``)."""
+    return any(not (storage.is_remote(n) or os.path.isabs(n)) for n in names)
+
+
+def stored(output_dir: str, parent: Manifest, content: bool = False,
+           read: dict | None = None, specs: dict | None = None) -> tuple[dict, list, bool]:
+    """Every live record of ``parent`` by the names it is found by, and what makes it
+    unchanged: ``({name: {signature: [_Stored, ...]}}, every record, whether rows look
+    for stored relative paths by the ends of theirs)``, from the rows files (and live
+    indexes) alone. A record is named by its key where the key is another column than
+    the image (or there is no image), else by every name of its image
+    (``rows.image_names``). The signatures of ``check="content"`` hold digests instead
+    of stamps; ``specs`` (feature -> FeatureSpec) compare other values as the records
+    hold them. ``read`` holds each rows file's entries by its name (``_live_entries``)."""
+    by_name: dict[Any, dict] = {}
+    every: list[_Stored] = []
+    ends = False
+    for shard, position, e in _live_entries(output_dir, parent, {} if read is None else read):
+        if "sha256" not in e:
+            image = None
+        elif content:
+            image = ("sha256", e["sha256"])
+        else:
+            image = ("stat", e.get("size"), e.get("stamp"))
+        sig = _signature(e.get("split"), sorted(e.get("label") or []),
+                         _comparable(e.get("features") or {}, specs), image)
+        c = _Stored(shard, position, e)
+        every.append(c)
+        images = rows.image_names(e)
+        ends = ends or _relative(images)
+        names = images if "image_uri" not in e else ()  # else the key is another column
+        for name in sorted(names) or [e.get("key")]:
+            by_name.setdefault(name, {}).setdefault(sig, []).append(c)
+    return by_name, every, ends
+
+
+class StoredSplits:
+    """The split each image of ``parent`` (a folder's latest version) is in: called with
+    a row's image ``(value as written, location)``, the split of the first of its names
+    (``rows.names``) that a stored record's image answers to, or None. An unassigned row
+    keeps it: its split was chosen once, when the folder first stored it. The rows files
+    are read when first asked (a table with no unassigned row never asks), and kept in
+    ``read`` for the update to match its rows with (``plan``)."""
+
+    def __init__(self, output_dir: str, parent: Manifest):
+        self.output_dir, self.parent = output_dir, parent
+        self.read: dict = {}
+        self._splits: dict | None = None
+        self._ends = False
+
+    def _load(self) -> dict:
+        found: dict = {}
+        for _, _, e in _live_entries(self.output_dir, self.parent, self.read):
+            names = rows.image_names(e)
+            self._ends = self._ends or _relative(names)
+            for name in names:
+                # A name two records of other splits answer to says nothing ("").
+                found[name] = e.get("split") if found.get(name, e.get("split")) == e.get(
+                    "split") else ""
+        return found
+
+    def __call__(self, value: str, location: str) -> str | None:
+        if self._splits is None:
+            self._splits = self._load()
+        found = self._splits.get(value) or self._splits.get(location)
+        if found or not self._ends:  # the ends of the path only where they could name it
+            return found or None
+        for name in rows.names(value, location, self._ends):
+            split = self._splits.get(name)
+            if split:
+                return split
+        return None
+
+
+def _comparable(features: dict, specs: dict | None) -> dict:
+    """A row's other values as its record holds them (``validation.comparable``), so
+    that a spelling of one value (3 read as 3.0 beside a null) is no change."""
+    if not specs or not features:
+        return features
+    return {k: validation.comparable(specs[k].dtype, v) if k in specs else v
+            for k, v in features.items()}
+
+
+def _signature(split: str, labels: list, features: dict, image) -> tuple:
     """What must be equal for a row to be its stored record unchanged: split, labels,
-    other values, the image's size and stamp (or digest), and, where the key is
-    another column, the image's value."""
+    other values, the image's size and stamp (or digest). Where the key is another
+    column than the image, the image is compared too (``_take``)."""
     values = json.dumps(features, sort_keys=True, ensure_ascii=False) if features else "{}"
-    return split, tuple(labels), values, image, uri
+    return split, tuple(labels), values, image
+
+
+def _take(same: list | None, image: set | None) -> _Stored | None:
+    """The first record of ``same`` not matched yet (whose image answers to one of the
+    row's ``image`` names, where given), now matched; None where there is none."""
+    for c in same or ():
+        if not c.taken and (image is None or not rows.image_names(c.entry).isdisjoint(image)):
+            c.taken = True
+            return c
+    return None
 
 
 def _stamps(uris: list, content: bool, max_bytes: int) -> list:
@@ -270,9 +353,12 @@ def _stamps(uris: list, content: bool, max_bytes: int) -> list:
     return storage.each(one, uris, remote or content)
 
 
-def _table_rows(table, settings) -> Iterator[tuple]:
-    """``(split, number in split, key, labels, features, row, image value)`` of every
-    spilled row; the image value only where the key is another column."""
+def _table_rows(table, settings, ends: bool) -> Iterator[tuple]:
+    """``(split, number in split, key, labels, features, row, names, image)`` of every
+    spilled row: ``names``, those it is looked for by among the stored records (its key,
+    else its image's ``rows.names``, with the ends of its path where ``ends``); ``image``,
+    where the key is another column, the names its image must share with the stored
+    record's (None elsewhere)."""
     from tfrecorder._metadata import strict_json
 
     names = settings.label_names
@@ -281,37 +367,38 @@ def _table_rows(table, settings) -> Iterator[tuple]:
         for block in table.blocks(split):
             for row in block.rows(split):
                 values = row.values
+                written = (None if row.image_uri is None else
+                           values[settings.image_column].strip()
+                           if settings.image_column is not None else row.image_uri)
+                image = None
                 if settings.key_column is not None:
                     key = rows.key_text(strict_json(values[settings.key_column]))
-                elif row.image_uri is None:
-                    key = None
-                elif settings.image_column is not None:
-                    key = values[settings.image_column].strip()
+                    lookup = [key]
+                    if written is not None:
+                        image = set(rows.names(written, row.image_uri, ends))
                 else:
-                    key = row.image_uri
+                    key = written
+                    lookup = [None] if written is None else rows.names(
+                        written, row.image_uri, ends)
                 labels = sorted(names[i] if 0 <= i < len(names) else str(i)
                                 for i in row.labels)
                 features = rows.features(row, settings.columns, settings.feature_columns,
                                          strict_json)
-                uri = None
-                if settings.key_column is not None and row.image_uri is not None:
-                    uri = (values[settings.image_column].strip()
-                           if settings.image_column is not None else row.image_uri)
-                yield split, n, key, labels, features, row, uri
+                yield split, n, key, labels, features, row, lookup, image
                 n += 1
 
 
-def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts) -> Plan:
+def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
+         read: dict | None = None) -> Plan:
     """The update of ``parent`` (the latest version, number ``version - 1`` or less) by
-    the spilled ``table``: which rows to write, which records to retire."""
+    the spilled ``table``: which rows to write, which records to retire. ``read``: the
+    entries of ``parent``'s rows files read already, by name."""
     from tfrecorder._metadata import strict_json
 
     content = opts.check == "content"
     append = opts.mode == "append"
-    rows_read: dict = {}
-    by_key = stored(output_dir, parent, content, rows_read)
-    # every stored record, before matching takes the kept ones out of ``by_key``
-    every = [c for sigs in by_key.values() for records in sigs.values() for c in records]
+    rows_read: dict = dict(read or {})
+    by_name, every, ends = stored(output_dir, parent, content, rows_read, table.features)
     if opts.near_duplicates:
         _check_hashed(output_dir, parent, every)
     picked: dict[str, set] = {}
@@ -327,11 +414,11 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
     def decide(batch):
         nonlocal existing_count
         seen = _stamps([r[5].image_uri for r in batch], content, opts.max_image_bytes)
-        for (split, n, key, labels, features, row, uri), look in zip(batch, seen):
-            candidates = by_key.get(key)
-            if append and candidates:
-                there = _stored_as(key, candidates, first_of,
-                                   _signature(split, labels, features, None, uri))
+        for (split, n, key, labels, features, row, lookup, image), look in zip(batch, seen):
+            features = _comparable(features, table.features)
+            if append:
+                there = _stored_as(lookup, by_name, first_of,
+                                   _signature(split, labels, features, None))
                 if there is not None:
                     existing_count += 1
                     if len(existing) < 5:
@@ -340,12 +427,14 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
                                        strict_json(row.row))
                     continue
             hit = None
-            if candidates and (look is not None or row.image_uri is None):
-                image = (None if row.image_uri is None else
-                         ("sha256", look) if content else ("stat", *look))
-                same = candidates.get(_signature(split, labels, features, image, uri))
-                if same:  # rows of one key are matched one to one with equal records
-                    hit = same.pop(0)
+            if look is not None or row.image_uri is None:
+                sig = _signature(split, labels, features,
+                                 None if row.image_uri is None else
+                                 ("sha256", look) if content else ("stat", *look))
+                for name in lookup:  # one to one with equal records, by the most exact name
+                    hit = _take(by_name.get(name, {}).get(sig), image)
+                    if hit is not None:
+                        break
             if hit is not None:
                 matched[(hit.shard.file, hit.position)] = strict_json(row.row)
                 kept[split] = kept.get(split, 0) + 1
@@ -353,7 +442,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
                 picked.setdefault(split, set()).add(n)
                 added[split] = added.get(split, 0) + 1
 
-    for item in _table_rows(table, settings):
+    for item in _table_rows(table, settings, ends):
         batch.append(item)
         if len(batch) >= 4096:
             decide(batch)
@@ -430,17 +519,21 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts)
                 {name: rows_now[name] for name in moved})
 
 
-def _stored_as(key, candidates: dict, first_of: dict, values_signature: tuple):
-    """The stored record an appended row's ``key`` names, or None where it names none:
-    its first record under that key; for a table matched by its values alone (no key),
-    one stored record equal to the row, each taken once."""
-    if key is None:
-        same = candidates.get(values_signature)
-        return same.pop(0) if same else None
-    if key not in first_of:
-        first_of[key] = min((c for same in candidates.values() for c in same),
-                            key=lambda c: (c.shard.file, c.position))
-    return first_of[key]
+def _stored_as(lookup: list, by_name: dict, first_of: dict, values_signature: tuple):
+    """The stored record an appended row names (by the first of its names ``lookup`` a
+    record has), or None where it names none: the first record of that name; for a
+    table matched by its values alone (no key), one stored record equal to the row,
+    each taken once."""
+    if lookup == [None]:
+        return _take(by_name.get(None, {}).get(values_signature), None)
+    for name in lookup:
+        candidates = by_name.get(name)
+        if candidates:
+            if name not in first_of:
+                first_of[name] = min((c for same in candidates.values() for c in same),
+                                     key=lambda c: (c.shard.file, c.position))
+            return first_of[name]
+    return None
 
 
 def _check_hashed(output_dir: str, parent: Manifest, every: list) -> None:
