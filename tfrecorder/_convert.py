@@ -119,14 +119,18 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         files = [*shards, *indexes, *map(layout.rows_file, shards), *labels_files,
                  layout.version_manifest(1), layout.QUALITY,
                  layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
-        output.check_target(output.survey(output_dir), opts.overwrite, files)
+        # What this run writes: a dead run's ledger may name its files where the folder
+        # holds no manifest yet.
+        declared = layout.Declared(opts.name, frozenset(p.split for p in plans),
+                                   frozenset(table.vocabularies))
+        output.check_target(output.survey(output_dir, declared), opts.overwrite, files)
 
         # Nothing has been written so far. From here on the directory is this run's.
         lock, run_id = _lock(output_dir, opts)
         try:
             # With the lock held the directory cannot change under us: check it again,
             # as another run may have finished there since the first look.
-            before = output.survey(output_dir)
+            before = output.survey(output_dir, declared)
             output.check_target(before, opts.overwrite, files, run_id)
             output.clear_leftovers(before, run_id)
             run = _run(opts, output_dir, run_id, before, table, shards, schema, source)
