@@ -280,7 +280,10 @@ def _lock(output_dir: str, opts: Options):
     try:
         # Creating the lock is the first write: it shows a folder we cannot write to
         # where permission bits do not (a read-only mount, an ACL).
-        return output.acquire(output_dir, run_id, opts.runner, ttl), run_id
+        # Any runner but the DirectRunner runs the job elsewhere, which may go on
+        # without this process.
+        return output.acquire(output_dir, run_id, opts.runner, ttl,
+                              detached=opts.runner != "DirectRunner"), run_id
     except OSError as e:
         if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
