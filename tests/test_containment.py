@@ -129,6 +129,7 @@ _CRAFTS = {  # how a manifest is edited, the user's file it names, and what it s
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("craft", list(_CRAFTS))
 def test_a_manifest_naming_a_file_of_no_feature_or_shard_it_declares_is_refused(
         tmp_path, craft):
@@ -180,6 +181,7 @@ def test_vacuum_and_overwrite_leave_what_a_crafted_old_version_names(tmp_path, c
     assert tfrecorder.verify(str(out)).records == 8  # the latest version reads as it was
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("published", [True, False], ids=["over a conversion", "fresh"])
 def test_a_ledger_naming_files_of_no_conversion_here_removes_none(tmp_path, published):
     """A ledger is a run's list of what it wrote, but only names this folder's
