@@ -129,6 +129,40 @@ _CRAFTS = {  # how a manifest is edited, the user's file it names, and what it s
 }
 
 
+def _shard0(m: dict) -> dict:
+    return m["splits"]["train"]["shards"][0]
+
+
+@pytest.mark.parametrize("edit,said", [
+    (lambda m: m["vocabularies"].update(notes=[]), "vocabulary for 'notes'"),
+    (lambda m: _shard0(m).update(file="mine-train.tfrecord-00000-of-00002", index=None,
+                                 rows=None), "'mine-train.tfrecord-00000-of-00002'"),
+    (lambda m: _shard0(m).update(file="data-test.tfrecord-00000-of-00002", index=None,
+                                 rows=None), "'data-test.tfrecord-00000-of-00002' as a shard "
+                                             "of split 'train'"),
+    (lambda m: _shard0(m).update(file="data-train-v00002.tfrecord-00000-of-00001",
+                                 index=None, rows=None), "by version 1"),
+    (lambda m: _shard0(m).update(file="data-train.tfrecord-00000-of-00002.gz", index=None,
+                                 rows=None), "'data-train.tfrecord-00000-of-00002.gz'"),
+    (lambda m: _shard0(m).update(live=1, live_index="versions/00002/index/"
+                                 "data-train.tfrecord-00000-of-00002.idx"), "live index"),
+    (lambda m: m.update(quality="versions/00002/quality.json"), "data report"),
+], ids=["vocabulary of no feature", "another dataset", "another split", "a later version",
+        "gzip without compression", "a later version's live index",
+        "a later version's report"])
+def test_every_name_a_manifest_lists_is_checked_against_what_it_declares(
+        samples_converted, edit, said):
+    from tfrecorder._manifest import Manifest
+
+    folder = samples_converted(num_shards=2)[0]
+    with open(os.path.join(folder, layout.MANIFEST)) as f:
+        manifest = json.load(f)
+    assert Manifest.from_json(manifest).name == "data"  # as written: trusted
+    edit(manifest)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        Manifest.from_json(manifest)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("craft", list(_CRAFTS))
 def test_a_manifest_naming_a_file_of_no_feature_or_shard_it_declares_is_refused(

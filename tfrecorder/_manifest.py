@@ -185,6 +185,7 @@ def check_names(d: Mapping[str, Any]) -> None:
                          f"{layout.labels_file(undeclared[0])!r} is no file of its")
     declared = layout.Declared(d["name"], frozenset(d["splits"]), frozenset(vocabularies))
     version = d.get("version") or 1
+    gzip = d["compression"] == "gzip"
     for split, s in d["splits"].items():
         for x in s["shards"]:
             file = x.get("file")
@@ -192,11 +193,13 @@ def check_names(d: Mapping[str, Any]) -> None:
             if shard is None:
                 raise ValueError(f"it lists {file!r} as a shard file, which is not a shard "
                                  f"name tfrecorder writes")
-            if not declared.writes(file) or shard.split != split or shard.version > version:
+            if (not declared.writes(file) or shard.split != split or shard.version > version
+                    or shard.gzip != gzip):
                 raise ValueError(
                     f"it lists {file!r} as a shard of split {split!r}, which is not a name "
                     f"tfrecorder writes for that split of dataset {d['name']!r} by version "
-                    f"{version} ({d['name']}-{split}.tfrecord-SSSSS-of-NNNNN)")
+                    f"{version} ({d['name']}-{split}.tfrecord-SSSSS-of-NNNNN"
+                    f"{'.gz' if gzip else ''})")
             # A shard's index, rows and live index files have one name each, derived
             # from the shard's (a live index's version: this one or an earlier one).
             if x.get("index") is not None and x["index"] != index.name(file):
