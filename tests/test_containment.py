@@ -191,7 +191,8 @@ def test_a_manifest_naming_a_file_of_no_feature_or_shard_it_declares_is_refused(
 @pytest.mark.parametrize("craft", list(_CRAFTS))
 def test_vacuum_and_overwrite_leave_what_a_crafted_old_version_names(tmp_path, craft):
     """A dropped version's manifest edited by hand: vacuum refuses, naming the file and
-    the entry, and removes nothing; overwrite refuses too; the other versions read."""
+    the entry, and removes nothing; overwrite, update and compact refuse too; the latest
+    version reads."""
     edit, theirs, said = _CRAFTS[craft]
     out = _converted(tmp_path)
     tfrecorder.convert(_table(tmp_path, "a", n=8), str(out), mode="update")  # version 2
@@ -210,6 +211,10 @@ def test_vacuum_and_overwrite_leave_what_a_crafted_old_version_names(tmp_path, c
         tfrecorder.versions(str(out))
     with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted.*" + said):
         tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+    with pytest.raises(tfrecorder.IncompleteOutputError, match="cannot be updated.*" + said):
+        tfrecorder.convert(_table(tmp_path, "a", n=9), str(out), mode="update")
+    with pytest.raises(tfrecorder.IncompleteOutputError, match=re.escape(said)):
+        tfrecorder.compact(str(out))
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing removed
     assert (out / theirs).read_text() == "the user's"
     assert tfrecorder.verify(str(out)).records == 8  # the latest version reads as it was

@@ -19,7 +19,7 @@ from tfrecorder import (
 from tfrecorder import (
     _rows as rows, _shard as shard, _spill as spill, _splits as splits,
     _staging as staging, _storage as storage, _versions as versions)
-from tfrecorder._errors import ConfigError
+from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._options import Options
 from tfrecorder._plan import gc_paused
 from tfrecorder._result import ConversionResult
@@ -83,7 +83,11 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                 del local_uris[5:]
 
     # An update reads the table with the stored label ids, new labels after them.
-    parent = output.survey(output_dir).latest if opts.mode is not None else None
+    found = output.survey(output_dir) if opts.mode is not None else None
+    if found is not None and found.damaged:
+        # Its versions cannot be trusted: there is nothing to update, nor to convert over.
+        raise IncompleteOutputError(f"{output_dir} cannot be updated: {found.damaged}")
+    parent = found.latest if found is not None else None
     label_column = schema.column("label")
     if parent is not None:
         given, vocabulary = vocabulary, versions.label_vocabulary(parent, label_column,
