@@ -112,6 +112,132 @@ def test_a_manifest_listing_another_index_file_is_refused_by_every_reader_and_by
     victims()
 
 
+def _mine(manifest: dict, version: int = 1) -> None:
+    """Edits a manifest's JSON as one would to have tfrecorder remove or read a file of
+    the user's: its first train shard renamed after another dataset, with the index and
+    rows file names that go with it."""
+    x = manifest["splits"]["train"]["shards"][0]
+    x["file"] = "mine-train.tfrecord-00000-of-00002"
+    x["index"], x["rows"] = f"index/{x['file']}.idx", layout.rows_file(x["file"])
+
+
+_CRAFTS = {  # how a manifest is edited, the user's file it names, and what it says
+    "vocabulary of no feature": (lambda m: m["vocabularies"].update(notes=["a", "b"]),
+                                 "notes.labels.txt", "'notes'"),
+    "shard of another dataset": (_mine, "mine-train.tfrecord-00000-of-00002",
+                                 "'mine-train.tfrecord-00000-of-00002'"),
+}
+
+
+def _shard0(m: dict) -> dict:
+    return m["splits"]["train"]["shards"][0]
+
+
+@pytest.mark.parametrize("edit,said", [
+    (lambda m: m["vocabularies"].update(notes=[]), "vocabulary for 'notes'"),
+    (lambda m: _shard0(m).update(file="mine-train.tfrecord-00000-of-00002", index=None,
+                                 rows=None), "'mine-train.tfrecord-00000-of-00002'"),
+    (lambda m: _shard0(m).update(file="data-test.tfrecord-00000-of-00002", index=None,
+                                 rows=None), "'data-test.tfrecord-00000-of-00002' as a shard "
+                                             "of split 'train'"),
+    (lambda m: _shard0(m).update(file="data-train-v00002.tfrecord-00000-of-00001",
+                                 index=None, rows=None), "by version 1"),
+    (lambda m: _shard0(m).update(file="data-train.tfrecord-00000-of-00002.gz", index=None,
+                                 rows=None), "'data-train.tfrecord-00000-of-00002.gz'"),
+    (lambda m: _shard0(m).update(live=1, live_index="versions/00002/index/"
+                                 "data-train.tfrecord-00000-of-00002.idx"), "live index"),
+    (lambda m: m.update(quality="versions/00002/quality.json"), "data report"),
+], ids=["vocabulary of no feature", "another dataset", "another split", "a later version",
+        "gzip without compression", "a later version's live index",
+        "a later version's report"])
+def test_every_name_a_manifest_lists_is_checked_against_what_it_declares(
+        samples_converted, edit, said):
+    from tfrecorder._manifest import Manifest
+
+    folder = samples_converted(num_shards=2)[0]
+    with open(os.path.join(folder, layout.MANIFEST)) as f:
+        manifest = json.load(f)
+    assert Manifest.from_json(manifest).name == "data"  # as written: trusted
+    edit(manifest)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        Manifest.from_json(manifest)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("craft", list(_CRAFTS))
+def test_a_manifest_naming_a_file_of_no_feature_or_shard_it_declares_is_refused(
+        tmp_path, craft):
+    """Names of ours are not enough: a labels file of a feature the manifest does not
+    declare, or a shard of another dataset, is the user's."""
+    from tfrecorder import access
+
+    edit, theirs, said = _CRAFTS[craft]
+    out = _converted(tmp_path)
+    (out / theirs).write_text("the user's")
+    manifest = json.loads((out / layout.MANIFEST).read_text())
+    edit(manifest)
+    _craft(out, manifest)
+    readers = (tfrecorder.load, tfrecorder.info, tfrecorder.verify, tfrecorder.inspect,
+               tfrecorder.versions, lambda o: access.Reader(o).record(0))
+    for read in readers:
+        with pytest.raises(tfrecorder.IncompleteOutputError, match=re.escape(said)):
+            read(str(out))
+    with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted.*" + said):
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+    assert (out / theirs).read_text() == "the user's"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("craft", list(_CRAFTS))
+def test_vacuum_and_overwrite_leave_what_a_crafted_old_version_names(tmp_path, craft):
+    """A dropped version's manifest edited by hand: vacuum refuses, naming the file and
+    the entry, and removes nothing; overwrite, update and compact refuse too; the latest
+    version reads."""
+    edit, theirs, said = _CRAFTS[craft]
+    out = _converted(tmp_path)
+    tfrecorder.convert(_table(tmp_path, "a", n=8), str(out), mode="update")  # version 2
+    (out / theirs).write_text("the user's")
+    old = out / layout.version_manifest(1)
+    manifest = json.loads(old.read_text())
+    edit(manifest)
+    old.write_text(json.dumps(manifest))
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with pytest.raises(tfrecorder.IncompleteOutputError,
+                       match=re.escape(str(old)) + ".*" + re.escape(said)):
+        tfrecorder.vacuum(str(out), keep=1)
+    with pytest.raises(tfrecorder.IncompleteOutputError, match=re.escape(said)):
+        tfrecorder.info(str(out), version=1)
+    with pytest.raises(tfrecorder.IncompleteOutputError, match=re.escape(str(old))):
+        tfrecorder.versions(str(out))
+    with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted.*" + said):
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+    with pytest.raises(tfrecorder.IncompleteOutputError, match="cannot be updated.*" + said):
+        tfrecorder.convert(_table(tmp_path, "a", n=9), str(out), mode="update")
+    with pytest.raises(tfrecorder.IncompleteOutputError, match=re.escape(said)):
+        tfrecorder.compact(str(out))
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing removed
+    assert (out / theirs).read_text() == "the user's"
+    assert tfrecorder.verify(str(out)).records == 8  # the latest version reads as it was
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("published", [True, False], ids=["over a conversion", "fresh"])
+def test_a_ledger_naming_files_of_no_conversion_here_removes_none(tmp_path, published):
+    """A ledger is a run's list of what it wrote, but only names this folder's
+    conversion (or the run now writing it) writes for its dataset, splits and features
+    are taken from it."""
+    out = _converted(tmp_path) if published else tmp_path / "out"
+    run = out / layout.TMP_DIR / "deadrun"
+    run.mkdir(parents=True)
+    theirs = ["mine-train.tfrecord-00000-of-00001", "notes.labels.txt"]
+    (run / output.LEDGER).write_text(json.dumps({"files": theirs}))
+    for name in theirs:
+        (out / name).write_text("the user's")
+    result = tfrecorder.convert(_table(tmp_path, "b"), str(out), overwrite=True)
+    assert result.rows_written == 6 and layout.TMP_DIR not in os.listdir(out)
+    assert all((out / name).read_text() == "the user's" for name in theirs)
+
+
 def test_a_ledger_listing_paths_outside_removes_nothing_there(tmp_path, victims):
     out = tmp_path / "out"
     run = out / layout.TMP_DIR / "deadrun"

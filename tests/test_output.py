@@ -148,6 +148,50 @@ def _dead_pid() -> int:
     return int(done.stdout)
 
 
+def _killed_holding_the_lock(out, runner: str, detached: bool = False) -> dict:
+    """The lock a process took (with its real identity) before it was killed: it ends
+    without releasing it. Returns the lock's content."""
+    take = "sys.argv[1], 'killed', sys.argv[2]" + (", detached=True" if detached else "")
+    subprocess.run([sys.executable, "-c", (
+        f"import os, sys; from tfrecorder import _lock; _lock.acquire({take}); "
+        "os._exit(0)"), str(out), runner], check=True)
+    return json.loads((out / layout.LOCK).read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", ["compact", "vacuum"])
+def test_a_lock_whose_process_is_gone_is_taken_over_at_once_whatever_ran(
+        tmp_path, samples_converted, runner):
+    """A compact or vacuum killed holding the lock: the next one goes on at once, as
+    after a killed conversion, not ten minutes later."""
+    out = tmp_path / "out"
+    shutil.copytree(samples_converted()[0], out)
+    holder = _killed_holding_the_lock(out, runner)
+    assert holder["runner"] == runner and holder["pid"] != os.getpid()
+    assert holder["expires"] > time.time() + output.LOCK_TTL / 2  # far from expired
+    assert tfrecorder.vacuum(str(out), keep=1).versions == ()
+    assert layout.LOCK not in os.listdir(out)
+    _killed_holding_the_lock(out, runner)
+    assert tfrecorder.compact(str(out)).version is None  # nothing to rewrite
+    assert layout.LOCK not in os.listdir(out)
+
+
+@pytest.mark.slow
+def test_a_live_holder_or_a_job_elsewhere_keeps_its_lock(tmp_path, samples_converted):
+    out = tmp_path / "out"
+    shutil.copytree(samples_converted()[0], out)
+    lock = output.acquire(str(out), "live", "compact")  # this process: alive
+    with pytest.raises(tfrecorder.OutputBusyError, match=r"run live \(compact, process"):
+        tfrecorder.vacuum(str(out), keep=1)
+    lock.release()
+    # A job handed to a runner elsewhere goes on without the process that submitted it.
+    _killed_holding_the_lock(out, "DataflowRunner", detached=True)
+    before = (out / layout.LOCK).read_bytes()
+    with pytest.raises(tfrecorder.OutputBusyError, match=r"run killed \(DataflowRunner"):
+        tfrecorder.compact(str(out))
+    assert (out / layout.LOCK).read_bytes() == before
+
+
 @pytest.mark.parametrize("holder", [
     {"pid_namespace": -1},      # another container with the same host name
     {"boot_id": "other-boot"},  # another machine, or this one before a reboot... unproven

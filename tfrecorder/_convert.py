@@ -19,7 +19,7 @@ from tfrecorder import (
 from tfrecorder import (
     _rows as rows, _shard as shard, _spill as spill, _splits as splits,
     _staging as staging, _storage as storage, _versions as versions)
-from tfrecorder._errors import ConfigError
+from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._options import Options
 from tfrecorder._plan import gc_paused
 from tfrecorder._result import ConversionResult
@@ -83,7 +83,11 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                 del local_uris[5:]
 
     # An update reads the table with the stored label ids, new labels after them.
-    parent = output.survey(output_dir).latest if opts.mode is not None else None
+    found = output.survey(output_dir) if opts.mode is not None else None
+    if found is not None and found.damaged:
+        # Its versions cannot be trusted: there is nothing to update, nor to convert over.
+        raise IncompleteOutputError(f"{output_dir} cannot be updated: {found.damaged}")
+    parent = found.latest if found is not None else None
     label_column = schema.column("label")
     if parent is not None:
         given, vocabulary = vocabulary, versions.label_vocabulary(parent, label_column,
@@ -123,14 +127,18 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         files = [*shards, *indexes, *map(layout.rows_file, shards), *labels_files,
                  layout.version_manifest(1), layout.QUALITY,
                  layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
-        output.check_target(output.survey(output_dir), opts.overwrite, files)
+        # What this run writes: a dead run's ledger may name its files where the folder
+        # holds no manifest yet.
+        declared = layout.Declared(opts.name, frozenset(p.split for p in plans),
+                                   frozenset(table.vocabularies))
+        output.check_target(output.survey(output_dir, declared), opts.overwrite, files)
 
         # Nothing has been written so far. From here on the directory is this run's.
         lock, run_id = _lock(output_dir, opts)
         try:
             # With the lock held the directory cannot change under us: check it again,
             # as another run may have finished there since the first look.
-            before = output.survey(output_dir)
+            before = output.survey(output_dir, declared)
             output.check_target(before, opts.overwrite, files, run_id)
             output.clear_leftovers(before, run_id)
             run = _run(opts, output_dir, run_id, before, table, shards, schema, source)
@@ -282,7 +290,10 @@ def _lock(output_dir: str, opts: Options):
     try:
         # Creating the lock is the first write: it shows a folder we cannot write to
         # where permission bits do not (a read-only mount, an ACL).
-        return output.acquire(output_dir, run_id, opts.runner, ttl), run_id
+        # Any runner but the DirectRunner runs the job elsewhere, which may go on
+        # without this process.
+        return output.acquire(output_dir, run_id, opts.runner, ttl,
+                              detached=opts.runner != "DirectRunner"), run_id
     except OSError as e:
         if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise

@@ -174,11 +174,6 @@ def version_quality(version: int) -> str:
     return version_copy(version, QUALITY)
 
 
-def is_version_quality(name: str) -> bool:
-    """True for ``versions/KKKKK/quality.json``."""
-    return isinstance(name, str) and re.fullmatch(r"versions/\d{5}/quality\.json", name) is not None
-
-
 #: The files at the folder's top that describe its latest version (TFDS reads its two
 #: there). A version after the first writes its own under its name first
 #: (``version_copy``) and puts them at the top only once its manifest is published, so
@@ -242,6 +237,44 @@ def is_output_name(name: str) -> bool:
     # an index file is "index/<shard>.idx" or "versions/KKKKK/index/<shard>.idx", and
     # only that
     return (name.startswith("index/") or "/index/" in name) == name.endswith(".idx")
+
+
+def shard_of(name: str) -> ShardName | None:
+    """The shard the file ``name`` belongs to: the shard itself, or its index, live
+    index or rows file; None for any other name."""
+    if not isinstance(name, str):
+        return None
+    base = name.rsplit("/", 1)[-1]
+    for suffix in (ROWS_SUFFIX, ".idx"):
+        base = base.removesuffix(suffix)
+    return ShardName.parse(base)
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """What a conversion declares, which fixes the names it writes: the dataset's name,
+    its splits, and the features it writes a labels file for. A name read back from a
+    manifest or a ledger passes ``is_output_name`` whoever put it there; only this
+    tells a shard of another dataset (``mine-train.tfrecord-00000-of-00001``) or the
+    labels file of a feature the conversion does not have (``notes.labels.txt``), both
+    the user's, from the conversion's own files."""
+
+    name: str
+    splits: frozenset = frozenset()
+    labelled: frozenset = frozenset()
+
+    def writes(self, name: str) -> bool:
+        """True for a name this conversion writes: an output name whose shard (if it is
+        a shard's file) is of this dataset and one of its splits, and whose labels file
+        (if it is one) is of one of its labelled features."""
+        if not is_output_name(name):
+            return False
+        shard = shard_of(name)
+        if shard is not None:
+            return shard.name == self.name and shard.split in self.splits
+        if name.endswith(LABELS_SUFFIX):
+            return name in {labels_file(k) for k in self.labelled}
+        return True
 
 
 def escape(key: str) -> str:

@@ -38,10 +38,12 @@ class Lock:
     It is created only where none exists (O_EXCL on a local disk, a generation
     precondition on Cloud Storage) and says who holds it and until when. A lock is
     stale, and is taken over, only when it provably belongs to no live run: it has
-    expired (its run stopped renewing it), or its process is provably gone: the same
-    machine (host name, boot id), the same PID namespace, and no process of that id and
-    start time. A process that is merely not visible from here (another container with
-    the same host name) proves nothing, and its lock holds until it expires.
+    expired (its run stopped renewing it), or its run is its process (not a job the
+    process handed to a runner elsewhere, ``detached``) and that process is provably
+    gone: the same machine (host name, boot id), the same PID namespace, and no process
+    of that id and start time. A process that is merely not visible from here (another
+    container with the same host name) proves nothing, and its lock holds until it
+    expires.
     """
 
     path: str
@@ -143,13 +145,24 @@ def identity() -> dict:
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
+def _detached(holder: dict) -> bool:
+    """True when the lock's run may go on without its process: a job submitted to a
+    runner elsewhere (Dataflow, Flink, Spark, Dask...), which its process need not
+    outlive. A lock written before the field says so only by its runner."""
+    detached = holder.get("detached")
+    if isinstance(detached, bool):
+        return detached
+    return holder.get("runner") != "DirectRunner"
+
+
 def _process_gone(holder: dict) -> bool:
-    """True only when the lock's process is provably not running any more."""
+    """True only when the lock's run is its process, and that process is provably not
+    running any more; whatever the run is (a conversion, compact, vacuum, index)."""
     me = identity()
     if (me["boot_id"] is None or me["pid_namespace"] is None
             or holder.get("host") != me["host"] or holder.get("boot_id") != me["boot_id"]
             or holder.get("pid_namespace") != me["pid_namespace"]
-            or not isinstance(holder.get("pid"), int) or holder.get("runner") != "DirectRunner"):
+            or not isinstance(holder.get("pid"), int) or _detached(holder)):
         return False
     started = _proc_start(holder["pid"])
     if started is None:
@@ -203,13 +216,17 @@ def describe(holder: dict, path: str) -> str:
             f"{_when(holder.get('expires'), '%H:%M:%S')}, or delete {path}.")
 
 
-def acquire(output_dir: str, run_id: str, runner: str, ttl: int = LOCK_TTL) -> Lock:
+def acquire(output_dir: str, run_id: str, runner: str, ttl: int = LOCK_TTL,
+            detached: bool = False) -> Lock:
     """Takes the lock of ``output_dir`` for ``run_id``; OutputBusyError when a live
-    conversion holds it."""
+    conversion holds it. ``runner``: what runs (a Beam runner's name, ``compact``,
+    ``vacuum``), said to whoever meets the lock; ``detached``: the run goes on where
+    this process cannot see it (a job submitted to a runner), so its lock is not taken
+    over when this process is gone, only when it expires."""
     path = storage.join(output_dir, layout.LOCK)
     now = time.time()
-    holder = {**identity(), "run_id": run_id, "runner": runner, "started": now,
-              "expires": now + ttl}
+    holder = {**identity(), "run_id": run_id, "runner": runner, "detached": detached,
+              "started": now, "expires": now + ttl}
     for _ in range(3):
         try:
             storage.create_exclusive(path, json.dumps(holder, sort_keys=True).encode())

@@ -137,27 +137,7 @@ class Manifest:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Manifest":
-        for s in d["splits"].values():
-            for x in s["shards"]:
-                if layout.ShardName.parse(x.get("file")) is None:
-                    raise ValueError(f"it lists {x.get('file')!r} as a shard file, which is "
-                                     f"not a shard name tfrecorder writes")
-                # A shard's index file has one name, derived from the shard's: any other
-                # entry (``../x``, ``/etc/x``, a file of the user's, another shard's
-                # index) would be read by every reader and removed by ``overwrite``.
-                if x.get("index") is not None and x["index"] != index.name(x["file"]):
-                    raise ValueError(
-                        f"it lists {x['index']!r} as the index file of shard {x['file']}, "
-                        f"which is not the index file name tfrecorder writes for it "
-                        f"({index.name(x['file'])!r})")
-                # The same for its rows file and live index: names of this shard only.
-                if x.get("rows") is not None and x["rows"] != layout.rows_file(x["file"]):
-                    raise ValueError(f"it lists {x['rows']!r} as the rows file of shard "
-                                     f"{x['file']}, which is not the name tfrecorder writes")
-                live = x.get("live_index")
-                if live is not None and (layout.parse_live_index(live) or (0, ""))[1] != x["file"]:
-                    raise ValueError(f"it lists {live!r} as the live index of shard "
-                                     f"{x['file']}, which is not a name tfrecorder writes")
+        check_names(d)
         splits = {
             name: SplitInfo(s["name"], s["num_examples"], s["num_bytes"],
                             [ShardInfo(**x) for x in s["shards"]], dict(s.get("label_counts", {})))
@@ -171,7 +151,7 @@ class Manifest:
             rows_quarantined=d["rows_quarantined"], format_version=d["format_version"],
             image_options=dict(d.get("image_options", {})),
             generation=str(d.get("generation", "")),
-            quality=_quality_file(d.get("quality")),
+            quality=d.get("quality"),
             version=d.get("version"), parent=d.get("parent"), published=d.get("published"),
             source=d.get("source"), mode=d.get("mode"), key=d.get("key"),
             changes=d.get("changes"),
@@ -188,14 +168,58 @@ class Manifest:
         return cls.from_json(json.loads(data))
 
 
-def _quality_file(name) -> str | None:
-    # Names of ours only (``quality.json``, an update's ``versions/KKKKK/quality.json``):
-    # a manifest that lists another file would have readers read it and ``overwrite``
-    # remove it.
-    if name is not None and name != layout.QUALITY and not layout.is_version_quality(name):
-        raise ValueError(f"it lists {name!r} as its data report, which is not the file "
-                         f"name tfrecorder writes ({layout.QUALITY!r})")
-    return name
+def check_names(d: Mapping[str, Any]) -> None:
+    """ValueError, naming the entry, unless every file the manifest's JSON ``d`` lists is
+    one its conversion writes for a feature, split or shard it declares.
+
+    Every reader reads what a manifest lists, and ``overwrite`` and ``vacuum`` remove
+    it: a name of ours is not enough. A labels file of a feature it does not declare
+    (``notes``: ``notes.labels.txt``), a shard of another dataset or split, a shard of a
+    later version, the index, rows or live index file of another shard: each may be a
+    file of the user's."""
+    features, vocabularies = d["features"], d["vocabularies"]
+    undeclared = sorted(k for k in vocabularies if k not in features)
+    if undeclared:
+        raise ValueError(f"it lists a vocabulary for {undeclared[0]!r}, which is not one of "
+                         f"its features {sorted(features)}, so "
+                         f"{layout.labels_file(undeclared[0])!r} is no file of its")
+    declared = layout.Declared(d["name"], frozenset(d["splits"]), frozenset(vocabularies))
+    version = d.get("version") or 1
+    gzip = d["compression"] == "gzip"
+    for split, s in d["splits"].items():
+        for x in s["shards"]:
+            file = x.get("file")
+            shard = layout.ShardName.parse(file)
+            if shard is None:
+                raise ValueError(f"it lists {file!r} as a shard file, which is not a shard "
+                                 f"name tfrecorder writes")
+            if (not declared.writes(file) or shard.split != split or shard.version > version
+                    or shard.gzip != gzip):
+                raise ValueError(
+                    f"it lists {file!r} as a shard of split {split!r}, which is not a name "
+                    f"tfrecorder writes for that split of dataset {d['name']!r} by version "
+                    f"{version} ({d['name']}-{split}.tfrecord-SSSSS-of-NNNNN"
+                    f"{'.gz' if gzip else ''})")
+            # A shard's index, rows and live index files have one name each, derived
+            # from the shard's (a live index's version: this one or an earlier one).
+            if x.get("index") is not None and x["index"] != index.name(file):
+                raise ValueError(
+                    f"it lists {x['index']!r} as the index file of shard {file}, which is "
+                    f"not the index file name tfrecorder writes for it ({index.name(file)!r})")
+            if x.get("rows") is not None and x["rows"] != layout.rows_file(file):
+                raise ValueError(f"it lists {x['rows']!r} as the rows file of shard {file}, "
+                                 f"which is not the name tfrecorder writes for it "
+                                 f"({layout.rows_file(file)!r})")
+            live = x.get("live_index")
+            at = layout.parse_live_index(live) if live is not None else (version, file)
+            if at is None or at[1] != file or at[0] > version:
+                raise ValueError(f"it lists {live!r} as the live index of shard {file}, "
+                                 f"which is not a name tfrecorder writes for it")
+    # The root report, or this version's own (``versions/KKKKK/quality.json``).
+    quality = d.get("quality")
+    if quality is not None and quality not in (layout.QUALITY, layout.version_quality(version)):
+        raise ValueError(f"it lists {quality!r} as its data report, which is not a file name "
+                         f"tfrecorder writes for version {version} ({layout.QUALITY!r})")
 
 
 def json_bytes(value) -> bytes:

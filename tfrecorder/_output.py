@@ -187,8 +187,10 @@ def _remove_empty_index_dir(output_dir: str) -> None:
 
 def read_versions(output_dir: str, entries: Iterable[str] | None = None) -> tuple:
     """``((number, Manifest), ...)`` of every version published in ``output_dir``
-    (``versions/KKKKK.json``), in order; a file there that is not a whole manifest
-    is skipped (it is no published version)."""
+    (``versions/KKKKK.json``), in order. IncompleteOutputError naming the file when one
+    is not a manifest whose every name its conversion writes (``Manifest.from_json``):
+    a version's manifest is created whole or not at all, so such a file was damaged or
+    edited, and nothing it lists may be read or removed."""
     if entries is not None and layout.VERSIONS_DIR not in entries:
         return ()
     folder = storage.join(output_dir, layout.VERSIONS_DIR)
@@ -201,11 +203,14 @@ def read_versions(output_dir: str, entries: Iterable[str] | None = None) -> tupl
         k = layout.parse_version_manifest(f"{layout.VERSIONS_DIR}/{name.rstrip('/')}")
         if k is None:
             continue
+        path = _inside(output_dir, layout.version_manifest(k))
         try:
-            m = Manifest.from_bytes(storage.read_bytes(
-                _inside(output_dir, layout.version_manifest(k))))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
+            m = Manifest.from_bytes(storage.read_bytes(path))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise IncompleteOutputError(
+                f"{path} is not a manifest tfrecorder wrote ({type(e).__name__}: {e}), so "
+                f"nothing it lists is read or removed. Put back the file tfrecorder wrote, "
+                f"or convert into another folder") from None
         out.append((k, m))
     return tuple(sorted(out, key=lambda km: km[0]))
 
@@ -216,8 +221,10 @@ def under_a_file(output_dir: str) -> ConfigError:
                        f"folder; give a path under a folder")
 
 
-def survey(output_dir: str) -> Survey:
-    """Reads what ``output_dir`` holds; ConfigError when it cannot be a directory."""
+def survey(output_dir: str, run: layout.Declared | None = None) -> Survey:
+    """Reads what ``output_dir`` holds; ConfigError when it cannot be a directory.
+    ``run``: what the run about to write declares; the files a ledger lists are taken
+    as leftovers only where the folder's manifest or ``run`` writes them."""
     if storage.exists(output_dir) and not storage.isdir(output_dir):
         raise ConfigError(f"output directory {output_dir} is a file; give a directory path")
     try:
@@ -245,19 +252,34 @@ def survey(output_dir: str) -> Survey:
                 f"{tmp} is {'a symbolic link' if storage.is_link(tmp) else 'not a folder'}; "
                 f"tfrecorder keeps a run's private files in that folder and never writes "
                 f"through a link. Remove it, then run again")
-        for run in storage.listdir(tmp):
+        for dead in storage.listdir(tmp):
             try:
                 ledger = json.loads(storage.read_bytes(_inside(output_dir, layout.TMP_DIR,
-                                                               run, LEDGER)))
+                                                               dead, LEDGER)))
                 files = ledger["files"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            # A ledger names what its run wrote; only names a run writes are taken from
-            # it (never "../x" or "/etc/x"), and only as names inside this folder.
-            leftovers.update(n for n in files if layout.is_output_name(n))
-    # A damaged manifest makes nothing in the folder ours, the versions' files included.
-    found = () if damaged else read_versions(output_dir, entries)
+            # A ledger names what its run wrote, but anyone can write a ledger: only
+            # names of this folder's conversion are taken from it (never "../x",
+            # "/etc/x", another dataset's shard or a labels file of no feature of its),
+            # and only as names inside this folder.
+            if isinstance(files, list):
+                leftovers.update(n for n in files if isinstance(n, str))
+    # A damaged manifest, or version manifest, makes nothing in the folder ours, the
+    # versions' files included.
+    found = ()
+    if not damaged:
+        try:
+            found = read_versions(output_dir, entries)
+        except IncompleteOutputError as e:
+            manifest, damaged = None, str(e)
+    declared = [run, *(_declared(m) for m in (manifest, *(m for _, m in found)) if m)]
+    leftovers = {n for n in leftovers if any(d and d.writes(n) for d in declared)}
     return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged, found)
+
+
+def _declared(m: Manifest) -> layout.Declared:
+    return layout.Declared(m.name, frozenset(m.splits), frozenset(m.vocabularies))
 
 
 def _all_versions(output_dir: str, latest: "view.Version") -> list:
@@ -323,7 +345,7 @@ def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
             f"output directory {s.output_dir} holds {', '.join(clash[:5])}, which no "
             f"tfrecorder manifest lists, and this conversion would replace it. Move it away, "
             f"or give another output directory."
-            + (f" (Its {layout.MANIFEST} cannot be trusted: {s.damaged})" if s.damaged else ""))
+            + (f" (A manifest there cannot be trusted: {s.damaged})" if s.damaged else ""))
 
 
 def clear_leftovers(s: Survey, keep_run: str) -> None:
@@ -669,7 +691,10 @@ def vacuum(output_dir: str, keep: int) -> Vacuumed:
         for k, m in kept:
             in_use |= _listed(m) | {layout.version_manifest(k)}
         in_use |= _listed(s.manifest)
-        gone = sorted(set().union(*(_listed(m) for _, m in dropped)) - in_use)
+        # Only a version's own files go; a labels file is the folder's, whatever an
+        # old version's manifest says.
+        gone = sorted(n for n in set().union(*(_listed(m) for _, m in dropped)) - in_use
+                      if not n.endswith(layout.LABELS_SUFFIX))
         here = functools.partial(_inside, output_dir)
         size = 0
         for name in gone:

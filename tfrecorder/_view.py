@@ -38,7 +38,7 @@ from tfrecorder import (
     _storage as storage)
 from tfrecorder._errors import (ConfigError, CorruptRecordError, IncompleteOutputError,
                                OutputChangedError)
-from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
+from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, check_names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,9 +287,11 @@ def _open_once(output_dir: str, version: int | None) -> Version:
     if version is not None:
         path = storage.join(output_dir, layout.version_manifest(version))
         try:
-            return _version(output_dir, storage.read_bytes(path), path, version)
+            own = storage.read_bytes(path)
         except (FileNotFoundError, NotADirectoryError):
-            pass
+            own = None
+        if own is not None:  # (_version's IncompleteOutputError is a FileNotFoundError)
+            return _version(output_dir, own, path, version)
         if version == 1:  # a folder converted before versions existed: tfrecorder.json
             try:
                 data = storage.read_bytes(latest)
@@ -363,32 +365,17 @@ def _version(output_dir: str, data: bytes | None, pin: str, number: int) -> Vers
 
 def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
     """The Manifest, shards and listed files of a manifest's JSON, format 1 or 2. The
-    format-2 fields are read here; every name is checked to be one a conversion
-    writes for that shard, since readers read what a manifest lists and overwrite
-    removes it."""
+    format-2 fields are read here; every name is checked to be one its conversion
+    writes (``manifest.check_names``), since readers read what a manifest lists and
+    overwrite removes it."""
+    check_names(d)
     splits_json, files, indexed = {}, set(), set()
     shards: dict[str, list[Shard]] = {}
     for name, s in d["splits"].items():
         listed = []
         for x in s["shards"]:
             file = x.get("file")
-            if layout.ShardName.parse(file) is None:
-                raise ValueError(f"it lists {file!r} as a shard file, which is not a shard "
-                                 f"name tfrecorder writes")
-            if x.get("index") is not None and x["index"] != index.name(file):
-                raise ValueError(
-                    f"it lists {x['index']!r} as the index file of shard {file}, which is "
-                    f"not the index file name tfrecorder writes for it ({index.name(file)!r})")
-            live_index = x.get("live_index")
-            if live_index is not None:
-                parsed = layout.parse_live_index(live_index)
-                if parsed is None or parsed[1] != file:
-                    raise ValueError(f"it lists {live_index!r} as the live index of shard "
-                                     f"{file}, which is not a name tfrecorder writes for it")
-            rows = x.get("rows")
-            if rows is not None and rows != layout.rows_file(file):
-                raise ValueError(f"it lists {rows!r} as the rows file of shard {file}, "
-                                 f"which is not a name tfrecorder writes for it")
+            live_index, rows = x.get("live_index"), x.get("rows")
             n = int(x["num_examples"])
             live = int(x.get("live", n))
             if live_index is None and live != n or live < 0 or (n >= 0 and live > n):
@@ -404,10 +391,6 @@ def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
         total = sum(sh.live for sh in listed) if listed else s["num_examples"]
         splits_json[name] = {**s, "num_examples": total, "shards": []}
     quality = d.get("quality")
-    if quality is not None and not (quality == layout.QUALITY
-                                    or layout.is_version_quality(quality)):
-        raise ValueError(f"it lists {quality!r} as its data report, which is not a file "
-                         f"name tfrecorder writes")
     base = Manifest.from_json({**d, "splits": splits_json, "quality": None})
     split_infos = {
         name: SplitInfo(info.name, info.num_examples, info.num_bytes,
