@@ -156,6 +156,53 @@ def test_nothing_is_lost_bad_rows_are_quarantined_with_reasons(tf, tmp_path, ima
     assert "QUARANTINED" in str(result) and "5 rows quarantined" in result._repr_html_()
 
 
+@pytest.mark.slow
+def test_missing_files_over_the_budget_stop_the_run_before_any_image_is_read(tmp_path,
+                                                                          image_table):
+    # The broken file is found only by reading it: its row is not among the bad ones,
+    # so no image was read; the missing files' rows are quarantined as a run would.
+    good = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(4)]
+    broken = image_table("broken.jpg", b"not an image")
+    gone = [str(tmp_path / f"gone/{i}.jpg") for i in range(3)]
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": good + [broken] + gone,
+                       "label": ["a", "b"] * 4})
+    out = tmp_path / "out"
+    with pytest.raises(tfrecorder.ConversionError) as e:
+        df.tensorflow.to_tfrecord(str(out))
+    assert str(e.value).startswith(
+        f"3 of 8 rows were quarantined: more than max_error_fraction=0.1. First reasons: "
+        f"row 5: image file not found: {gone[0]}; row 6: ")
+    assert f"Every bad row is listed in {out / 'errors.jsonl'}" in str(e.value)
+    errors = [json.loads(line) for line in open(out / "errors.jsonl")]
+    assert [(q["row"], q["stage"], q["reason"]) for q in errors] == [
+        (5 + i, "read", f"image file not found: {uri}") for i, uri in enumerate(gone)]
+    assert errors[0]["values"] == {"split": "TRAIN", "image_uri": gone[0], "label": "b"}
+    assert not (out / "tfrecorder.json").exists()
+
+    # Over a complete output, which stays: the errors file goes to the run's folder.
+    df.iloc[:4].tensorflow.to_tfrecord(str(out), overwrite=True)
+    with pytest.raises(tfrecorder.ConversionError, match=r"3 of 8 rows .* listed in .*"
+                       r"\.tfrecorder-tmp.*errors\.jsonl"):
+        df.tensorflow.to_tfrecord(str(out), overwrite=True)
+    assert tfrecorder.verify(str(out)).records == 4
+
+    # Within the budget, those rows go through the run and are quarantined there.
+    result = df.tensorflow.to_tfrecord(str(tmp_path / "within"), max_error_fraction=0.5)
+    assert (result.rows_written, result.rows_quarantined) == (4, 4)
+
+
+def test_an_image_missing_on_two_rows_is_two_bad_rows_before_the_run(tmp_path, image_table):
+    # Multi-label: one record of the image's two rows; each row is listed.
+    good = image_table("a.jpg", encode())
+    gone = str(tmp_path / "gone.jpg")
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [good, gone, gone],
+                       "label": ["x", "x", "y"]})
+    with pytest.raises(tfrecorder.ConversionError, match="^2 of 3 rows were quarantined"):
+        df.tensorflow.to_tfrecord(str(tmp_path / "out"), multi_label=True)
+    errors = [json.loads(line) for line in open(tmp_path / "out" / "errors.jsonl")]
+    assert [(q["row"], q["values"]["label"]) for q in errors] == [(1, "x"), (2, "y")]
+
+
 def test_same_input_gives_byte_identical_files(tmp_path):
     csv = os.path.join(SAMPLES, "data.csv")
     tfrecorder.convert(csv, str(tmp_path / "a"), num_shards=2)

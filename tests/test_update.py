@@ -422,6 +422,19 @@ def test_rows_quarantined_before_do_not_make_a_small_update_fail(tmp_path):
 
 
 @pytest.mark.slow
+def test_an_update_whose_new_rows_miss_their_files_stops_before_reading_any(tmp_path):
+    paths = _images(tmp_path / "img", 8)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    broken = tmp_path / "img" / "broken.jpg"
+    broken.write_bytes(b"not an image")  # found only by reading it: not among the bad
+    gone = [str(tmp_path / "img" / f"gone{i}.jpg") for i in range(3)]
+    with pytest.raises(tfrecorder.ConversionError, match=r"^3 of 12 rows were quarantined"):
+        tfrecorder.convert(_table(paths + [str(broken)] + gone), str(out), mode="append")
+    assert json.loads((out / "tfrecorder.json").read_text())["version"] == 1
+
+
+@pytest.mark.slow
 def test_the_report_of_an_update_compares_new_rows_with_every_kept_one(tmp_path):
     paths = _images(tmp_path / "img", 8)
     out = tmp_path / "out"
@@ -536,9 +549,11 @@ def test_an_update_with_pipeline_options_or_over_the_budget_still_says_so(
     given = tfrecorder.convert(edited, str(out), mode="update", near_duplicates=True,
                                pipeline_options={"direct_num_workers": 1})
     assert given.job_id.startswith("direct-") and given.version == 2
-    # Without Beam, a run over its error budget fails as on Beam, and publishes nothing.
+    # Without Beam, a run over its error budget fails as on Beam, and publishes nothing
+    # (files that are there but are no images: missing ones would stop it before).
     for i in range(23, 30):
         edited.loc[i] = ["TRAIN", str(tmp_path / "img" / f"gone{i}.jpg"), "cat"]
+        (tmp_path / "img" / f"gone{i}.jpg").write_bytes(b"not an image")
     with pytest.raises(tfrecorder.ConversionError, match="max_error_fraction") as failed:
         tfrecorder.convert(edited, str(copy), mode="update", near_duplicates=True,
                            max_error_fraction=0.2)

@@ -75,6 +75,20 @@ class Quarantined:
         return dataclasses.asdict(self)
 
 
+def quarantined(row, columns: tuple, stage: str, reason: str) -> list[Quarantined]:
+    """The lines of ``row`` (a ``plan.Row``) in the errors file: one per input row, as
+    rows merged into one record (an image listed with several labels) are quarantined
+    each with its values."""
+    return [Quarantined(rid, row.split, row.image_uri, dict(zip(columns, values)), stage,
+                        reason) for rid, values in ((row.row, row.values), *row.merged)]
+
+
+def missing_file(row, columns: tuple) -> list[Quarantined]:
+    """``quarantined`` for a row whose image file is not there, as a read finds it."""
+    return quarantined(row, columns, "read", _read_reason(FileNotFoundError(),
+                                                           row.image_uri))
+
+
 #: Images larger than this are quarantined unread (Options.max_image_bytes).
 MAX_IMAGE_BYTES = 256 << 20
 
@@ -334,11 +348,7 @@ def write(task: ShardTask, settings: WriteSettings,
                 elif isinstance(ready, image.ImageProblem):
                     reason, stage = _named(str(ready), row.image_uri), "image"
                 if reason is not None:
-                    # One line per input row: rows merged into one record (an image
-                    # listed with several labels) are quarantined each with its values.
-                    for rid, values in ((row.row, row.values), *row.merged):
-                        bad.append(Quarantined(rid, row.split, row.image_uri,
-                                               dict(zip(columns, values)), stage, reason))
+                    bad.extend(quarantined(row, columns, stage, reason))
                     continue
                 stored, info, measured, source_size, file_size, file_stamp = ready
                 written = (None if settings.image_column is None
