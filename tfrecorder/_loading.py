@@ -253,11 +253,18 @@ def _decoder(tf, image_size, channels, legacy_pixels: bool):
     def decode(ex):
         data = ex[layout.IMAGE]
 
-        def any_format():
-            if channels == 3:
-                return tf.io.decode_image(data, channels=3, expand_animations=False)
+        def as_stored():
             img = tf.io.decode_image(data, channels=0, expand_animations=False)
             return _with_channels(tf, img, channels)
+
+        def any_format():
+            if channels != 3:
+                return as_stored()
+            # TensorFlow decodes a WebP only to the channels it has (3 of one with alpha
+            # is refused): it is converted after.
+            return tf.cond(tf.equal(ex[layout.IMAGE_FORMAT], "webp"), as_stored,
+                           lambda: tf.io.decode_image(data, channels=3,
+                                                      expand_animations=False))
 
         def jpeg(ratio):
             def rgb():
