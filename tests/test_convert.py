@@ -203,6 +203,49 @@ def test_an_image_missing_on_two_rows_is_two_bad_rows_before_the_run(tmp_path, i
     assert [(q["row"], q["values"]["label"]) for q in errors] == [(1, "x"), (2, "y")]
 
 
+def test_webp_is_kept_and_what_re_encoding_cost_is_in_the_summary(tf, tmp_path, image_table):
+    import io
+
+    from PIL import Image
+
+    frames = [Image.open(io.BytesIO(encode(seed=i, size=(64, 48)))) for i in range(2)]
+    animated = io.BytesIO()
+    frames[0].save(animated, "WEBP", save_all=True, append_images=frames[1:])
+    files = {"still.webp": encode(fmt="WEBP", size=(64, 48)), "a.jpg": encode(seed=2),
+             "a.tif": encode(fmt="TIFF", seed=3, size=(64, 48)),
+             "b.tif": encode(fmt="TIFF", seed=4, size=(64, 48)),
+             "moving.webp": animated.getvalue()}
+    df = pd.DataFrame({"split": ["TRAIN", "TRAIN", "TRAIN", "TEST", "TEST"],
+                       "image_uri": [image_table(n, d) for n, d in files.items()],
+                       "label": "x"})
+    out = tmp_path / "out"
+    result = df.tensorflow.to_tfrecord(str(out))
+    stored = {}
+    for split in ("train", "test"):
+        for ex in read_examples(tf, split_files(out, split)):
+            stored[ex["image_name"][0].decode()] = (ex["image_format"][0].decode(),
+                                                   ex["image"][0])
+    assert stored["still.webp"] == ("webp", files["still.webp"])  # as it is
+    assert {n: f for n, (f, _) in stored.items()} == {
+        "still.webp": "webp", "a.jpg": "jpeg", "a.tif": "png", "b.tif": "png",
+        "moving.webp": "png"}
+    cost = {fmt: [files[n] for n in files if stored[n][0] == "png" and n.endswith(ext)]
+            for fmt, ext in (("tiff", ".tif"), ("webp", ".webp"))}
+    assert result.reencoded == {
+        fmt: {"images": len(sources), "source_bytes": sum(map(len, sources)),
+              "stored_bytes": sum(len(stored[n][1]) for n in files
+                                  if n.endswith(ext) and stored[n][0] == "png")}
+        for (fmt, sources), ext in zip(cost.items(), (".tif", ".webp"))}
+    source = sum(c["source_bytes"] for c in result.reencoded.values())
+    written = sum(c["stored_bytes"] for c in result.reencoded.values())
+    from tfrecorder._result import human_bytes
+
+    assert (f"  RE-ENCODED          3 image(s) stored as PNG (tiff 2, webp 1): "
+            f"{human_bytes(source)} of files became {human_bytes(written)}, "
+            f"{written / source:.1f}x") in str(result).splitlines()
+    assert "re-encoded" in result._repr_html_()
+
+
 def test_same_input_gives_byte_identical_files(tmp_path):
     csv = os.path.join(SAMPLES, "data.csv")
     tfrecorder.convert(csv, str(tmp_path / "a"), num_shards=2)

@@ -100,6 +100,34 @@ class ConversionResult(_Keys):
         return [label for label in self.labels if label not in seen]
 
     @property
+    def reencoded(self) -> dict[str, dict[str, int]]:
+        """Images stored as PNG because not every reader of ours decodes their format
+        (TIFF, an animated WebP, ...), by that format: ``images``, their files' bytes
+        (``source_bytes``) and the bytes stored (``stored_bytes``), over every split of
+        the data report (an update's: of the records it wrote)."""
+        out: dict[str, dict[str, int]] = {}
+        stats = self.report.data.get("stats", {}) if self.report is not None else {}
+        for split in stats.values():
+            for fmt, cost in split.get("reencoded", {}).items():
+                total = out.setdefault(fmt, dict.fromkeys(cost, 0))
+                for k, n in cost.items():
+                    total[k] += n
+        return dict(sorted(out.items()))
+
+    def _reencoded_line(self, width: int = 0) -> str | None:
+        """What re-encoding cost, in a line (its count ``width`` wide), or None."""
+        costs = self.reencoded
+        if not costs:
+            return None
+        images = sum(c["images"] for c in costs.values())
+        source = sum(c["source_bytes"] for c in costs.values())
+        stored = sum(c["stored_bytes"] for c in costs.values())
+        kinds = ", ".join(f"{fmt} {c['images']}" for fmt, c in costs.items())
+        ratio = f", {stored / source:.1f}x" if source else ""
+        return (f"{images:>{width}} image(s) stored as PNG ({kinds}): {human_bytes(source)} "
+                f"of files became {human_bytes(stored)}{ratio}")
+
+    @property
     def errors_file(self) -> str:
         return storage.join(self.output_dir, layout.ERRORS)
 
@@ -248,6 +276,9 @@ class ConversionResult(_Keys):
             lines.append(f"  QUARANTINED {self.rows_quarantined:>9} rows, listed in {self.errors_file}")
             for e in self.first_errors:
                 lines.append(f"    row {e['row']}: {e['reason']}")
+        reencoded = self._reencoded_line(9)
+        if reencoded is not None:
+            lines.append(f"  RE-ENCODED  {reencoded}")
         lines += [f"  note: {note}" for note in self.notes]
         if self.report is not None:
             lines.append(f"  {self.report.summary()} — tfrecorder report {self.output_dir}")
@@ -300,6 +331,9 @@ class ConversionResult(_Keys):
             parts.append(
                 f"<div style='color:#b00'><b>{self.rows_quarantined} rows quarantined</b>, "
                 f"listed in <code>{esc(self.errors_file)}</code><ul>{items}</ul></div>")
+        reencoded = self._reencoded_line()
+        if reencoded is not None:
+            parts.append(f"<div><b>re-encoded</b>: {esc(reencoded)}</div>")
         parts += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
         if self.report is not None:
             parts.append(f"<div><i>data report</i>: {esc(self.report.summary())} "

@@ -51,6 +51,9 @@ class ShardStats:
     channels: dict[int, int] = dataclasses.field(default_factory=dict)
     labels: dict[int, int] = dataclasses.field(default_factory=dict)
     formats: dict[str, int] = dataclasses.field(default_factory=dict)  # image_format -> records
+    #: Images re-encoded to be readable (``ImageInfo.source_format``): their format ->
+    #: [images, their files' bytes, the bytes stored].
+    reencoded: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
     rows_file: str | None = None   # its rows file (layout.rows_file); None when none is written
@@ -364,6 +367,11 @@ def write(task: ShardTask, settings: WriteSettings,
                 stats.source_bytes += source_size
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
                 stats.formats[info.format] = stats.formats.get(info.format, 0) + 1
+                if info.source_format is not None:
+                    cost = stats.reencoded.setdefault(info.source_format, [0, 0, 0])
+                    cost[0] += 1
+                    cost[1] += source_size
+                    cost[2] += len(stored)
             framed.append(records.write_record_parts(out, example.serialize_parts(features),
                                                      digest))
             if settings.rows:
