@@ -222,6 +222,10 @@ def test_append_adds_new_keys_and_reports_the_stored_ones(tf, tmp_path):
     assert result.version == 2 and result.existing_count == 5
     assert sorted(result.existing_keys) == [paths[0], paths[2], paths[3], paths[4], paths[5]]
     assert "5 row(s) not appended" in str(result)
+    # The stored key whose row differs is said, with what differs and what writes it.
+    assert (result.existing_differ, result.existing_differ_in) == (1, ["label"])
+    assert str(result).count("; 1 of them differs (label): --update writes it") == 1
+    assert "1 of them differs (label)" in result._repr_html_()
     assert result.changes == {"train": {"added": 2, "retired": 0, "kept": 4},
                               "test": {"added": 0, "retired": 0, "kept": 2}}
     records = _live_records(tf, out, 2)
@@ -232,6 +236,13 @@ def test_append_adds_new_keys_and_reports_the_stored_ones(tf, tmp_path):
     m = json.loads((out / "tfrecorder.json").read_text())
     assert m["mode"] == "append" and all(
         "live_index" not in s for info in m["splits"].values() for s in info["shards"])
+    # Nothing new: up to date, and still what differs (here the image as well).
+    with open(paths[2], "ab") as f:
+        f.write(b"\0")
+    again = tfrecorder.convert(table, str(out), mode="append")
+    assert again.unchanged and (again.existing_differ, again.existing_differ_in) == (
+        2, ["image", "label"])
+    assert "; 2 of them differ (image, label): --update writes them" in str(again)
 
 
 @pytest.mark.slow

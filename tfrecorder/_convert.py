@@ -195,11 +195,9 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
                     storage.read_bytes(storage.join(output_dir, layout.version_manifest(k))))
             lock.release()
             result = ConversionResult.from_output(output_dir, opts.runner, None, parent)
-            return dataclasses.replace(result, unchanged=True, changes={
+            return _existing(dataclasses.replace(result, unchanged=True, changes={
                 s: {"added": 0, "retired": 0, "kept": c["kept"]}
-                for s, c in decided.update.changes.items()},
-                existing_keys=list(decided.update.existing),
-                existing_count=decided.update.existing_count)
+                for s, c in decided.update.changes.items()}), decided.update)
         subset = spill.subset(table, decided.picked, look=_looks(opts))
         plans = plan.split_plans(subset.counts, num_shards=opts.num_shards,
                                  bytes_per_split=subset.bytes_per_split(),
@@ -292,11 +290,14 @@ def _stop_over_budget(run: runners.Run, table: spill.Spilled) -> None:
 
 
 def _existing(result, update: versions.Update):
-    """``result`` with the rows an append left out because their key was stored."""
+    """``result`` with the rows an append left out because their key was stored, and
+    how many of them differ from what is stored, in what."""
     if not isinstance(result, ConversionResult) or not update.existing_count:
         return result
     return dataclasses.replace(result, existing_count=update.existing_count,
-                               existing_keys=list(update.existing))
+                               existing_keys=list(update.existing),
+                               existing_differ=update.existing_differ,
+                               existing_differ_in=list(update.differ_in))
 
 
 def _noted(result, notes: list[str]):

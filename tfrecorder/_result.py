@@ -87,6 +87,11 @@ class ConversionResult(_Keys):
     #: first of those keys.
     existing_count: int = 0
     existing_keys: list = dataclasses.field(default_factory=list)
+    #: Of those, the rows that differ from the record stored under their key, and in
+    #: what (``split``, ``label``, a column's name, ``image_uri``, ``image``): an update
+    #: (``mode="update"``) would write them.
+    existing_differ: int = 0
+    existing_differ_in: list = dataclasses.field(default_factory=list)
 
     @property
     def labels_without_records(self) -> list[str]:
@@ -235,8 +240,18 @@ class ConversionResult(_Keys):
         if self.existing_count:
             shown = ", ".join(map(str, self.existing_keys))
             lines.append(f"  EXISTING    {self.existing_count:>9} row(s) not appended: their "
-                         f"key is already stored ({shown}{' ...' if self.existing_count > len(self.existing_keys) else ''})")
+                         f"key is already stored ({shown}{' ...' if self.existing_count > len(self.existing_keys) else ''})"
+                         f"{self._differ_text()}")
         return lines
+
+    def _differ_text(self) -> str:
+        """``; 1 of them differs (label): --update writes it``, or "" where none does."""
+        if not self.existing_differ:
+            return ""
+        one = self.existing_differ == 1
+        return (f"; {self.existing_differ} of them differ{'s' if one else ''} "
+                f"({', '.join(self.existing_differ_in)}): --update writes "
+                f"{'it' if one else 'them'}")
 
     def _version_rows(self) -> str:
         """What an update's version holds against the table it was given."""
@@ -314,7 +329,7 @@ class ConversionResult(_Keys):
                          f"<th>retired</th><th>kept</th></tr>{changed}</table>")
             if self.existing_count:
                 parts.append(f"<div>{self.existing_count} row(s) not appended: their key is "
-                             f"already stored</div>")
+                             f"already stored{esc(self._differ_text())}</div>")
         if self.labels:
             parts.append(f"<div>{len(self.labels)} labels: {esc(', '.join(self.labels[:20]))}"
                          f"{' ...' if len(self.labels) > 20 else ''}</div>")
