@@ -361,6 +361,10 @@ def _names_in(folder: str, path: str) -> set[str]:
         return {posixpath.basename(p.rstrip("/")) for p in fs.ls(folder, detail=False)}
     except FileNotFoundError:
         return set()
+    finally:
+        # gcsfs would answer later questions about these objects (``stamp``: their
+        # generation) from this listing, however long ago it was made.
+        fs.invalidate_cache(folder)
 
 
 def isdir(path: str) -> bool:
