@@ -19,7 +19,8 @@ setup(
         # pandas 3 works: see docs/design.md on Beam's IPython label hook.
         "pandas>=2.0",
         "pillow>=10.0",
-        "tensorflow>=2.15",
+        # 2.21: tf.io.decode_image reads WebP, which is then stored as it is.
+        "tensorflow>=2.21",
         "tqdm>=4.60",
     ],
     extras_require={

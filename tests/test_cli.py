@@ -197,3 +197,25 @@ _cli.command()
     assert done.returncode == 3 and done.stderr == "", done.stderr  # exits quietly
     before, young, after = map(int, done.stdout.split())
     assert before == young == 0 and after > 1000
+
+
+@pytest.mark.slow
+def test_the_commands_stderr_is_its_one_line_whatever_the_libraries_beneath_log(tmp_path):
+    """Beam's worker processes talk gRPC, whose C++ core logs to file descriptor 2: with
+    its debug logging and tracers asked for in the environment, the command's stderr is
+    still its one error line."""
+    from tfrecorder._convert import IN_PROCESS_MAX_ROWS
+
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"not an image")
+    n = IN_PROCESS_MAX_ROWS + 1  # worker processes, which Beam reaches through gRPC
+    table = tmp_path / "data.csv"
+    table.write_text("".join(f"TRAIN,{broken},x\n" for _ in range(n)))
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "GRPC_VERBOSITY": "debug",
+           "GRPC_TRACE": "api,channel", "TF_CPP_MIN_LOG_LEVEL": "0"}
+    p = subprocess.run([sys.executable, "-m", "tfrecorder", "convert", str(table),
+                        str(tmp_path / "out"), "--num-workers", "2", "--num-shards", "2"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert p.stderr.startswith(f"Error: {n} of {n} rows were quarantined"), p.stderr[:2000]
+    assert p.stderr.count("\n") == 1, p.stderr[:2000]

@@ -78,6 +78,25 @@ def test_gs_csv_of_gs_images_to_gs_output_every_row_accounted_for(gcs, tmp_path)
     assert list(datasets) == ["train", "test"] and datasets.label_names == ["c0", "c1"]
 
 
+def test_gs_images_missing_over_the_budget_stop_the_run_before_it_starts(gcs):
+    # One listing of the folder tells which objects are not there; the object that is
+    # no image is found only by reading it, and is not among the bad rows.
+    root = f"gs://{BUCKET}/early"
+    gcs.pipe(f"{root}/img/good.jpg", encode())
+    gcs.pipe(f"{root}/img/broken.jpg", b"not an image")
+    rows = [["TRAIN", f"{root}/img/good.jpg", "a"], ["TRAIN", "img/broken.jpg", "a"]]
+    rows += [["TRAIN", f"img/gone-{i}.jpg", "b"] for i in range(2)]
+    rows += [["TEST", f"gs://{BUCKET}/nowhere/x.jpg", "b"]]
+    gcs.pipe(f"{root}/data.csv", pd.DataFrame(rows).to_csv(header=False, index=False).encode())
+    with pytest.raises(tfrecorder.ConversionError, match=r"^3 of 5 rows were quarantined"):
+        tfrecorder.convert(f"{root}/data.csv", f"{root}/out")
+    errors = [json.loads(line) for line in gcs.cat(f"{root}/out/errors.jsonl").splitlines()]
+    assert [(e["row"], e["reason"]) for e in errors] == [
+        (3, f"image file not found: {root}/img/gone-0.jpg"),
+        (4, f"image file not found: {root}/img/gone-1.jpg"),
+        (5, f"image file not found: gs://{BUCKET}/nowhere/x.jpg")]
+
+
 class _ReadThrough(shard.WriteSettings):
     """Write settings whose shards read every image through ``read``: the seam
     ``shard.write`` takes its reader from, so the shard decides the reads in flight."""

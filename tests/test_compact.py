@@ -8,6 +8,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder import _layout as layout, access
+from tfrecorder._result import human_bytes
 from tests.test_update import LABELS, _converted_on_gcs, _digests, _images, _listed, _table
 
 
@@ -97,8 +98,13 @@ def test_compact_rewrites_what_tfds_cannot_read_and_keeps_every_version(tmp_path
 def test_vacuum_after_compact_leaves_only_the_compacted_files(tmp_path):
     out, table = _updated(tmp_path)
     want = {s: _records(out, s) for s in ("train", "test")}
-    tfrecorder.compact(str(out))
+    done = tfrecorder.compact(str(out))
+    # Both copies until vacuum: the summary says so, with the bytes vacuum then frees.
+    sizes = {p.name: p.stat().st_size for p in out.glob("data-*")}
+    assert (f"The folder holds both copies: the earlier versions' {human_bytes(done.held)} "
+            f"of shards stay until `tfrecorder vacuum {out} --keep 1`") in str(done)
     tfrecorder.vacuum(str(out), keep=1)
+    assert done.held == sum(n for name, n in sizes.items() if not (out / name).exists())
     shards = sorted(p.name for p in out.glob("data-*"))
     assert shards == ["data-test-v00003.tfrecord-00000-of-00001",
                       "data-train-v00003.tfrecord-00000-of-00001"]

@@ -156,6 +156,96 @@ def test_nothing_is_lost_bad_rows_are_quarantined_with_reasons(tf, tmp_path, ima
     assert "QUARANTINED" in str(result) and "5 rows quarantined" in result._repr_html_()
 
 
+@pytest.mark.slow
+def test_missing_files_over_the_budget_stop_the_run_before_any_image_is_read(tmp_path,
+                                                                          image_table):
+    # The broken file is found only by reading it: its row is not among the bad ones,
+    # so no image was read; the missing files' rows are quarantined as a run would.
+    good = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(4)]
+    broken = image_table("broken.jpg", b"not an image")
+    gone = [str(tmp_path / f"gone/{i}.jpg") for i in range(3)]
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": good + [broken] + gone,
+                       "label": ["a", "b"] * 4})
+    out = tmp_path / "out"
+    with pytest.raises(tfrecorder.ConversionError) as e:
+        df.tensorflow.to_tfrecord(str(out))
+    assert str(e.value).startswith(
+        f"3 of 8 rows were quarantined: more than max_error_fraction=0.1. First reasons: "
+        f"row 5: image file not found: {gone[0]}; row 6: ")
+    assert f"Every bad row is listed in {out / 'errors.jsonl'}" in str(e.value)
+    errors = [json.loads(line) for line in open(out / "errors.jsonl")]
+    assert [(q["row"], q["stage"], q["reason"]) for q in errors] == [
+        (5 + i, "read", f"image file not found: {uri}") for i, uri in enumerate(gone)]
+    assert errors[0]["values"] == {"split": "TRAIN", "image_uri": gone[0], "label": "b"}
+    assert not (out / "tfrecorder.json").exists()
+
+    # Over a complete output, which stays: the errors file goes to the run's folder.
+    df.iloc[:4].tensorflow.to_tfrecord(str(out), overwrite=True)
+    with pytest.raises(tfrecorder.ConversionError, match=r"3 of 8 rows .* listed in .*"
+                       r"\.tfrecorder-tmp.*errors\.jsonl"):
+        df.tensorflow.to_tfrecord(str(out), overwrite=True)
+    assert tfrecorder.verify(str(out)).records == 4
+
+    # Within the budget, those rows go through the run and are quarantined there.
+    result = df.tensorflow.to_tfrecord(str(tmp_path / "within"), max_error_fraction=0.5)
+    assert (result.rows_written, result.rows_quarantined) == (4, 4)
+
+
+def test_an_image_missing_on_two_rows_is_two_bad_rows_before_the_run(tmp_path, image_table):
+    # Multi-label: one record of the image's two rows; each row is listed.
+    good = image_table("a.jpg", encode())
+    gone = str(tmp_path / "gone.jpg")
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [good, gone, gone],
+                       "label": ["x", "x", "y"]})
+    with pytest.raises(tfrecorder.ConversionError, match="^2 of 3 rows were quarantined"):
+        df.tensorflow.to_tfrecord(str(tmp_path / "out"), multi_label=True)
+    errors = [json.loads(line) for line in open(tmp_path / "out" / "errors.jsonl")]
+    assert [(q["row"], q["values"]["label"]) for q in errors] == [(1, "x"), (2, "y")]
+
+
+def test_webp_is_kept_and_what_re_encoding_cost_is_in_the_summary(tf, tmp_path, image_table):
+    import io
+
+    from PIL import Image
+
+    frames = [Image.open(io.BytesIO(encode(seed=i, size=(64, 48)))) for i in range(2)]
+    animated = io.BytesIO()
+    frames[0].save(animated, "WEBP", save_all=True, append_images=frames[1:])
+    files = {"still.webp": encode(fmt="WEBP", size=(64, 48)), "a.jpg": encode(seed=2),
+             "a.tif": encode(fmt="TIFF", seed=3, size=(64, 48)),
+             "b.tif": encode(fmt="TIFF", seed=4, size=(64, 48)),
+             "moving.webp": animated.getvalue()}
+    df = pd.DataFrame({"split": ["TRAIN", "TRAIN", "TRAIN", "TEST", "TEST"],
+                       "image_uri": [image_table(n, d) for n, d in files.items()],
+                       "label": "x"})
+    out = tmp_path / "out"
+    result = df.tensorflow.to_tfrecord(str(out))
+    stored = {}
+    for split in ("train", "test"):
+        for ex in read_examples(tf, split_files(out, split)):
+            stored[ex["image_name"][0].decode()] = (ex["image_format"][0].decode(),
+                                                   ex["image"][0])
+    assert stored["still.webp"] == ("webp", files["still.webp"])  # as it is
+    assert {n: f for n, (f, _) in stored.items()} == {
+        "still.webp": "webp", "a.jpg": "jpeg", "a.tif": "png", "b.tif": "png",
+        "moving.webp": "png"}
+    cost = {fmt: [files[n] for n in files if stored[n][0] == "png" and n.endswith(ext)]
+            for fmt, ext in (("tiff", ".tif"), ("webp", ".webp"))}
+    assert result.reencoded == {
+        fmt: {"images": len(sources), "source_bytes": sum(map(len, sources)),
+              "stored_bytes": sum(len(stored[n][1]) for n in files
+                                  if n.endswith(ext) and stored[n][0] == "png")}
+        for (fmt, sources), ext in zip(cost.items(), (".tif", ".webp"))}
+    source = sum(c["source_bytes"] for c in result.reencoded.values())
+    written = sum(c["stored_bytes"] for c in result.reencoded.values())
+    from tfrecorder._result import human_bytes
+
+    assert (f"  RE-ENCODED          3 image(s) stored as PNG (tiff 2, webp 1): "
+            f"{human_bytes(source)} of files became {human_bytes(written)}, "
+            f"{written / source:.1f}x") in str(result).splitlines()
+    assert "re-encoded" in result._repr_html_()
+
+
 def test_same_input_gives_byte_identical_files(tmp_path):
     csv = os.path.join(SAMPLES, "data.csv")
     tfrecorder.convert(csv, str(tmp_path / "a"), num_shards=2)

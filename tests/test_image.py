@@ -2,6 +2,7 @@ import io
 import struct
 import zlib
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -37,10 +38,20 @@ CASES = {
     "bmp rgb": lambda: encode("RGB", fmt="BMP"),
     "bmp rgba": lambda: encode("RGBA", fmt="BMP"),
     "bmp grey": lambda: encode("L", fmt="BMP"),
-    "webp (re-encoded)": lambda: encode("RGB", fmt="WEBP"),
+    "webp rgb": lambda: encode("RGB", fmt="WEBP"),
+    "webp rgba": lambda: encode("RGBA", fmt="WEBP"),
+    "webp lossless": lambda: encode("RGB", fmt="WEBP", lossless=True),
+    "webp animated (re-encoded)": lambda: _animated_webp(),
     "tiff (re-encoded)": lambda: encode("RGB", fmt="TIFF"),
     "tiff cmyk (re-encoded)": lambda: encode("CMYK", fmt="TIFF"),
 }
+
+
+def _animated_webp() -> bytes:
+    frames = [Image.open(io.BytesIO(encode("RGB", seed=i))) for i in range(2)]
+    out = io.BytesIO()
+    frames[0].save(out, "WEBP", save_all=True, append_images=frames[1:])
+    return out.getvalue()
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -51,9 +62,27 @@ def test_recorded_shape_is_what_decode_image_returns(tf, case):
     assert [info.height, info.width, info.channels] == decoded.shape.as_list()
     if "re-encoded" in case:
         assert info.format == "png" and stored != data
+        assert info.source_format == Image.open(io.BytesIO(data)).format.lower()
     else:
         assert stored is data  # stored untouched
         assert info.format == Image.open(io.BytesIO(data)).format.lower()
+        assert info.source_format is None
+
+
+@pytest.mark.parametrize("alpha", [False, True])
+def test_a_webp_is_stored_as_it_is_and_decodes_to_its_pixels(tf, alpha):
+    img = Image.open(io.BytesIO(encode("RGB", fmt="PNG")))
+    if alpha:
+        img.putalpha(Image.linear_gradient("L").resize(img.size))
+    out = io.BytesIO()
+    img.save(out, "WEBP", lossless=True)
+    data = out.getvalue()
+    stored, info = image.prepare(data + b"\0trailer")  # bytes after its RIFF end: cut
+    assert stored == data and (info.format, info.channels) == ("webp", 4 if alpha else 3)
+    pixels = np.asarray(img)
+    assert (tf.io.decode_image(stored, expand_animations=False).numpy() == pixels).all()
+    with pytest.raises(image.ImageProblem, match="truncated WebP|not a readable image"):
+        image.prepare(data[:-10])
 
 
 def _undecodable(fmt: str) -> bytes:

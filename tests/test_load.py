@@ -188,17 +188,23 @@ def test_manifest_counts_labels_per_split(samples_out):
 _KINDS = {"rgb.jpg": ("RGB", "JPEG"), "grey.jpg": ("L", "JPEG"), "cmyk.jpg": ("CMYK", "JPEG"),
           "palette.gif": ("P", "GIF"), "rgb.bmp": ("RGB", "BMP"), "rgba.bmp": ("RGBA", "BMP"),
           "grey.png": ("L", "PNG"), "grey_alpha.png": ("LA", "PNG"), "rgb.png": ("RGB", "PNG"),
-          "rgba.png": ("RGBA", "PNG")}
+          "rgba.png": ("RGBA", "PNG"), "rgb.webp": ("RGB", "WEBP"), "rgba.webp": ("RGBA", "WEBP")}
 
 
 @pytest.fixture(scope="module")
 def every_kind(tmp_path_factory):
+    from PIL import Image
+
     from tests.conftest import encode
 
     folder = tmp_path_factory.mktemp("kinds")
     rows = []
     for i, (name, (mode, fmt)) in enumerate(sorted(_KINDS.items())):
         (folder / name).write_bytes(encode(mode, size=(24, 16), fmt=fmt, seed=i))
+        if name == "rgba.webp":  # an alpha that is not all opaque, which WebP would drop
+            img = Image.open(folder / name)
+            img.putalpha(Image.linear_gradient("L").resize(img.size))
+            img.save(folder / name, "WEBP")
         rows.append({"split": "TRAIN", "image_uri": str(folder / name), "label": "x"})
     out = folder / "out"
     tfrecorder.convert(pd.DataFrame(rows), str(out))
@@ -214,8 +220,10 @@ def test_every_channels_value_decodes_every_image_kind(tf, every_kind, channels,
     for ex in tfrecorder.load(out, split="train", channels=channels, image_size=image_size):
         name = ex["image_name"].numpy().decode()
         data = (folder / name).read_bytes()
+        assert ex["image_format"].numpy().decode() == name.rsplit(".")[-1].replace("jpg", "jpeg")
         stored = tf.io.decode_image(data, channels=0, expand_animations=False)
-        rgb = tf.io.decode_image(data, channels=3, expand_animations=False)
+        rgb = (stored[..., :3] if name.endswith(".webp")  # 3 of 4 channels is refused
+               else tf.io.decode_image(data, channels=3, expand_animations=False))
         if channels == 3:
             expected = rgb
         elif channels == 1 and name in ("rgb.jpg", "grey.jpg"):  # JPEG's own luma

@@ -43,15 +43,18 @@ def test_a_failed_conversion_from_python_prints_our_line_and_nothing_of_beam(tmp
 @pytest.mark.slow
 def test_worker_processes_print_nothing_either(tmp_path):
     """Above convert.IN_PROCESS_MAX_ROWS rows the DirectRunner starts worker processes,
-    which share the user's stderr: the failure is raised by the waiting process only."""
+    which share the user's stderr: the failure is raised by the waiting process only.
+    (Every row names one file that is not an image: missing files would stop the run
+    before it starts.)"""
     from tfrecorder._convert import IN_PROCESS_MAX_ROWS
 
+    (tmp_path / "broken.jpg").write_bytes(b"not an image")
     script = textwrap.dedent(f"""
         import pandas as pd
         import tfrecorder
         n = {IN_PROCESS_MAX_ROWS + 1}
-        df = pd.DataFrame({{"split": "TRAIN", "image_uri": [f"gone/{{i}}.jpg" for i in range(n)],
-                           "label": "x"}})
+        df = pd.DataFrame({{"split": "TRAIN", "image_uri": "broken.jpg", "label": "x"}},
+                          index=range(n))
         df.tensorflow.to_tfrecord("out/", num_workers=2, num_shards=2)
     """)
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -73,8 +76,9 @@ def test_beam_logging_is_restored_and_no_root_handler_stays(tmp_path, image_tabl
     df = pd.DataFrame([["TRAIN", image_table("a.jpg", encode()), "x"]],
                       columns=["split", "image_uri", "label"])
     df.tensorflow.to_tfrecord(str(tmp_path / "out"))
-    with pytest.raises(tfrecorder.ConversionError) as e:
-        pd.DataFrame([["TRAIN", "gone.jpg", "x"]], columns=["split", "image_uri", "label"]
+    with pytest.raises(tfrecorder.ConversionError) as e:  # Beam's run fails
+        broken = image_table("broken.jpg", b"not an image")
+        pd.DataFrame([["TRAIN", broken, "x"]], columns=["split", "image_uri", "label"]
                      ).tensorflow.to_tfrecord(str(tmp_path / "out2"))
     # No chain of Beam's exceptions is printed with it.
     assert e.value.__cause__ is None

@@ -150,3 +150,24 @@ def test_tfds_reads_every_record_of_a_dataset_holding_a_gif(tf, tmp_path):
     tfrecorder.convert(df.iloc[2:], str(out), overwrite=True)
     images = [ex["image"] for ex in tfds.builder_from_directory(str(out)).as_dataset(split="train")]
     assert [(i.dtype.name, tuple(i.shape)) for i in images] == [("uint8", (16, 24, 3))] * 2
+
+
+def test_tfds_reads_every_record_of_a_dataset_holding_a_webp(tf, tmp_path):
+    # TFDS's Image feature decodes a WebP as a GIF, to [1, H, W, C]: such a dataset
+    # declares the image as its encoded bytes, which are the file's.
+    import pandas as pd
+    import tensorflow_datasets as tfds
+
+    import tfrecorder
+    from tests.conftest import encode
+
+    files = {"a.webp": encode(fmt="WEBP"), "b.jpg": encode(seed=1)}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    df = pd.DataFrame({"split": "TRAIN", "image_uri": [str(tmp_path / n) for n in files],
+                       "label": "x"})
+    out = tmp_path / "out"
+    tfrecorder.convert(df, str(out))
+    got = {ex["image_name"].numpy().decode(): ex["image"].numpy()
+           for ex in tfds.builder_from_directory(str(out)).as_dataset(split="train")}
+    assert got == files

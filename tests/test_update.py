@@ -222,6 +222,10 @@ def test_append_adds_new_keys_and_reports_the_stored_ones(tf, tmp_path):
     assert result.version == 2 and result.existing_count == 5
     assert sorted(result.existing_keys) == [paths[0], paths[2], paths[3], paths[4], paths[5]]
     assert "5 row(s) not appended" in str(result)
+    # The stored key whose row differs is said, with what differs and what writes it.
+    assert (result.existing_differ, result.existing_differ_in) == (1, ["label"])
+    assert str(result).count("; 1 of them differs (label): --update writes it") == 1
+    assert "1 of them differs (label)" in result._repr_html_()
     assert result.changes == {"train": {"added": 2, "retired": 0, "kept": 4},
                               "test": {"added": 0, "retired": 0, "kept": 2}}
     records = _live_records(tf, out, 2)
@@ -232,6 +236,13 @@ def test_append_adds_new_keys_and_reports_the_stored_ones(tf, tmp_path):
     m = json.loads((out / "tfrecorder.json").read_text())
     assert m["mode"] == "append" and all(
         "live_index" not in s for info in m["splits"].values() for s in info["shards"])
+    # Nothing new: up to date, and still what differs (here the image as well).
+    with open(paths[2], "ab") as f:
+        f.write(b"\0")
+    again = tfrecorder.convert(table, str(out), mode="append")
+    assert again.unchanged and (again.existing_differ, again.existing_differ_in) == (
+        2, ["image", "label"])
+    assert "; 2 of them differ (image, label): --update writes them" in str(again)
 
 
 @pytest.mark.slow
@@ -530,6 +541,19 @@ def test_rows_quarantined_before_do_not_make_a_small_update_fail(tmp_path):
 
 
 @pytest.mark.slow
+def test_an_update_whose_new_rows_miss_their_files_stops_before_reading_any(tmp_path):
+    paths = _images(tmp_path / "img", 8)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    broken = tmp_path / "img" / "broken.jpg"
+    broken.write_bytes(b"not an image")  # found only by reading it: not among the bad
+    gone = [str(tmp_path / "img" / f"gone{i}.jpg") for i in range(3)]
+    with pytest.raises(tfrecorder.ConversionError, match=r"^3 of 12 rows were quarantined"):
+        tfrecorder.convert(_table(paths + [str(broken)] + gone), str(out), mode="append")
+    assert json.loads((out / "tfrecorder.json").read_text())["version"] == 1
+
+
+@pytest.mark.slow
 def test_the_report_of_an_update_compares_new_rows_with_every_kept_one(tmp_path):
     paths = _images(tmp_path / "img", 8)
     out = tmp_path / "out"
@@ -644,9 +668,11 @@ def test_an_update_with_pipeline_options_or_over_the_budget_still_says_so(
     given = tfrecorder.convert(edited, str(out), mode="update", near_duplicates=True,
                                pipeline_options={"direct_num_workers": 1})
     assert given.job_id.startswith("direct-") and given.version == 2
-    # Without Beam, a run over its error budget fails as on Beam, and publishes nothing.
+    # Without Beam, a run over its error budget fails as on Beam, and publishes nothing
+    # (files that are there but are no images: missing ones would stop it before).
     for i in range(23, 30):
         edited.loc[i] = ["TRAIN", str(tmp_path / "img" / f"gone{i}.jpg"), "cat"]
+        (tmp_path / "img" / f"gone{i}.jpg").write_bytes(b"not an image")
     with pytest.raises(tfrecorder.ConversionError, match="max_error_fraction") as failed:
         tfrecorder.convert(edited, str(copy), mode="update", near_duplicates=True,
                            max_error_fraction=0.2)

@@ -149,18 +149,21 @@ def test_a_label_column_too_long_for_its_labels_file(tmp_path, pics):
     assert not (tmp_path / "out").exists()
 
 
-def _without_root_powers():
-    """Runs in the child before it starts: as root, drops the powers that let root write
-    anywhere (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) from what the child may hold, so
-    that a folder's permission bits apply to it as to any user."""
-    if os.geteuid() != 0:
-        return
-    import ctypes
-
+#: Run as ``python -c _WITHOUT_ROOT_POWERS COMMAND...``: as root, drops the powers that
+#: let root write anywhere (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) from what the command
+#: may hold, so that a folder's permission bits apply to it as to any user, then becomes
+#: the command. A fresh interpreter does it, not a ``preexec_fn`` in the test process: a
+#: process forked from one where gRPC runs (Beam, in earlier tests) may print gRPC's
+#: lines before it becomes the command. Exit code 77: the powers cannot be dropped here.
+_WITHOUT_ROOT_POWERS = """
+import ctypes, os, sys
+if os.geteuid() == 0:
     libc = ctypes.CDLL(None, use_errno=True)
     for capability in (1, 2):
         if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+            sys.exit(77)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
 
 
 def test_an_output_folder_that_exists_but_is_read_only(tmp_path):
@@ -174,15 +177,14 @@ def test_an_output_folder_that_exists_but_is_read_only(tmp_path):
     root = os.path.dirname(SAMPLES)
     try:
         run = subprocess.run(
-            [sys.executable, "-m", "tfrecorder", "convert", os.path.join(SAMPLES, "data.csv"),
-             str(out)], preexec_fn=_without_root_powers, capture_output=True, text=True,
-            cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": root}, timeout=300)
-    except subprocess.TimeoutExpired:
-        raise
-    except subprocess.SubprocessError as e:  # prctl refused: root without CAP_SETPCAP
-        pytest.skip(f"cannot run without root's override of permissions here: {e}")
+            [sys.executable, "-c", _WITHOUT_ROOT_POWERS, sys.executable, "-m", "tfrecorder",
+             "convert", os.path.join(SAMPLES, "data.csv"), str(out)],
+            capture_output=True, text=True, cwd=str(tmp_path),
+            env={**os.environ, "PYTHONPATH": root}, timeout=300)
     finally:
         out.chmod(0o755)
+    if run.returncode == 77:  # prctl refused: root without CAP_SETPCAP
+        pytest.skip("cannot run without root's override of permissions here")
     assert run.returncode == 2, run.stderr
     assert run.stderr == f"Error: output directory {out} cannot be written (no permission); " \
                          f"give a folder you can write to\n"

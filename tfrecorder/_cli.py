@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import sys
 
 from tfrecorder._errors import (
@@ -541,6 +542,7 @@ def command() -> None:
     collection over them took most of a second, for nothing, at the end of every
     conversion. Only a command may do this; a library call leaves the caller's
     collector alone."""
+    quiet_native_logs(sys.argv[1:])
     gc.callbacks.append(freeze_survivors)
     try:
         code = main()
@@ -548,6 +550,28 @@ def command() -> None:
         gc.callbacks.remove(freeze_survivors)  # the interpreter's exit collects too
     gc.freeze()
     sys.exit(code)
+
+
+#: What the command sets in its environment, for itself and the worker processes Beam
+#: starts from it: the C++ libraries under Beam log to file descriptor 2 from native
+#: code, past Python's logging (gRPC's core, which Beam's worker processes talk through,
+#: prints "E... ev_epoll1_linux.cc ... epoll_wait error" lines under load; absl and
+#: TensorFlow's runtime print theirs), and would come before the command's one line.
+QUIET_NATIVE_LOGS = {
+    "GRPC_VERBOSITY": "NONE",   # none of gRPC's log lines, errors included
+    "GRPC_TRACE": "",           # and none of its tracers
+    "TF_CPP_MIN_LOG_LEVEL": "3",  # TensorFlow's and absl's C++ logging: fatal only
+}
+
+
+def quiet_native_logs(argv: list[str]) -> None:
+    """Sets ``QUIET_NATIVE_LOGS`` in the environment, whatever it held, before the
+    command imports any library that reads them (they are read once, when a library
+    starts); ``-v`` keeps the user's settings. Only the command does this: the
+    environment of a process that imports tfrecorder is its owner's."""
+    if "-v" in argv or "--verbose" in argv:
+        return
+    os.environ.update(QUIET_NATIVE_LOGS)
 
 
 #: Full collections whose survivors the command freezes: the imports of a conversion

@@ -31,13 +31,16 @@ from tfrecorder._report import read as read_report
 @dataclasses.dataclass(frozen=True)
 class Compacted:
     """What ``compact`` did: the version it published (None: nothing to compact), and
-    per split rewritten, its live records; the shard files written and their bytes."""
+    per split rewritten, its live records; the shard files written and their bytes;
+    ``held``, the bytes of the earlier shards those records were read from, which the
+    earlier versions still list: the folder holds both copies until ``vacuum``."""
 
     output_dir: str
     version: int | None
     splits: dict
     files: tuple
     bytes: int
+    held: int = 0
 
     def __str__(self) -> str:
         from tfrecorder._result import human_bytes
@@ -47,7 +50,10 @@ class Compacted:
                     f"of one version (TFDS reads them all)")
         parts = ", ".join(f"{s} ({n} records)" for s, n in self.splits.items())
         return (f"{self.output_dir}: compacted {parts} into version {self.version}: "
-                f"{len(self.files)} shard(s), {human_bytes(self.bytes)}")
+                f"{len(self.files)} shard(s), {human_bytes(self.bytes)}. The folder holds "
+                f"both copies: the earlier versions' {human_bytes(self.held)} of shards "
+                f"stay until `tfrecorder vacuum {self.output_dir} --keep 1` "
+                f"(tfrecorder.vacuum(..., keep=1)) removes those versions")
 
 
 def compact(output_dir: str, splits=None) -> Compacted:
@@ -115,7 +121,8 @@ def compact(output_dir: str, splits=None) -> Compacted:
         raise
     return Compacted(output_dir, version,
                      {n: new_splits[n].num_examples for n in wanted}, tuple(shards),
-                     sum(new_splits[n].num_bytes for n in planned))
+                     sum(new_splits[n].num_bytes for n in planned),
+                     sum(x.num_bytes for n in planned for x in parent.splits[n].shards))
 
 
 def _wanted(parent: Manifest, splits) -> list[str]:

@@ -94,13 +94,15 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                                                                   vocabulary)
     # Unassigned rows of images the folder holds keep the split they are stored in.
     stored_splits = versions.StoredSplits(output_dir, parent) if parent is not None else None
-    # The table, read, checked and spilled to local files: every problem at once.
+    # The table, read, checked and spilled to local files: every problem at once. A
+    # conversion looks for every image file as it goes (an update, for the rows it
+    # writes only, once it knows them).
     table = spill.read(source, schema, header, names, label_vocabulary=vocabulary,
                        split_fractions=opts.split_fractions,
                        per_chunk=local_images if cloud else None,
                        multi_label=opts.multi_label, images_dir=opts.images_dir,
                        extend_vocabulary=parent is not None and given is None,
-                       stored_splits=stored_splits)
+                       stored_splits=stored_splits, look=parent is None and _looks(opts))
     notes = list(table.notes)
     try:
         if opts.key != rows.DEFAULT_KEY and opts.key not in table.columns:
@@ -143,6 +145,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             output.clear_leftovers(before, run_id)
             run = _run(opts, output_dir, run_id, before, table, shards, schema, source)
             output.write_ledger(run.settings.run.folder, files)
+            _stop_over_budget(run, table)
             # The rows go to the staged task files; the spill is removed after.
             staging.stage(table, plans, run.task_dir, name=opts.name, gzip=gzip)
         except BaseException:
@@ -204,12 +207,10 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
         if decided.unchanged and table.vocabularies == parent.vocabularies:
             lock.release()
             result = ConversionResult.from_output(output_dir, opts.runner, None, parent)
-            return dataclasses.replace(result, unchanged=True, changes={
+            return _existing(dataclasses.replace(result, unchanged=True, changes={
                 s: {"added": 0, "retired": 0, "kept": c["kept"]}
-                for s, c in decided.update.changes.items()},
-                existing_keys=list(decided.update.existing),
-                existing_count=decided.update.existing_count)
-        subset = spill.subset(table, decided.picked)
+                for s, c in decided.update.changes.items()}), decided.update)
+        subset = spill.subset(table, decided.picked, look=_looks(opts))
         plans = plan.split_plans(subset.counts, num_shards=opts.num_shards,
                                  bytes_per_split=subset.bytes_per_split(),
                                  parallel=runners.parallel_shards(opts), seed=opts.seed)
@@ -231,6 +232,7 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
                    update=decided.update, rows_in=table.rows_in)
         folder = run.settings.run.folder
         output.write_ledger(folder, files)
+        _stop_over_budget(run, subset)
         for name, data in decided.live_index_data.items():
             storage.write_into(storage.join(folder, name), data)
         rows.write_renumbered(folder, decided.renumbered)
@@ -269,12 +271,46 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
     return result
 
 
+def _looks(opts: Options) -> bool:
+    """Whether the image files are looked for before the run: always, but in a Dataflow
+    dry run (``--dry_run``), which only builds the job and reads no image."""
+    return (opts.flag_value("dry_run") or "false").lower() in ("false", "0")
+
+
+def _stop_over_budget(run: runners.Run, table: spill.Spilled) -> None:
+    """Fails ``run`` before it reads any image when the rows whose image file is
+    missing (``table.missing``, found as the table was checked) are already over its
+    error budget: the last step's own check, errors file and message, for those rows,
+    without a pipeline. Below the budget they go through the pipeline as every row
+    does, and are quarantined there."""
+    spec = run.spec
+    if not table.missing_rows or metadata.over_budget(spec, table.missing_rows, [],
+                                                      "") is None:
+        return
+    bad = []
+    for split, at in table.missing.items():
+        wanted = set(at)
+        bad += [q for i, row in enumerate(table.rows(split)) if i in wanted
+                for q in shard.missing_file(row, table.columns)]
+    try:
+        # Raises the error (a Dataflow run's spec says so); else it is read back.
+        output.finish(run.settings.run, spec, [], bad)
+        raise runners.explained(output.budget_failure(run.settings.run, spec),
+                                run.settings.run)
+    except BaseException:
+        runners.after_failure(run)
+        raise
+
+
 def _existing(result, update: versions.Update):
-    """``result`` with the rows an append left out because their key was stored."""
+    """``result`` with the rows an append left out because their key was stored, and
+    how many of them differ from what is stored, in what."""
     if not isinstance(result, ConversionResult) or not update.existing_count:
         return result
     return dataclasses.replace(result, existing_count=update.existing_count,
-                               existing_keys=list(update.existing))
+                               existing_keys=list(update.existing),
+                               existing_differ=update.existing_differ,
+                               existing_differ_in=list(update.differ_in))
 
 
 def _noted(result, notes: list[str]):

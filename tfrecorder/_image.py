@@ -2,9 +2,12 @@
 
 By default no pixel is decoded: the header gives format, size and channels (read
 directly for JPEG, PNG, GIF and BMP, by Pillow for the rest) and a cheap integrity
-check looks at the file's end, where truncation shows. JPEG, PNG, GIF
-and BMP bytes are stored untouched; any other format Pillow can read is decoded and
-re-encoded as PNG, because ``tf.io.decode_image`` cannot read it.
+check looks at the file's end, where truncation shows. JPEG, PNG, GIF, BMP and still
+WebP bytes are stored untouched (every reader of ours decodes them: TensorFlow 2.21's
+``tf.io.decode_image``, Pillow, DALI); any other format Pillow can read, and an
+animated WebP (which TensorFlow 2.21 crashes on), is decoded and re-encoded as PNG,
+and its ImageInfo says from what (``source_format``), so that the result can say what
+that cost.
 
 ``height``, ``width`` and ``channels`` are those ``tf.io.decode_image`` returns for the
 stored bytes (for a GIF, of each frame): a palette PNG with transparency decodes to 4
@@ -22,7 +25,9 @@ from typing import Iterator
 
 #: Formats stored as they are, by Pillow's format name -> our ``image_format`` value.
 #: Phones' multi-picture JPEGs (MPO) are JPEG files; decoders read their first image.
-PASS_THROUGH = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "GIF": "gif", "BMP": "bmp"}
+#: A WebP only when it is still (``_kept``).
+PASS_THROUGH = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "GIF": "gif", "BMP": "bmp",
+                "WEBP": "webp"}
 
 #: Integrity checks: "header" (default, no pixel decoding) or "decode" (decode fully).
 CHECKS = ("header", "decode")
@@ -62,6 +67,10 @@ class ImageInfo:
     height: int
     width: int
     channels: int
+    #: The file's own format (Pillow's name, lower case) where its bytes were decoded and
+    #: re-encoded as ``format`` to be readable; None where they are stored as they are
+    #: (or were pre-sized, as asked).
+    source_format: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 _PIL_LOCK = threading.Lock()
@@ -102,7 +111,7 @@ def _channels(img, fmt: str) -> int:
 
 
 def image_end(data: bytes, fmt: str) -> int:
-    """Where the image in ``data`` (of ``fmt``: jpeg, png, gif, bmp) ends: ``len(data)``,
+    """Where the image in ``data`` (of ``fmt``: jpeg, png, gif, bmp, webp) ends: ``len(data)``,
     or less when bytes follow it.
 
     Phones append data after a complete image (Samsung trailers, Google Motion Photos'
@@ -132,6 +141,13 @@ def image_end(data: bytes, fmt: str) -> int:
         if end is None:
             raise ImageProblem("truncated GIF: the file ends before its trailer byte (0x3B)")
         return end
+    if fmt == "webp" and len(data) >= 8:
+        # A RIFF file: its size, less the first 8 bytes, is in bytes 4 to 8.
+        declared = int.from_bytes(data[4:8], "little") + 8
+        if len(data) < declared:
+            raise ImageProblem(f"truncated WebP: {len(data)} bytes, its RIFF header "
+                               f"declares {declared}")
+        return declared
     if fmt == "bmp" and len(data) >= 6:
         declared = int.from_bytes(data[2:6], "little")
         if declared and len(data) < declared:
@@ -337,7 +353,7 @@ def _check_size(fmt: str, width: int, height: int) -> None:
         )
 
 
-def _reencode_png(img) -> tuple[bytes, ImageInfo]:
+def _reencode_png(img, source: str) -> tuple[bytes, ImageInfo]:
     mode = img.mode
     if mode in ("1", "L", "I;16"):
         target = mode
@@ -357,7 +373,14 @@ def _reencode_png(img) -> tuple[bytes, ImageInfo]:
     img.save(out, "PNG")
     data = out.getvalue()
     channels = {"1": 1, "L": 1, "I;16": 1, "LA": 2, "RGB": 3, "RGBA": 4}[target]
-    return data, ImageInfo("png", img.height, img.width, channels)
+    return data, ImageInfo("png", img.height, img.width, channels, source.lower())
+
+
+def _kept(img, fmt: str) -> bool:
+    """Whether an image Pillow opened as ``fmt`` is stored as it is: a format of
+    ``PASS_THROUGH``, but an animated WebP (TensorFlow 2.21's decoder crashes the
+    process on one)."""
+    return fmt in PASS_THROUGH and not (fmt == "WEBP" and getattr(img, "is_animated", False))
 
 
 def prepare(data: bytes, check: str = "header", sizing: Sizing | None = None,
@@ -455,9 +478,10 @@ def _prepare(data: bytes, check: str) -> tuple[bytes, ImageInfo]:
     fmt = img.format or "unknown"
     width, height = img.size
     _check_size(fmt, width, height)
-    if fmt in PASS_THROUGH:
+    kept = _kept(img, fmt)
+    if kept:
         data = data[:image_end(data, PASS_THROUGH[fmt])]
-    if check == "decode" or fmt not in PASS_THROUGH:
+    if check == "decode" or not kept:
         try:
             img.load()
         except Exception as e:
@@ -465,8 +489,8 @@ def _prepare(data: bytes, check: str) -> tuple[bytes, ImageInfo]:
     if fmt == "BMP":
         channels = _bmp_channels(data)
         if channels is None:
-            return _reencode_png(img)
+            return _reencode_png(img, fmt)
         return data, ImageInfo("bmp", height, width, channels)
-    if fmt not in PASS_THROUGH:
-        return _reencode_png(img)
+    if not kept:
+        return _reencode_png(img, fmt)
     return data, ImageInfo(PASS_THROUGH[fmt], height, width, _channels(img, fmt))

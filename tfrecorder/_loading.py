@@ -253,9 +253,17 @@ def _decoder(tf, image_size, channels, legacy_pixels: bool):
     def decode(ex):
         data = ex[layout.IMAGE]
 
+        def webp_rgb():
+            # TensorFlow decodes a WebP only to the channels it has, 3 or 4 (3 of one
+            # with alpha is refused): its alpha is dropped after.
+            img = tf.io.decode_image(data, channels=0, expand_animations=False)
+            return tf.ensure_shape(img[..., :3], [None, None, 3])
+
         def any_format():
             if channels == 3:
-                return tf.io.decode_image(data, channels=3, expand_animations=False)
+                return tf.cond(tf.equal(ex[layout.IMAGE_FORMAT], "webp"), webp_rgb,
+                               lambda: tf.io.decode_image(data, channels=3,
+                                                          expand_animations=False))
             img = tf.io.decode_image(data, channels=0, expand_animations=False)
             return _with_channels(tf, img, channels)
 

@@ -352,13 +352,14 @@ def tfds_dataset_info(m: Manifest) -> dict:
     return info
 
 
-#: Stored formats TFDS's Image feature cannot decode: it decodes a GIF, even of one
-#: frame, to [frames, H, W, 3], which its [H, W, C] shape refuses.
-TFDS_UNDECODABLE = frozenset({"gif"})
+#: Stored formats TFDS's Image feature cannot decode: it decodes a GIF or a WebP, even
+#: of one frame, to [frames, H, W, C] (TensorFlow's ``decode_image`` gives a WebP's
+#: frames as a GIF's), which its [H, W, C] shape refuses.
+TFDS_UNDECODABLE = frozenset({"gif", "webp"})
 
 
 def tfds_features(m: Manifest, channels: int, decodable: bool = True) -> dict:
-    """features.json; with ``decodable=False`` (a GIF is stored) the image is declared as
+    """features.json; with ``decodable=False`` (a GIF or WebP is stored) the image is declared as
     its encoded bytes, so TFDS reads every record and the caller decodes them."""
     feats: dict[str, Any] = {}
     for key, f in m.features.items():

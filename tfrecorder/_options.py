@@ -154,8 +154,10 @@ class Options:
         "writes nothing always fails)", cli={"type": float}, doc=(
             "when more than this share of the rows is quarantined the run fails with "
             "`ConversionError` naming the counts, the first reasons and the errors file, and "
-            "writes no manifest. A run in which every row is quarantined always fails. Why "
-            "0.1: [reliability.md](reliability.md#runs-that-fail-or-are-killed)"))
+            "writes no manifest. A run in which every row is quarantined always fails. When "
+            "the rows whose image file is missing are already over it, the run fails before "
+            "reading any image. Why 0.1: "
+            "[reliability.md](reliability.md#runs-that-fail-or-are-killed)"))
     max_image_bytes: int = _option(
         256 << 20, "image files larger than this are quarantined unread", cli={"type": int},
         doc="image files larger than this are quarantined unread (`image file too large`)")

@@ -458,6 +458,7 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
     for split, ss in by_split.items():
         labels: dict[str, int] = {}
         formats: dict[str, int] = {}
+        reencoded: dict[str, list[int]] = {}
         widths: dict = {}
         heights: dict = {}
         colours = Looker()  # the split's colour sums, added up as a shard's are
@@ -467,6 +468,8 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
                 name = label_names[int(i)] if 0 <= int(i) < len(label_names) else str(i)
                 labels[name] = labels.get(name, 0) + n
             _merge(formats, s.formats)
+            for fmt, cost in s.reencoded.items():
+                reencoded[fmt] = [a + b for a, b in zip(reencoded.get(fmt, [0, 0, 0]), cost)]
             look = s.look
             if look is None:
                 continue
@@ -481,6 +484,9 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
             "width": _median(widths), "height": _median(heights),
             "stored_bytes": sum(s.num_bytes for s in ss),
             "source_bytes": sum(s.source_bytes for s in ss)}
+        if reencoded:  # images, their files' bytes, the bytes stored, per source format
+            entry["reencoded"] = {f: dict(zip(("images", "source_bytes", "stored_bytes"), c))
+                                  for f, c in sorted(reencoded.items())}
         sums = colours.sums
         if sums is not None and sums[0] and not unmeasured:
             # Only where every image record of the split was measured: the figures of

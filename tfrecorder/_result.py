@@ -87,6 +87,11 @@ class ConversionResult(_Keys):
     #: first of those keys.
     existing_count: int = 0
     existing_keys: list = dataclasses.field(default_factory=list)
+    #: Of those, the rows that differ from the record stored under their key, and in
+    #: what (``split``, ``label``, a column's name, ``image_uri``, ``image``): an update
+    #: (``mode="update"``) would write them.
+    existing_differ: int = 0
+    existing_differ_in: list = dataclasses.field(default_factory=list)
 
     @property
     def labels_without_records(self) -> list[str]:
@@ -98,6 +103,34 @@ class ConversionResult(_Keys):
         seen = {label for counts in self.label_counts.values()
                 for label, n in counts.items() if n}
         return [label for label in self.labels if label not in seen]
+
+    @property
+    def reencoded(self) -> dict[str, dict[str, int]]:
+        """Images stored as PNG because not every reader of ours decodes their format
+        (TIFF, an animated WebP, ...), by that format: ``images``, their files' bytes
+        (``source_bytes``) and the bytes stored (``stored_bytes``), over every split of
+        the data report (an update's: of the records it wrote)."""
+        out: dict[str, dict[str, int]] = {}
+        stats = self.report.data.get("stats", {}) if self.report is not None else {}
+        for split in stats.values():
+            for fmt, cost in split.get("reencoded", {}).items():
+                total = out.setdefault(fmt, dict.fromkeys(cost, 0))
+                for k, n in cost.items():
+                    total[k] += n
+        return dict(sorted(out.items()))
+
+    def _reencoded_line(self, width: int = 0) -> str | None:
+        """What re-encoding cost, in a line (its count ``width`` wide), or None."""
+        costs = self.reencoded
+        if not costs:
+            return None
+        images = sum(c["images"] for c in costs.values())
+        source = sum(c["source_bytes"] for c in costs.values())
+        stored = sum(c["stored_bytes"] for c in costs.values())
+        kinds = ", ".join(f"{fmt} {c['images']}" for fmt, c in costs.items())
+        ratio = f", {stored / source:.1f}x" if source else ""
+        return (f"{images:>{width}} image(s) stored as PNG ({kinds}): {human_bytes(source)} "
+                f"of files became {human_bytes(stored)}{ratio}")
 
     @property
     def errors_file(self) -> str:
@@ -207,8 +240,18 @@ class ConversionResult(_Keys):
         if self.existing_count:
             shown = ", ".join(map(str, self.existing_keys))
             lines.append(f"  EXISTING    {self.existing_count:>9} row(s) not appended: their "
-                         f"key is already stored ({shown}{' ...' if self.existing_count > len(self.existing_keys) else ''})")
+                         f"key is already stored ({shown}{' ...' if self.existing_count > len(self.existing_keys) else ''})"
+                         f"{self._differ_text()}")
         return lines
+
+    def _differ_text(self) -> str:
+        """``; 1 of them differs (label): --update writes it``, or "" where none does."""
+        if not self.existing_differ:
+            return ""
+        one = self.existing_differ == 1
+        return (f"; {self.existing_differ} of them differ{'s' if one else ''} "
+                f"({', '.join(self.existing_differ_in)}): --update writes "
+                f"{'it' if one else 'them'}")
 
     def _version_rows(self) -> str:
         """What an update's version holds against the table it was given."""
@@ -248,6 +291,9 @@ class ConversionResult(_Keys):
             lines.append(f"  QUARANTINED {self.rows_quarantined:>9} rows, listed in {self.errors_file}")
             for e in self.first_errors:
                 lines.append(f"    row {e['row']}: {e['reason']}")
+        reencoded = self._reencoded_line(9)
+        if reencoded is not None:
+            lines.append(f"  RE-ENCODED  {reencoded}")
         lines += [f"  note: {note}" for note in self.notes]
         if self.report is not None:
             lines.append(f"  {self.report.summary()} — tfrecorder report {self.output_dir}")
@@ -283,7 +329,7 @@ class ConversionResult(_Keys):
                          f"<th>retired</th><th>kept</th></tr>{changed}</table>")
             if self.existing_count:
                 parts.append(f"<div>{self.existing_count} row(s) not appended: their key is "
-                             f"already stored</div>")
+                             f"already stored{esc(self._differ_text())}</div>")
         if self.labels:
             parts.append(f"<div>{len(self.labels)} labels: {esc(', '.join(self.labels[:20]))}"
                          f"{' ...' if len(self.labels) > 20 else ''}</div>")
@@ -300,6 +346,9 @@ class ConversionResult(_Keys):
             parts.append(
                 f"<div style='color:#b00'><b>{self.rows_quarantined} rows quarantined</b>, "
                 f"listed in <code>{esc(self.errors_file)}</code><ul>{items}</ul></div>")
+        reencoded = self._reencoded_line()
+        if reencoded is not None:
+            parts.append(f"<div><b>re-encoded</b>: {esc(reencoded)}</div>")
         parts += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
         if self.report is not None:
             parts.append(f"<div><i>data report</i>: {esc(self.report.summary())} "

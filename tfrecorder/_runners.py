@@ -467,7 +467,7 @@ def _run_here(run: Run, progress_dir: str | None) -> str:
                    kept=run.kept, rows_read=run.rows_read)
     failure = output.budget_failure(run.settings.run, run.spec)
     if failure is not None:
-        raise _explained(failure, run.settings.run)
+        raise explained(failure, run.settings.run)
     return f"here-{uuid.uuid4().hex[:12]}"
 
 
@@ -508,7 +508,7 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
                 client.close()
         failure = output.budget_failure(run.settings.run, run.spec)  # from its errors file
         if failure is not None:
-            raise _explained(failure, run.settings.run)
+            raise explained(failure, run.settings.run)
     except TFRecorderError:
         raise
     except Exception:
@@ -517,7 +517,7 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
         # Beam's chain of frames around it says nothing a user can act on.
         failure = output.budget_failure(run.settings.run, run.spec)
         if failure is not None:
-            raise _explained(failure, run.settings.run) from None
+            raise explained(failure, run.settings.run) from None
         raise
     finally:
         _remove_local_tempdir(p)
@@ -550,7 +550,7 @@ def beam_quiet():
                 logging.root.removeHandler(h)
 
 
-def _explained(failure: Exception, run: output.RunFolder) -> Exception:
+def explained(failure: Exception, run: output.RunFolder) -> Exception:
     """``failure``, with how relative image paths were resolved when images were not
     found: the one fact a wrong working directory hides."""
     hint = _resolution_hint(run)

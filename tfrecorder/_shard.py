@@ -51,6 +51,9 @@ class ShardStats:
     channels: dict[int, int] = dataclasses.field(default_factory=dict)
     labels: dict[int, int] = dataclasses.field(default_factory=dict)
     formats: dict[str, int] = dataclasses.field(default_factory=dict)  # image_format -> records
+    #: Images re-encoded to be readable (``ImageInfo.source_format``): their format ->
+    #: [images, their files' bytes, the bytes stored].
+    reencoded: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
     rows_file: str | None = None   # its rows file (layout.rows_file); None when none is written
@@ -73,6 +76,20 @@ class Quarantined:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def quarantined(row, columns: tuple, stage: str, reason: str) -> list[Quarantined]:
+    """The lines of ``row`` (a ``plan.Row``) in the errors file: one per input row, as
+    rows merged into one record (an image listed with several labels) are quarantined
+    each with its values."""
+    return [Quarantined(rid, row.split, row.image_uri, dict(zip(columns, values)), stage,
+                        reason) for rid, values in ((row.row, row.values), *row.merged)]
+
+
+def missing_file(row, columns: tuple) -> list[Quarantined]:
+    """``quarantined`` for a row whose image file is not there, as a read finds it."""
+    return quarantined(row, columns, "read", _read_reason(FileNotFoundError(),
+                                                           row.image_uri))
 
 
 #: Images larger than this are quarantined unread (Options.max_image_bytes).
@@ -334,11 +351,7 @@ def write(task: ShardTask, settings: WriteSettings,
                 elif isinstance(ready, image.ImageProblem):
                     reason, stage = _named(str(ready), row.image_uri), "image"
                 if reason is not None:
-                    # One line per input row: rows merged into one record (an image
-                    # listed with several labels) are quarantined each with its values.
-                    for rid, values in ((row.row, row.values), *row.merged):
-                        bad.append(Quarantined(rid, row.split, row.image_uri,
-                                               dict(zip(columns, values)), stage, reason))
+                    bad.extend(quarantined(row, columns, stage, reason))
                     continue
                 stored, info, measured, source_size, file_size, file_stamp = ready
                 written = (None if settings.image_column is None
@@ -354,6 +367,11 @@ def write(task: ShardTask, settings: WriteSettings,
                 stats.source_bytes += source_size
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
                 stats.formats[info.format] = stats.formats.get(info.format, 0) + 1
+                if info.source_format is not None:
+                    cost = stats.reencoded.setdefault(info.source_format, [0, 0, 0])
+                    cost[0] += 1
+                    cost[1] += source_size
+                    cost[2] += len(stored)
             framed.append(records.write_record_parts(out, example.serialize_parts(features),
                                                      digest))
             if settings.rows:

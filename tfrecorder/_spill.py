@@ -57,6 +57,11 @@ class Spilled:
     #: What reading the source left out, one line each (keys of a JSON file that no
     #: record holds), for the result to show.
     notes: list = dataclasses.field(default_factory=list)
+    #: Where the image files were looked for as the rows were spilled (``read``'s
+    #: ``look``): per split, the positions (in spill order) of the records whose image
+    #: file is missing, and the input rows they hold (a merged record's each).
+    missing: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    missing_rows: int = 0
 
     def blocks(self, split: str) -> Iterator[Block]:
         with open(os.path.join(self.folder, split), "rb") as f:
@@ -92,11 +97,11 @@ class Spilled:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def subset(table: Spilled, picked: dict) -> Spilled:
+def subset(table: Spilled, picked: dict, look: bool = False) -> Spilled:
     """A new spill of the rows of ``table`` at ``picked`` (split -> set of row numbers
     within the split, in spill order), in their order; ``rows_in`` counts their input
-    rows (a merged record's each)."""
-    writer = _Writer()
+    rows (a merged record's each). ``look``: as ``read``'s."""
+    writer = _Writer(look)
     rows_in = 0
     try:
         for split in table.counts:
@@ -145,15 +150,28 @@ def validate(source, schema, header="infer", names=None, *, label_vocabulary=Non
 
 class _Writer:
     """Appends Blocks to the split files of a new spill folder, counting rows and
-    keeping the first rows of each split as its sample."""
+    keeping the first rows of each split as its sample; with ``look``, also where the
+    rows' image files are missing (``Spilled.missing``)."""
 
-    def __init__(self):
+    def __init__(self, look: bool = False):
         self.folder = tempfile.mkdtemp(prefix="tfrecorder-spill-")
         self.files: dict[str, object] = {}
         self.counts: dict[str, int] = {}
         self.samples: dict[str, list] = {}
+        self.look = look
+        self.missing: dict[str, list[int]] = {}
+        self.missing_rows = 0
+        self.listed: dict[str, set[str]] = {}  # object-store folders listed so far
 
     def write(self, split: str, block: Block) -> None:
+        if self.look:
+            gone = storage.missing(block.uris, self.listed)
+            if gone:
+                at = self.counts.get(split, 0)
+                self.missing.setdefault(split, []).extend(at + i for i in gone)
+                merged = block.merged
+                self.missing_rows += len(gone) + (
+                    sum(len(merged[i]) for i in gone) if merged is not None else 0)
         if split not in self.files:
             self.files[split] = open(os.path.join(self.folder, split), "wb")
         pickle.dump(block.as_tuple(), self.files[split], protocol=pickle.HIGHEST_PROTOCOL)
@@ -169,7 +187,8 @@ class _Writer:
     def spilled(self, names, features, vocabularies, rows_in: int) -> Spilled:
         self.close()
         return Spilled(self.folder, self.counts, self.samples, names, features,
-                       vocabularies, rows_in)
+                       vocabularies, rows_in, missing=self.missing,
+                       missing_rows=self.missing_rows)
 
     def discard(self) -> None:
         self.close()
@@ -179,10 +198,14 @@ class _Writer:
 def read(source, schema, header="infer", names=None, *, label_vocabulary=None,
          split_fractions=splits.DEFAULT_FRACTIONS, per_chunk=None,
          multi_label: bool | None = None, images_dir=None,
-         extend_vocabulary: bool = False, stored_splits: splits.StoredSplit | None = None
-         ) -> Spilled:
+         extend_vocabulary: bool = False, stored_splits: splits.StoredSplit | None = None,
+         look: bool = False) -> Spilled:
     """``source`` checked and spilled, split by split; one SchemaError with every problem.
 
+    ``look``: each record's image file is looked for as it is spilled (a ``stat``
+    locally, a listing per folder on gs://, ``storage.missing``), and the records whose
+    file is missing are noted (``Spilled.missing``), so that a conversion can stop
+    before reading any image when they already exceed its error budget.
     ``per_chunk(row_ids, uris)`` sees the image URIs of each checked chunk;
     ``images_dir``: where relative image paths resolve (``sources.chunks``).
     ``extend_vocabulary``: ``label_vocabulary`` is a stored one (an update's), whose
@@ -194,7 +217,8 @@ def read(source, schema, header="infer", names=None, *, label_vocabulary=None,
         return _read(source, schema, header, names, label_vocabulary=label_vocabulary,
                      split_fractions=split_fractions, per_chunk=per_chunk,
                      multi_label=multi_label, images_dir=images_dir,
-                     extend_vocabulary=extend_vocabulary, stored_splits=stored_splits)
+                     extend_vocabulary=extend_vocabulary, stored_splits=stored_splits,
+                     look=look)
 
 
 #: A table whose images listed under several labels are fewer than this share of its
@@ -214,7 +238,8 @@ def _extended(stored: list[str], distinct) -> list[str] | None:
 
 
 def _read(source, schema, header, names, *, label_vocabulary, split_fractions, per_chunk,
-          multi_label=None, images_dir=None, extend_vocabulary=False, stored_splits=None):
+          multi_label=None, images_dir=None, extend_vocabulary=False, stored_splits=None,
+          look=False):
     notes: list[str] = []
     chunks = sources.chunks(source, schema, header, names, CHUNK_ROWS, images_dir=images_dir,
                             notes=notes)
@@ -241,11 +266,11 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
             fixed = labels.fix_vocabularies(schema, found.distinct, label_vocabulary)
             check = _table_check(schema, fixed, fractions, found.multi, stored_splits)
         if found.kind != "detection" and not found.multi:
-            spilled = _spill(cache.replay(), check, per_chunk)
+            spilled = _spill(cache.replay(), check, per_chunk, _Writer(look))
         else:
             spilled = _spill_grouped(cache.replay(), check, found.firsts, fractions,
                                      per_chunk, schema.column("image") or "image_uri",
-                                     stored_splits)
+                                     _Writer(look), stored_splits)
         spilled.notes = list(notes)
         return spilled
     finally:
@@ -381,9 +406,8 @@ def _detection_check(names: list[str]):
     return check
 
 
-def _spill(chunks: Iterator, check, per_chunk) -> Spilled:
-    """Checks every chunk and spills its rows to their split's file."""
-    writer = _Writer()
+def _spill(chunks: Iterator, check, per_chunk, writer: _Writer) -> Spilled:
+    """Checks every chunk and spills its rows to their split's file with ``writer``."""
     problems = Problems()
     first = None
     rows_in = 0
@@ -408,12 +432,11 @@ def _spill(chunks: Iterator, check, per_chunk) -> Spilled:
 
 
 def _spill_grouped(chunks: Iterator, check, firsts, fractions, per_chunk,
-                   image_col: str, stored=None) -> Spilled:
+                   image_col: str, writer: _Writer, stored=None) -> Spilled:
     """Checks every chunk, spills each row into the bucket of its image's first row,
-    then groups the buckets in order: one record per image."""
+    then groups the buckets in order with ``writer``: one record per image."""
     import numpy as np
 
-    writer = _Writer()
     buckets: dict[int, object] = {}
     problems = Problems()
     first = None

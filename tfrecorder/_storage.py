@@ -14,7 +14,7 @@ import shutil
 import stat
 import threading
 import uuid
-from typing import IO, Iterator
+from typing import IO, Iterator, Sequence
 
 #: URI schemes tfrecorder reads and writes; anything else is refused before a run.
 SCHEMES = ("gs",)
@@ -302,6 +302,69 @@ def exists(path: str) -> bool:
     if is_remote(path):
         return _fs(path).exists(path)
     return os.path.exists(_local(path))
+
+
+#: Local paths looked at by one thread at a time in ``missing``.
+STAT_BATCH = 1024
+
+
+def missing(paths: Sequence, listed: dict[str, set[str]] | None = None) -> list[int]:
+    """The indices of ``paths`` (None: no file wanted) where no file is, as a reader
+    would find it, in order: one ``stat`` per local path, ``ROUND_TRIPS`` threads at once
+    (a stat waits on the file system without the GIL; on a network file system or a
+    mounted bucket each is a round trip); on an object store, one listing per folder the
+    paths are in (a request per thousand names, where a lookup per object would be a
+    request each: a table names most of its folders' images), kept in ``listed``
+    (folder -> names) for the next calls. Anything else a read would meet (a directory,
+    no permission) is left to the read, which names it."""
+    out: list[int] = []
+    local: list[int] = []
+    listed = {} if listed is None else listed
+    for i, path in enumerate(paths):
+        if path is None:
+            continue
+        if not is_remote(path):
+            local.append(i)
+            continue
+        folder, _, name = path.rpartition("/")
+        names = listed.get(folder)
+        if names is None:
+            names = listed[folder] = _names_in(folder, path)
+        if name not in names:
+            out.append(i)
+
+    def gone(batch: list[int]) -> list[int]:
+        return [i for i in batch if not _there(_local(paths[i]))]
+
+    batches = [local[k:k + STAT_BATCH] for k in range(0, len(local), STAT_BATCH)]
+    for found in each(gone, batches, at_once=True):
+        out.extend(found)
+    return sorted(out)
+
+
+def _there(path: str) -> bool:
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):  # not a folder on the way, a NUL: the read says
+        pass
+    return True
+
+
+def _names_in(folder: str, path: str) -> set[str]:
+    """The names of the objects directly in object-store ``folder``, listed now; ``path``,
+    one of them, is what a problem with the file system (no credentials) names."""
+    fs = _fs(path)
+    fs.invalidate_cache(folder)
+    try:
+        return {posixpath.basename(p.rstrip("/")) for p in fs.ls(folder, detail=False)}
+    except FileNotFoundError:
+        return set()
+    finally:
+        # gcsfs would answer later questions about these objects (``stamp``: their
+        # generation) from this listing, however long ago it was made.
+        fs.invalidate_cache(folder)
 
 
 def isdir(path: str) -> bool:

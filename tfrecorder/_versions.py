@@ -38,6 +38,8 @@ class Update:
     formats: tuple = ()             # image formats of kept records
     existing: tuple = ()            # append: keys already stored (the first ones)
     existing_count: int = 0         # append: rows whose key was already stored
+    existing_differ: int = 0        # append: those whose row differs from the stored one
+    differ_in: tuple = ()           # append: what differs (_differences), sorted
 
 
 #: No row of the table names the stored record (``matched`` has no entry: a row id may
@@ -407,12 +409,13 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
     # (shard file, position) of each kept record -> its row in this table
     matched: dict[tuple, Any] = {}
     existing: list = []
-    existing_count = 0
+    existing_count = existing_differ = 0
+    differ_in: set = set()
     first_of: dict = {}  # append: each stored key's first record, found once
     batch: list = []
 
     def decide(batch):
-        nonlocal existing_count
+        nonlocal existing_count, existing_differ
         seen = _stamps([r[5].image_uri for r in batch], content, opts.max_image_bytes)
         for (split, n, key, labels, features, row, lookup, image), look in zip(batch, seen):
             features = _comparable(features, table.features)
@@ -421,6 +424,10 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
                                    _signature(split, labels, features, None))
                 if there is not None:
                     existing_count += 1
+                    differs = _differences(there.entry, split, labels, features, image, look,
+                                           content, table.features)
+                    existing_differ += bool(differs)
+                    differ_in.update(differs)
                     if len(existing) < 5:
                         existing.append(key if key is not None else strict_json(row.row))
                     matched.setdefault((there.shard.file, there.position),
@@ -514,9 +521,34 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
         changes=changes, label_counts=label_counts, kept_rows=kept_rows,
         rows_in=table.rows_in, channels={channels: kept_records} if channels else {},
         formats=tuple(sorted(formats)), existing=tuple(existing),
-        existing_count=existing_count)
+        existing_count=existing_count, existing_differ=existing_differ,
+        differ_in=tuple(sorted(differ_in)))
     return Plan(picked, update, live_data, sum(added.values()), rows_read,
                 {name: rows_now[name] for name in moved})
+
+
+def _differences(entry: dict, split, labels, features, image, look, content: bool,
+                 specs: dict | None) -> list:
+    """What of a row differs from the stored record ``entry`` its key names, among what
+    ``_signature`` and ``_take`` compare (what an update would write it for): ``split``,
+    ``label``, the names of other columns (their values as records hold them, by
+    ``specs``), ``image_uri`` (where the key is another column: none of the row's
+    ``image`` names is the record's), ``image`` (its size and stamp, or its digest with
+    ``content``; ``look`` is the row's)."""
+    was = _comparable(entry.get("features") or {}, specs)
+    out = [name for name, a, b in (("split", entry.get("split"), split),
+                                   ("label", sorted(entry.get("label") or []), labels))
+           if a != b]
+    if image is not None and rows.image_names(entry).isdisjoint(image):
+        out.append("image_uri")
+    out += [name for name in sorted(set(was) | set(features))
+            if was.get(name) != features.get(name)]
+    if look is not None and "sha256" in entry:
+        image = ("sha256", look) if content else ("stat", *look)
+        if image != (("sha256", entry["sha256"]) if content
+                     else ("stat", entry.get("size"), entry.get("stamp"))):
+            out.append("image")
+    return out
 
 
 def _stored_as(lookup: list, by_name: dict, first_of: dict, values_signature: tuple):
