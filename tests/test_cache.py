@@ -289,3 +289,44 @@ def test_two_processes_reading_at_once_fetch_each_shard_once(remote, tmp_path, r
     assert [o.strip() for o, _ in outs] == ["True", "True"], [e[-2000:] for _, e in outs]
     got = fetches(requests, before)
     assert len(got) == 4 and set(got.values()) == {1}
+
+
+@pytest.mark.slow
+def test_dataloader_workers_share_one_cache(remote, tmp_path, requests):
+    import torch
+    from torch.utils.data import DataLoader
+
+    import tfrecorder.torch
+
+    before = len(requests)
+    ds = tfrecorder.torch.Dataset(remote, "train", cache_dir=tmp_path, cache_limit="1GB")
+    assert ds.reader.cache.limit == 10**9
+    loader = DataLoader(ds, batch_size=4, num_workers=2,
+                        sampler=tfrecorder.torch.Sampler(ds, seed=1),
+                        multiprocessing_context="fork")
+    assert sorted(torch.cat([b["id"] for b in loader]).tolist()) == list(range(N))
+    got = fetches(requests, before)
+    assert len(got) == 4 and set(got.values()) == {1}
+    assert len(entries(tmp_path)) == 4
+
+
+def test_a_grain_source_reads_through_the_cache(remote, tmp_path):
+    import pickle
+
+    import tfrecorder.grain
+
+    source = tfrecorder.grain.DataSource(remote, "train", cache_dir=tmp_path, cache_limit=10**6)
+    copy = pickle.loads(pickle.dumps(source))  # what a Grain worker gets
+    assert sorted(int(copy[i]["id"]) for i in range(len(copy))) == list(range(N))
+    assert copy.reader.cache.root == str(tmp_path) and len(entries(tmp_path)) == 4
+
+
+@pytest.mark.slow
+def test_load_global_shuffle_reads_gs_through_the_cache(tf, remote, local, tmp_path):
+    def read(folder, **kw):
+        ds = tfrecorder.load(folder, "train", shuffle="global", seed=3, **kw)
+        return [int(ex["id"]) for ex in ds.as_numpy_iterator()]
+
+    cached = read(remote, cache_dir=tmp_path)
+    assert cached == read(local) and sorted(cached) == list(range(N))
+    assert len(entries(tmp_path)) == 4

@@ -51,13 +51,21 @@ class Dataset(torch.utils.data.Dataset):
     shards it reads, at most ``max_open_files`` at a time (``access.Reader``), and reads
     only the conversion the dataset was made on: OutputChangedError when the directory
     was converted again and a shard must be opened anew (docs/reliability.md).
+
+    From ``gs://``, whole shards are fetched into a local cache that every worker and
+    process of the machine shares, one fetch per shard, within ``cache_limit`` bytes
+    (``"10GB"`` works too; 0: no cache) in ``cache_dir`` (default
+    ``$TFRECORDER_CACHE`` or ``~/.cache/tfrecorder``); a local folder is read in place
+    (docs/bucket.md).
     """
 
     def __init__(self, output_dir: str, split: str = "train",
                  transform: Callable | None = None, *, version: int | None = None,
-                 max_open_files: int = 64):
+                 max_open_files: int = 64, cache_dir: str | None = None,
+                 cache_limit: int | str | None = None):
         self.reader = access.Reader(output_dir, split, version=version,
-                                    max_open_files=max_open_files)
+                                    max_open_files=max_open_files, cache_dir=cache_dir,
+                                    cache_limit=cache_limit)
         self.transform = transform
         manifest = self.reader.manifest
         self.image_key = manifest.image_key
