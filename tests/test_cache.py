@@ -330,3 +330,72 @@ def test_load_global_shuffle_reads_gs_through_the_cache(tf, remote, local, tmp_p
     cached = read(remote, cache_dir=tmp_path)
     assert cached == read(local) and sorted(cached) == list(range(N))
     assert len(entries(tmp_path)) == 4
+
+
+def test_the_streaming_order_reads_every_record_once_a_few_shards_at_a_time():
+    counts = [10, 7, 0, 12, 9, 10]
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    order = access.shard_order(counts, seed=4, epoch=2, window=2)
+    assert sorted(order.tolist()) == list(range(sum(counts)))
+    assert order.tolist() == access.shard_order(counts, 4, 2, 2).tolist()
+    assert order.tolist() != access.shard_order(counts, 4, 3, 2).tolist()
+    shard_of = np.searchsorted(starts, order, side="right") - 1
+    shards = access.permutation(len(counts), 4, 2).tolist()
+    at = 0
+    for k in range(0, len(counts), 2):  # window by window, in the shards' shuffled order
+        window = shards[k:k + 2]
+        n = sum(counts[s] for s in window)
+        assert set(shard_of[at:at + n].tolist()) == {s for s in window if counts[s]}
+        at += n
+    parts = [access.part(order, r, 3).tolist() for r in range(3)]
+    assert sorted(sum(parts, [])) == list(range(sum(counts)))
+    with pytest.raises(ConfigError, match="window=0"):
+        access.shard_order(counts, 0, 0, window=0)
+
+
+def test_the_sampler_orders_by_shards_and_resumes_in_the_epoch(local):
+    import tfrecorder.torch
+
+    ds = tfrecorder.torch.Dataset(local, "train")
+    sampler = tfrecorder.torch.Sampler(ds, seed=3, order="shards", window=1)
+    sampler.set_epoch(5)
+    whole = list(sampler)
+    assert whole == access.shard_order(ds.reader.view.counts, 3, 5, 1).tolist()
+    sampler.set_epoch(5, start=13)
+    assert list(sampler) == whole[13:] and len(sampler) == N - 13
+    ranks = [tfrecorder.torch.Sampler(ds, seed=3, order="shards", rank=r, world_size=2)
+             for r in range(2)]
+    assert sorted(list(ranks[0]) + list(ranks[1])) == list(range(N))
+    with pytest.raises(ConfigError, match="order='shards' needs a tfrecorder.torch.Dataset"):
+        tfrecorder.torch.Sampler(list(range(5)), order="shards")
+    with pytest.raises(ConfigError, match="order='random'"):
+        tfrecorder.torch.Sampler(ds, order="random")
+
+
+@pytest.mark.slow
+def test_a_cache_of_a_third_of_the_split_streams_each_shard_once_an_epoch(
+        remote, tmp_path, requests):
+    import torch
+    from torch.utils.data import DataLoader
+
+    import tfrecorder.torch
+
+    size = max(s.num_bytes for s in access.Reader(remote, "train").shards)
+    # Of 4 shards: those the two workers read (their batches in flight may straddle two
+    # shards) and the next one, fetched ahead.
+    limit = int(2.5 * size)
+    ds = tfrecorder.torch.Dataset(remote, "train", cache_dir=tmp_path, cache_limit=limit)
+    sampler = tfrecorder.torch.Sampler(ds, seed=0, order="shards", window=1)
+    loader = DataLoader(ds, batch_size=4, num_workers=2, sampler=sampler,
+                        multiprocessing_context="fork")
+    for epoch in range(2):
+        before = len(requests)
+        sampler.set_epoch(epoch)
+        got = torch.cat([b["id"] for b in loader]).tolist()
+        assert sorted(got) == list(range(N))
+        fetched = fetches(requests, before)
+        # Each shard at most once; after the first epoch, those left cached not at all.
+        assert set(fetched.values()) == {1} and len(fetched) == (4 if epoch == 0 else
+                                                                  len(fetched)), fetched
+        # Within the limit at each fetch but for the shards then read (each worker's).
+        assert ds.reader.cache.held() <= limit + 2 * size

@@ -192,14 +192,16 @@ class Cache:
             os.close(lock)
             raise
 
-    def fetch(self, name: str, remote: str, size: int, verify, *, room_only=False) -> bool:
+    def fetch(self, name: str, remote: str, size: int, verify, *, room_only=False,
+              keep=frozenset()) -> bool:
         """Entry ``name`` fetched unless it is here whole (not pinned: fetching ahead).
-        With ``room_only``, only when it fits without going over the limit (entries
-        being read stay); False when it did not fit."""
+        With ``room_only``, only when it fits under the limit without evicting the
+        entries being read nor those named in ``keep`` (still to be read); False when
+        it did not fit."""
         self._makedirs()
         if self._open(name, size, close=True):
             return True
-        return self._fetch(name, remote, size, verify, room_only=room_only)
+        return self._fetch(name, remote, size, verify, room_only=room_only, keep=keep)
 
     def drop(self, pin: Pin) -> None:
         """Removes ``pin``'s entry if its name still leads to the file pinned (found
@@ -237,13 +239,14 @@ class Cache:
 
     # --- fetching -------------------------------------------------------------------
 
-    def _fetch(self, name: str, remote: str, size: int, verify, room_only=False) -> bool:
+    def _fetch(self, name: str, remote: str, size: int, verify, room_only=False,
+               keep=frozenset()) -> bool:
         fetching = _lock(self._path(name, "fetch"), fcntl.LOCK_EX)
         tmp = None
         try:
             if self._open(name, size, close=True):  # fetched while we waited
                 return True
-            tmp = self._reserve(name, size, room_only)
+            tmp = self._reserve(name, size, room_only, keep)
             if tmp is None:
                 return False
             fd = os.open(tmp, os.O_WRONLY)
@@ -260,7 +263,7 @@ class Cache:
                 _unlink(tmp)
             os.close(fetching)
 
-    def _reserve(self, name: str, size: int, room_only: bool) -> str | None:
+    def _reserve(self, name: str, size: int, room_only: bool, keep=frozenset()) -> str | None:
         """Under the cache-wide lock: evicts least recently used entries nobody reads
         until ``size`` more bytes fit (or nothing more can go), removes the temporary
         files of killed fetches, and creates this fetch's temporary file at its full size
@@ -268,20 +271,7 @@ class Cache:
         fit."""
         whole = _lock(os.path.join(self.folder, LOCK), fcntl.LOCK_EX)
         try:
-            entries = self._scan()
-            total = sum(s for _, _, s, _ in entries)
-            for kind, other, s, path in entries:  # killed fetches' leftovers
-                if kind == "temp" and (other == name or _free(self._path(other, "fetch"))):
-                    _unlink(path)
-                    total -= s
-            shards = sorted((_mtime(path), other, s) for kind, other, s, path in entries
-                            if kind == "shard" and other != name)
-            for _, other, s in shards:
-                if total + size <= self.limit:
-                    break
-                if self._evict(other):
-                    total -= s
-            if room_only and total + size > self.limit:
+            if not self._make_room(name, size, keep) and room_only:
                 return None
             tmp = self._path(name, f"shard.tmp-{os.getpid()}-{secrets.token_hex(4)}")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -292,6 +282,25 @@ class Cache:
             return tmp
         finally:
             os.close(whole)
+
+    def _make_room(self, name: str | None, size: int, keep=frozenset()) -> bool:
+        """With the cache-wide lock held: removes killed fetches' temporary files and
+        evicts entries (not ``name``, not in ``keep``, not pinned) until ``size`` more
+        bytes fit; whether they do."""
+        entries = self._scan()
+        total = sum(s for _, _, s, _ in entries)
+        for kind, other, s, path in entries:
+            if kind == "temp" and (other == name or _free(self._path(other, "fetch"))):
+                _unlink(path)
+                total -= s
+        shards = sorted((_mtime(path), other, s) for kind, other, s, path in entries
+                        if kind == "shard" and other != name and other not in keep)
+        for _, other, s in shards:
+            if total + size <= self.limit:
+                break
+            if self._evict(other):
+                total -= s
+        return total + size <= self.limit
 
     def _evict(self, name: str) -> bool:
         """Removes entry ``name`` unless it is pinned or being fetched."""

@@ -223,15 +223,17 @@ class Reader:
             return records.unframe(os.pread(self._pinned(shard).fd, length, offset), length,
                                    f"{where} (fetched again)")
 
-    def prefetch(self, shard: int, *, room_only: bool = False) -> bool:
+    def prefetch(self, shard: int, *, room_only: bool = False, keep=()) -> bool:
         """Fetches shard ``shard`` into the cache, if there is one and it is not there
         (without keeping it open): reading ahead of an order. With ``room_only``, only
-        if it fits in the cache's limit beside the shards being read; False if not."""
+        if it fits in the cache's limit beside the shards being read and the shards
+        ``keep`` (still to be read); False if not."""
         if self.cache is None:
             return True
         return self.cache.fetch(self._cache_key(shard), self.files[shard],
                                 self.view.shards[shard].num_bytes,
-                                lambda: self._check_generation(shard), room_only=room_only)
+                                lambda: self._check_generation(shard), room_only=room_only,
+                                keep=frozenset(self._cache_key(s) for s in keep))
 
     def _cache_key(self, shard: int) -> str:
         s = self.view.shards[shard]
@@ -400,6 +402,95 @@ def permutation(size: int, seed: int, epoch: int) -> np.ndarray:
         if not isinstance(v, (int, np.integer)) or not 0 <= v < 1 << 32:
             raise ConfigError(f"{name}={v!r}; give an integer in [0, 2**32)")
     return np.random.RandomState([int(seed), int(epoch)]).permutation(size)
+
+
+#: Shards whose records ``shard_order`` shuffles together.
+WINDOW = 4
+
+
+def shard_order(counts: Sequence[int], seed: int, epoch: int, window: int = WINDOW) -> np.ndarray:
+    """The order of epoch ``epoch`` that streams: the shards (``counts`` records each, in
+    file order) shuffled, then taken ``window`` at a time, the records of each window
+    shuffled together. A permutation of ``range(sum(counts))`` that depends only on
+    ``(counts, seed, epoch, window)``, as ``permutation``, so ``part`` and a restart at
+    a position work alike; a reader needs about ``window`` shards at a time, not the
+    split, so a cache smaller than the split fetches each shard about once an epoch."""
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise ConfigError(f"window={window!r}; give the shards to shuffle together, an "
+                          f"int >= 1")
+    counts = [int(c) for c in counts]
+    shards = permutation(len(counts), seed, epoch)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    rng = np.random.RandomState([int(seed), int(epoch), 1])  # not permutation's stream
+    parts = []
+    for k in range(0, len(shards), int(window)):
+        records = np.concatenate([np.arange(starts[s], starts[s + 1])
+                                  for s in shards[k:k + int(window)]])
+        parts.append(records[rng.permutation(len(records))])
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
+    """``positions`` (record indices, in the order they will be read), yielded one by
+    one while a background thread fetches their shards into ``reader``'s cache in
+    that order: those reached, and up to ``ahead`` shards beyond, the latter only where
+    they fit in the limit beside the shards being read. Without a cache, just
+    ``positions``."""
+    positions = [int(p) for p in positions]
+    if reader.cache is None or not positions:
+        yield from positions
+        return
+    shard_of = np.searchsorted(reader.view.starts, positions, side="right") - 1
+    shards, first = np.unique(shard_of, return_index=True)
+    by_first = np.argsort(first)
+    shards, first = shards[by_first].tolist(), first[by_first].tolist()
+    last = dict(zip(*np.unique(shard_of[::-1], return_index=True)))
+    last = [len(positions) - 1 - int(last[s]) for s in shards]
+    state = {"reached": 0, "at": 0, "done": False}
+    changed = threading.Condition()
+
+    def run():
+        j = 0
+        while j < len(shards):
+            with changed:
+                while not state["done"] and j >= state["reached"] + ahead:
+                    changed.wait()
+                if state["done"]:
+                    return
+                reached = state["reached"]
+            # No shard whose last position is still to come (reached, or ahead and
+            # left in the cache by an earlier epoch) is evicted for one fetched ahead.
+            keep = [s for s, end in zip(shards, last) if end >= state["at"]]
+            try:
+                fetched = reader.prefetch(shards[j], room_only=j >= reached, keep=keep)
+            except Exception:
+                # Reading ahead only: the reader meets the same error, with its
+                # context, when it reads that shard.
+                return
+            if fetched:
+                j += 1
+                continue
+            with changed:  # no room yet: again once reading moved on
+                while not state["done"] and state["reached"] == reached:
+                    changed.wait()
+
+    thread = threading.Thread(target=run, name="tfrecorder-fetch-ahead", daemon=True)
+    thread.start()
+    try:
+        reached = 0
+        for k, p in enumerate(positions):
+            state["at"] = k
+            if reached < len(first) and first[reached] <= k:
+                while reached < len(first) and first[reached] <= k:
+                    reached += 1
+                with changed:
+                    state["reached"] = reached
+                    changed.notify_all()
+            yield p
+    finally:
+        with changed:
+            state["done"] = True
+            changed.notify_all()
 
 
 def part(indices: Sequence[int] | int, rank: int, world_size: int):
