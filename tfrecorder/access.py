@@ -99,6 +99,8 @@ class Reader:
         self._max_pins = max_open_files if self.cache is None else min(
             max_open_files, max(1, self.cache.fits(max(sizes, default=1)) - 1))
         self._reset()
+        if self.cache is not None:
+            self._read_every_index()
 
     def _reset(self) -> None:
         self._pid = os.getpid()
@@ -305,6 +307,16 @@ class Reader:
                 self._check_generation(shard)
             self.view.keep(shard, entries)
         return entries
+
+    def _read_every_index(self) -> None:
+        """Every shard's entries, read now (requests in flight together) and checked
+        once: a reader through the cache makes no other request once its shards are
+        there, and DataLoader workers forked from it, or Grain's unpickled copies, get
+        them with it instead of each asking the bucket again."""
+        got = storage.each(self.view.read_entries, range(len(self.shards)), at_once=True)
+        self._check_generation(0)
+        for shard, entries in enumerate(got):
+            self.view.keep(shard, entries)
 
     def _check_generation(self, shard: int) -> None:
         """OutputChangedError unless the manifest is still the one of the conversion the
