@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import http.server
+import sys
 import threading
 import time
 
@@ -21,7 +22,7 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgra
         "proxy-authorization", "proxy-authenticate", "content-length"}
 
 
-def handler(upstream: str, delay: float):
+def handler(upstream: str, delay: float, log: list | None = None):
     host, port = upstream.rsplit(":", 1)
 
     class Delayed(http.server.BaseHTTPRequestHandler):
@@ -30,6 +31,8 @@ def handler(upstream: str, delay: float):
         def _forward(self):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
+            if log is not None:  # list.append is atomic: handler threads share it
+                log.append((self.command, self.path, self.headers.get("Range")))
             time.sleep(delay)
             conn = http.client.HTTPConnection(host, int(port), timeout=60)
             try:
@@ -56,10 +59,19 @@ def handler(upstream: str, delay: float):
     return Delayed
 
 
-def serve(upstream: str, port: int, delay_ms: float) -> http.server.ThreadingHTTPServer:
-    """Starts the proxy on 127.0.0.1:``port`` in a daemon thread; returns the server."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port),
-                                             handler(upstream, delay_ms / 1000))
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # A client that hangs up (a worker process ending) is no error of the proxy's.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def serve(upstream: str, port: int, delay_ms: float,
+          log: list | None = None) -> http.server.ThreadingHTTPServer:
+    """Starts the proxy on 127.0.0.1:``port`` in a daemon thread; returns the server.
+    With ``log``, each request is appended to it as ``(method, path, Range header)``:
+    what a benchmark or a test counts (the fetches of a shard, say)."""
+    server = _Server(("127.0.0.1", port), handler(upstream, delay_ms / 1000, log))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

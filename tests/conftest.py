@@ -77,19 +77,23 @@ def pytest_terminal_summary(terminalreporter):
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_tmpdir(tmp_path_factory):
-    """Temporary files of the whole session (Beam's, and our default inspect() folders)
-    go under pytest's own temporary root, which pytest prunes, not into the machine's."""
+    """Temporary files of the whole session (Beam's, our default inspect() folders, the
+    default shard cache) go under pytest's own temporary root, which pytest prunes, not into the machine's."""
     import tempfile
 
     folder = str(tmp_path_factory.mktemp("tmpdir"))
-    before = tempfile.tempdir, os.environ.get("TMPDIR")
+    # And the default shard cache of gs:// readers (docs/bucket.md), not the user's.
+    before = (tempfile.tempdir, os.environ.get("TMPDIR"),
+              os.environ.get("TFRECORDER_CACHE"))
     tempfile.tempdir = os.environ["TMPDIR"] = folder
+    os.environ["TFRECORDER_CACHE"] = str(tmp_path_factory.mktemp("shard-cache"))
     yield folder
     tempfile.tempdir = before[0]
-    if before[1] is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = before[1]
+    for name, value in (("TMPDIR", before[1]), ("TFRECORDER_CACHE", before[2])):
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from tfrecorder import (
-    _layout as layout, _legacy as legacy, _view as view,
+    _cache, _layout as layout, _legacy as legacy, _view as view,
     _partition as partition, _splits as splits)
 from tfrecorder._errors import ConfigError
 from tfrecorder._manifest import Manifest
@@ -100,6 +100,8 @@ def load(
     with_info: bool = False,
     shard: tuple[int, int] | None = None,
     input_context=None,
+    cache_dir: str | None = None,
+    cache_limit: int | str | None = None,
     version: int | None = None,
 ):
     """``tf.data`` datasets of the splits written to ``tfrecord_dir``.
@@ -122,6 +124,12 @@ def load(
     latest): only its live records, with its label names, even while a newer version
     is published (docs/loading.md); ConfigError naming the versions there are when
     there is no version ``k``.
+
+    ``shuffle="global"`` on ``gs://`` reads whole shards into the machine's shard cache
+    and each record from there: ``cache_dir`` (default ``$TFRECORDER_CACHE`` or
+    ``~/.cache/tfrecorder``), ``cache_limit`` (bytes or ``"10GB"``; 0: a ranged request
+    per record). Other reads stream each shard in order and need no cache
+    (docs/bucket.md).
     """
     image_size = _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels)
     import tensorflow as tf
@@ -143,6 +151,7 @@ def load(
     if shuffle == "global" and reader[1] > 1 and seed is None:
         raise ConfigError(f"shuffle='global' with {reader[1]} readers needs seed=: every "
                           f"reader must cut the same permutation of the split")
+    shard_cache = _cache.for_source(tfrecord_dir, cache_dir, cache_limit)
     if shuffle == "global" and seed is None:
         import random
 
@@ -159,7 +168,7 @@ def load(
                         image_size=image_size, channels=channels, as_supervised=as_supervised,
                         shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, cache=cache,
                         deterministic=deterministic, drop_remainder=drop_remainder,
-                        reader=reader)
+                        reader=reader, shard_cache=shard_cache)
         for name in names
     }
     result = built[names[0]] if split is not None else Datasets(built, manifest)
@@ -483,11 +492,14 @@ def _cache_file(cache: str, manifest: Manifest, split: str, reader) -> str:
     return f"{cache}.{manifest.generation or 'legacy'}.{split}.part-{i}-of-{n}"
 
 
-def _reader_records(tf, v: view.View, compression, reader, shuffle, seed, deterministic):
+def _reader_records(tf, v: view.View, compression, reader, shuffle, seed, deterministic,
+                    shard_cache=None):
     """The records reader ``(i, n)`` reads of the split of view ``v``, and how many
     there are."""
     total = len(v)
     start, end = partition.span(total, *reader)
+    if shuffle == "global" and shard_cache is not None:
+        return _cached_records(tf, v, start, end, seed, shard_cache, deterministic), end - start
     if shuffle == "global":
         entries = [v.entries(i) for i in range(len(v.shards))]
         file_of = np.concatenate([np.full(c, i, np.int32) for i, c in enumerate(v.counts)]
@@ -496,17 +508,7 @@ def _reader_records(tf, v: view.View, compression, reader, shuffle, seed, determ
         lengths = np.array([n for e in entries for _, n in e], np.int64)
         paths = tf.constant(v.files)
         file_of, offsets, lengths = (tf.constant(a) for a in (file_of, offsets, lengths))
-        last = tf.constant(max(total - 1, 0), tf.int64)
-
-        def epoch(key):
-            # One permutation of the whole split per epoch (index_shuffle: no buffer);
-            # every reader draws the same one and reads its positions of it.
-            positions = tf.data.Dataset.range(start, end)
-            return positions.map(lambda p: tf.random.experimental.index_shuffle(
-                p, tf.stack([tf.constant(seed, tf.int64), key]), last))
-
-        ds = _epoch_keys(tf, seed).take(1).flat_map(epoch)
-        ds = ds.interleave(
+        ds = _global_positions(tf, seed, start, end, total).interleave(
             lambda r: _one_record(tf, tf.gather(paths, tf.gather(file_of, r)),
                                   tf.gather(offsets, r), tf.gather(lengths, r)),
             cycle_length=MAX_PARALLEL_READS, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
@@ -541,9 +543,47 @@ def _reader_records(tf, v: view.View, compression, reader, shuffle, seed, determ
     return ds, end - start
 
 
+def _cached_records(tf, v: view.View, start, end, seed, shard_cache, deterministic):
+    """``shuffle="global"`` through the shard cache: the same permutation of positions,
+    each group of ``CHECK_EVERY`` read by an ``access.Reader`` of the view's conversion
+    (whole shards fetched once into the cache, then local reads, both checksums
+    checked)."""
+    from tfrecorder import access
+
+    records = access.Reader(v.output_dir, v.split, version=v.version.number,
+                            cache_dir=shard_cache.root, cache_limit=shard_cache.limit)
+    if records._generation != v.version.generation:
+        records._check_generation(0)  # replaced between the two openings: says so
+
+    def read(positions):
+        return np.array(records.records(positions.tolist()), dtype=object)
+
+    def fetched(positions):
+        data = tf.numpy_function(read, [positions], tf.string, stateful=True)
+        data.set_shape([None])
+        return data
+
+    return (_global_positions(tf, seed, start, end, len(v)).batch(CHECK_EVERY)
+            .map(fetched, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+            .unbatch())
+
+
+def _global_positions(tf, seed, start, end, total):
+    """Positions ``start`` to ``end`` of one permutation of the whole split per epoch
+    (index_shuffle: no buffer); every reader draws the same one and reads its part."""
+    last = tf.constant(max(total - 1, 0), tf.int64)
+
+    def epoch(key):
+        positions = tf.data.Dataset.range(start, end)
+        return positions.map(lambda p: tf.random.experimental.index_shuffle(
+            p, tf.stack([tf.constant(seed, tf.int64), key]), last))
+
+    return _epoch_keys(tf, seed).take(1).flat_map(epoch)
+
+
 def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_supervised,
               shuffle, shuffle_buffer, seed, cache, deterministic, drop_remainder,
-              reader=(0, 1)):
+              reader=(0, 1), shard_cache=None):
     AUTOTUNE = tf.data.AUTOTUNE
     root, manifest, split = v.output_dir, v.manifest, v.split
     files = v.files
@@ -562,7 +602,8 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
             f"which shard= and shuffle='global' need; write index files with "
             f"`tfrecorder index {root}` (uncompressed shards only)")
     if reader[1] > 1 or shuffle == "global" or v.retired:
-        ds, length = _reader_records(tf, v, compression, reader, shuffle, seed, deterministic)
+        ds, length = _reader_records(tf, v, compression, reader, shuffle, seed, deterministic,
+                                     shard_cache if v.version.generation else None)
     else:
         ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
         if shuffle:
@@ -576,7 +617,10 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
             cycle_length=max(1, min(len(files), MAX_PARALLEL_READS)),
             num_parallel_calls=AUTOTUNE, deterministic=deterministic)
         length = sum(counts) if known else None
-    if v.version.generation:
+    # Records from the shard cache are the conversion's by construction (an entry is
+    # kept only once its conversion was checked, under a name of that conversion).
+    from_cache = shuffle == "global" and shard_cache is not None
+    if v.version.generation and not from_cache:
         ds = _verified(tf, ds, _same_conversion(tf, root, v.version.pin, v.version.generation))
     if length is not None:
         # The exact length, from the manifest: batching then knows the batch count, and

@@ -44,7 +44,7 @@ from typing import Sequence
 import numpy as np
 
 from tfrecorder import (
-    _example as example, _layout as layout, _partition as partition, _records as records,
+    _cache, _example as example, _layout as layout, _partition as partition, _records as records,
     _storage as storage, _view)
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 
@@ -61,8 +61,10 @@ class Reader:
     """
 
     def __init__(self, output_dir: str, split: str = "train", *, version: int | None = None,
-                 max_open_files: int = 64):
+                 max_open_files: int = 64, cache_dir: str | None = None,
+                 cache_limit: int | str | None = None):
         self.output_dir = str(output_dir)
+        cache = _cache.for_source(self.output_dir, cache_dir, cache_limit)
         if not (isinstance(max_open_files, int) and max_open_files >= 1):
             raise ConfigError(f"max_open_files={max_open_files!r}; give an int >= 1")
         self.max_open_files = max_open_files
@@ -87,17 +89,29 @@ class Reader:
         self.shards = list(self.manifest.splits[self.split].shards)
         #: Path of each shard of the split, in file order.
         self.files = self.view.files
+        sizes = [s.num_bytes for s in self.view.shards]
+        #: The shard cache reads go through (``_cache.Cache``): None for a local folder,
+        #: for ``cache_limit=0`` and for a folder without a generation (written before
+        #: there was one: its entries could not be told from another conversion's).
+        self.cache = cache if self._generation and min(sizes, default=0) >= 0 else None
+        # Shards each process keeps open from the cache: what the limit holds but one,
+        # so that the next shard fits beside them without evicting any being read.
+        self._max_pins = max_open_files if self.cache is None else min(
+            max_open_files, max(1, self.cache.fits(max(sizes, default=1)) - 1))
         self._reset()
+        if self.cache is not None:
+            self._read_every_index()
 
     def _reset(self) -> None:
         self._pid = os.getpid()
         self._fds: collections.OrderedDict[int, int] = collections.OrderedDict()
+        self._pins: collections.OrderedDict[int, _cache.Pin] = collections.OrderedDict()
         self._lock = threading.RLock()
         self._pin = None  # how the manifest looked when last found to be ours
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for key in ("_fds", "_lock", "_pid", "_pin"):
+        for key in ("_fds", "_pins", "_lock", "_pid", "_pin"):
             del state[key]
         return state
 
@@ -118,22 +132,27 @@ class Reader:
             return
         with lock:
             fds, self._fds = list(self._fds.values()), collections.OrderedDict()
+            pins, self._pins = list(self._pins.values()), collections.OrderedDict()
             pin, self._pin = self._pin, None
         if pin is not None and pin[0] is not None:
             fds.append(pin[0])
         for fd in fds:
             _close(fd)
+        for cached in pins:
+            cached.close(_close)
 
     def _forked(self) -> None:
         """In a process forked from the one that opened the files: close the copies
         (without the lock, which a thread of the parent may have held at the fork) and
         open, and check, again."""
-        fds = list(self._fds.values())
+        fds, pins = list(self._fds.values()), list(self._pins.values())
         if self._pin is not None and self._pin[0] is not None:
             fds.append(self._pin[0])
         self._reset()
         for fd in fds:
             os.close(fd)
+        for cached in pins:  # the copies only: the parent's pins stay held
+            cached.close()
 
     def __len__(self) -> int:
         return len(self.view)
@@ -162,28 +181,103 @@ class Reader:
         return self.records([i])[0]
 
     def records(self, indices) -> list[bytes]:
-        """The data of records ``indices``, in that order: ``record`` for many, with one
-        look at the manifest after them all on ``gs://`` instead of one per record."""
+        """The data of records ``indices``, in that order: ``record`` for many. From a
+        cache, the shards they are in and not here yet are fetched together first; without
+        one, on ``gs://``, one look at the manifest after them all instead of one per
+        record."""
         if self._pid != os.getpid():
             self._forked()
-        out, remote, shard = [], False, 0
+        out, shard = [], 0
+        cached = self.cache is not None
+        remote = not cached and storage.is_remote(self.output_dir)
         try:
-            for i in indices:
-                shard, j = self._position(i)
-                offset, length = self._shard_entries(shard)[j]
-                path = self.files[shard]
-                if storage.is_remote(path):
-                    framed, remote = storage.read_range(path, offset, length), True
-                else:
-                    framed = os.pread(self._fd(shard), length, offset)
-                out.append(records.unframe(framed, length, f"{path}, record at byte {offset}"))
+            places = [self._position(i) for i in indices]
+            if cached:
+                self._pin_all(list(dict.fromkeys(s for s, _ in places)))
+            for shard, j in places:
+                out.append(self._read(shard, j, cached, remote))
         except (OSError, CorruptRecordError) as e:
             if not isinstance(e, OutputChangedError):
                 self._check_generation(shard)  # a shard gone or cut: the directory replaced?
             raise
+        finally:
+            if cached:
+                self._unpin_beyond(self._max_pins)
         if remote:  # read first, checked after: the data was the conversion's if still
             self._check_generation(shard)
         return out
+
+    def _read(self, shard: int, j: int, cached: bool, remote: bool) -> bytes:
+        offset, length = self._shard_entries(shard)[j]
+        where = f"{self.files[shard]}, record at byte {offset}"
+        if remote:
+            return records.unframe(storage.read_range(self.files[shard], offset, length),
+                                   length, where)
+        if not cached:
+            return records.unframe(os.pread(self._fd(shard), length, offset), length, where)
+        try:
+            return records.unframe(os.pread(self._pinned(shard).fd, length, offset), length,
+                                   where)
+        except CorruptRecordError:
+            # Damaged on this disk since it was fetched: fetched again, once; a record
+            # still bad then is bad in the bucket.
+            self._drop(shard)
+            return records.unframe(os.pread(self._pinned(shard).fd, length, offset), length,
+                                   f"{where} (fetched again)")
+
+    def prefetch(self, shard: int, *, room_only: bool = False, keep=()) -> bool:
+        """Fetches shard ``shard`` into the cache, if there is one and it is not there
+        (without keeping it open): reading ahead of an order. With ``room_only``, only
+        if it fits in the cache's limit beside the shards being read and the shards
+        ``keep`` (still to be read); False if not."""
+        if self.cache is None:
+            return True
+        return self.cache.fetch(self._cache_key(shard), self.files[shard],
+                                self.view.shards[shard].num_bytes,
+                                lambda: self._check_generation(shard), room_only=room_only,
+                                keep=frozenset(self._cache_key(s) for s in keep))
+
+    def _cache_key(self, shard: int) -> str:
+        s = self.view.shards[shard]
+        return _cache.key(self.output_dir, self._generation, self.version, s.file,
+                          s.num_bytes)
+
+    def _pinned(self, shard: int) -> _cache.Pin:
+        """Shard ``shard``'s cache entry, open and pinned, fetched first if need be; its
+        conversion is checked after a fetch, before the entry is kept."""
+        with self._lock:
+            pin = self._pins.get(shard)
+            if pin is not None:
+                self._pins.move_to_end(shard)
+                return pin
+        pin = self.cache.pin(self._cache_key(shard), self.files[shard],
+                             self.view.shards[shard].num_bytes,
+                             lambda: self._check_generation(shard))
+        with self._lock:
+            if shard in self._pins:  # another thread pinned it meanwhile
+                pin.close()
+                return self._pins[shard]
+            self._pins[shard] = pin
+            return pin
+
+    def _pin_all(self, shards: list[int]) -> None:
+        """The shards of one batch pinned, those not here fetched at the same time."""
+        storage.each(self._pinned, [s for s in shards if s not in self._pins],
+                     at_once=True)
+
+    def _unpin_beyond(self, keep: int) -> None:
+        with self._lock:
+            gone = [self._pins.popitem(last=False)[1]
+                    for _ in range(max(0, len(self._pins) - keep))]
+        for pin in gone:
+            pin.close()
+
+    def _drop(self, shard: int) -> None:
+        with self._lock:
+            pin = self._pins.pop(shard, None)
+        if pin is not None:
+            self.cache.drop(pin)
+            pin.close()
 
     def features(self, i: int) -> dict:
         """Record ``i``'s features as plain values (see ``values``)."""
@@ -209,10 +303,20 @@ class Reader:
             # Read, then checked: an index read from another conversion is refused here
             # (on gs:// the check after each read covers it).
             entries = self.view.read_entries(shard)
-            if not storage.is_remote(self.files[shard]):
+            if self.cache is not None or not storage.is_remote(self.files[shard]):
                 self._check_generation(shard)
             self.view.keep(shard, entries)
         return entries
+
+    def _read_every_index(self) -> None:
+        """Every shard's entries, read now (requests in flight together) and checked
+        once: a reader through the cache makes no other request once its shards are
+        there, and DataLoader workers forked from it, or Grain's unpickled copies, get
+        them with it instead of each asking the bucket again."""
+        got = storage.each(self.view.read_entries, range(len(self.shards)), at_once=True)
+        self._check_generation(0)
+        for shard, entries in enumerate(got):
+            self.view.keep(shard, entries)
 
     def _check_generation(self, shard: int) -> None:
         """OutputChangedError unless the manifest is still the one of the conversion the
@@ -310,6 +414,95 @@ def permutation(size: int, seed: int, epoch: int) -> np.ndarray:
         if not isinstance(v, (int, np.integer)) or not 0 <= v < 1 << 32:
             raise ConfigError(f"{name}={v!r}; give an integer in [0, 2**32)")
     return np.random.RandomState([int(seed), int(epoch)]).permutation(size)
+
+
+#: Shards whose records ``shard_order`` shuffles together.
+WINDOW = 4
+
+
+def shard_order(counts: Sequence[int], seed: int, epoch: int, window: int = WINDOW) -> np.ndarray:
+    """The order of epoch ``epoch`` that streams: the shards (``counts`` records each, in
+    file order) shuffled, then taken ``window`` at a time, the records of each window
+    shuffled together. A permutation of ``range(sum(counts))`` that depends only on
+    ``(counts, seed, epoch, window)``, as ``permutation``, so ``part`` and a restart at
+    a position work alike; a reader needs about ``window`` shards at a time, not the
+    split, so a cache smaller than the split fetches each shard about once an epoch."""
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise ConfigError(f"window={window!r}; give the shards to shuffle together, an "
+                          f"int >= 1")
+    counts = [int(c) for c in counts]
+    shards = permutation(len(counts), seed, epoch)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    rng = np.random.RandomState([int(seed), int(epoch), 1])  # not permutation's stream
+    parts = []
+    for k in range(0, len(shards), int(window)):
+        records = np.concatenate([np.arange(starts[s], starts[s + 1])
+                                  for s in shards[k:k + int(window)]])
+        parts.append(records[rng.permutation(len(records))])
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
+    """``positions`` (record indices, in the order they will be read), yielded one by
+    one while a background thread fetches their shards into ``reader``'s cache in
+    that order: those reached, and up to ``ahead`` shards beyond, the latter only where
+    they fit in the limit beside the shards being read. Without a cache, just
+    ``positions``."""
+    positions = [int(p) for p in positions]
+    if reader.cache is None or not positions:
+        yield from positions
+        return
+    shard_of = np.searchsorted(reader.view.starts, positions, side="right") - 1
+    shards, first = np.unique(shard_of, return_index=True)
+    by_first = np.argsort(first)
+    shards, first = shards[by_first].tolist(), first[by_first].tolist()
+    last = dict(zip(*np.unique(shard_of[::-1], return_index=True)))
+    last = [len(positions) - 1 - int(last[s]) for s in shards]
+    state = {"reached": 0, "at": 0, "done": False}
+    changed = threading.Condition()
+
+    def run():
+        j = 0
+        while j < len(shards):
+            with changed:
+                while not state["done"] and j >= state["reached"] + ahead:
+                    changed.wait()
+                if state["done"]:
+                    return
+                reached = state["reached"]
+            # No shard whose last position is still to come (reached, or ahead and
+            # left in the cache by an earlier epoch) is evicted for one fetched ahead.
+            keep = [s for s, end in zip(shards, last) if end >= state["at"]]
+            try:
+                fetched = reader.prefetch(shards[j], room_only=j >= reached, keep=keep)
+            except Exception:
+                # Reading ahead only: the reader meets the same error, with its
+                # context, when it reads that shard.
+                return
+            if fetched:
+                j += 1
+                continue
+            with changed:  # no room yet: again once reading moved on
+                while not state["done"] and state["reached"] == reached:
+                    changed.wait()
+
+    thread = threading.Thread(target=run, name="tfrecorder-fetch-ahead", daemon=True)
+    thread.start()
+    try:
+        reached = 0
+        for k, p in enumerate(positions):
+            state["at"] = k
+            if reached < len(first) and first[reached] <= k:
+                while reached < len(first) and first[reached] <= k:
+                    reached += 1
+                with changed:
+                    state["reached"] = reached
+                    changed.notify_all()
+            yield p
+    finally:
+        with changed:
+            state["done"] = True
+            changed.notify_all()
 
 
 def part(indices: Sequence[int] | int, rank: int, world_size: int):

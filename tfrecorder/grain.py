@@ -25,12 +25,16 @@ class DataSource:
     (decode it in a ``map``), a scalar label is an ``int``. Thread-safe. Reads only
     the conversion it was made on, in every worker process (``access.Reader``);
     ``version=k`` reads version ``k`` of an updated folder (the latest by default),
-    its live records only."""
+    its live records only. From ``gs://``, shards are read through the machine's shard
+    cache (``cache_dir``, ``cache_limit``: see ``tfrecorder.torch.Dataset`` and
+    docs/bucket.md), shared by every worker process."""
 
     def __init__(self, output_dir: str, split: str = "train", *, version: int | None = None,
-                 max_open_files: int = 64):
+                 max_open_files: int = 64, cache_dir: str | None = None,
+                 cache_limit: int | str | None = None):
         self.reader = access.Reader(output_dir, split, version=version,
-                                    max_open_files=max_open_files)
+                                    max_open_files=max_open_files, cache_dir=cache_dir,
+                                    cache_limit=cache_limit)
         self._version = version
 
     def __len__(self) -> int:

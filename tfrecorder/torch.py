@@ -51,13 +51,21 @@ class Dataset(torch.utils.data.Dataset):
     shards it reads, at most ``max_open_files`` at a time (``access.Reader``), and reads
     only the conversion the dataset was made on: OutputChangedError when the directory
     was converted again and a shard must be opened anew (docs/reliability.md).
+
+    From ``gs://``, whole shards are fetched into a local cache that every worker and
+    process of the machine shares, one fetch per shard, within ``cache_limit`` bytes
+    (``"10GB"`` works too; 0: no cache) in ``cache_dir`` (default
+    ``$TFRECORDER_CACHE`` or ``~/.cache/tfrecorder``); a local folder is read in place
+    (docs/bucket.md).
     """
 
     def __init__(self, output_dir: str, split: str = "train",
                  transform: Callable | None = None, *, version: int | None = None,
-                 max_open_files: int = 64):
+                 max_open_files: int = 64, cache_dir: str | None = None,
+                 cache_limit: int | str | None = None):
         self.reader = access.Reader(output_dir, split, version=version,
-                                    max_open_files=max_open_files)
+                                    max_open_files=max_open_files, cache_dir=cache_dir,
+                                    cache_limit=cache_limit)
         self.transform = transform
         manifest = self.reader.manifest
         self.image_key = manifest.image_key
@@ -110,6 +118,12 @@ class Sampler(torch.utils.data.Sampler):
     the same number of batches on every process. ``rank`` and ``world_size`` default to
     ``torch.distributed``'s when it is initialized, else 0 and 1.
 
+    ``order="shards"`` reads in an order that streams (``access.shard_order``): shards
+    shuffled, records shuffled within windows of ``window`` shards, so that a reader
+    needs a few shards at a time, not the whole split; from ``gs://``, the next shards
+    are fetched into the cache ahead of the order, in a thread of this process
+    (docs/bucket.md). The default, ``"global"``, shuffles the whole split.
+
     Call ``set_epoch(epoch)`` before each epoch. To resume within an epoch, give
     ``set_epoch(epoch, start=k)``: the order is that epoch's, from its ``k``-th position
     (``k`` = batches already done times the batch size).
@@ -117,8 +131,20 @@ class Sampler(torch.utils.data.Sampler):
 
     def __init__(self, data_source, *, seed: int = 0, shuffle: bool = True,
                  rank: int | None = None, world_size: int | None = None,
-                 drop_last: bool = False):
+                 drop_last: bool = False, order: str = "global",
+                 window: int = access.WINDOW):
         self.size = len(data_source)
+        if order not in ("global", "shards"):
+            raise ConfigError(f"order={order!r}; give 'global' (a permutation of the whole "
+                              f"split) or 'shards' (shards shuffled, records shuffled within "
+                              f"windows of {window} shards)")
+        reader = getattr(data_source, "reader", None)
+        if order == "shards" and not isinstance(reader, access.Reader):
+            raise ConfigError(f"order='shards' needs a tfrecorder.torch.Dataset (it orders "
+                              f"by the dataset's shards), not a {type(data_source).__name__}")
+        access.shard_order([], 0, 0, window)  # checks it
+        self.order, self.window = order, window
+        self._reader = reader if order == "shards" else None
         if rank is None or world_size is None:
             dist = torch.distributed
             ready = dist.is_available() and dist.is_initialized()
@@ -141,13 +167,20 @@ class Sampler(torch.utils.data.Sampler):
         self.epoch, self.start = int(epoch), int(start)
 
     def _positions(self) -> np.ndarray:
-        order = (access.permutation(self.size, self.seed, self.epoch) if self.shuffle
-                 else np.arange(self.size))
+        if not self.shuffle:
+            order = np.arange(self.size)
+        elif self._reader is not None:
+            order = access.shard_order(self._reader.view.counts, self.seed, self.epoch,
+                                       self.window)
+        else:
+            order = access.permutation(self.size, self.seed, self.epoch)
         if self.drop_last:
             order = order[:self.size - self.size % self.world_size]
         return access.part(order, self.rank, self.world_size)[self.start:]
 
     def __iter__(self):
+        if self._reader is not None:  # shards fetched into the cache ahead of the order
+            return access.fetch_ahead(self._reader, self._positions(), self.window)
         return iter(self._positions().tolist())
 
     def __len__(self) -> int:

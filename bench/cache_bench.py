@@ -1,0 +1,227 @@
+"""PyTorch training input from a bucket: the shard cache against local disk.
+
+    python bench/make_corpus.py /tmp/corpus --images 900      # 720 train photos
+    python bench/cache_bench.py /tmp/corpus [--delay-ms 30] [--batch-size 32]
+    python bench/cache_bench.py /tmp/corpus --local-only      # one local epoch, timed
+
+Converts the corpus into 8 shards per split (kept in CORPUS/tfrecords-8), starts a GCS
+emulator (gcp-storage-emulator, in memory) with ``bench/latency_proxy.py`` in front of it
+(``--delay-ms`` per request, as Cloud Storage from a VM), uploads the conversion, and
+reads the train split's raw records (no decoding: what reading costs shows) with a
+DataLoader of 2 workers over ``tfrecorder.torch``'s reader:
+
+  local       local disk, 3 epochs (median)
+  copy        the split's shards copied out of the bucket (gcsfs ``get``), the bar the
+              cache is held to: copy + one local epoch
+  uncached    gs:// with ``cache_limit=0``: one ranged request per record (the first
+              ``--uncached-records`` records of an epoch, as records/s)
+  cold        gs:// through an empty cache: first batch and first epoch, global order
+  warm        gs:// through the full cache: 3 later epochs (median)
+  third       ``cache_limit`` a third of the split, ``order="shards"`` (``--window``):
+              2 epochs, each shard's fetches per epoch and the cache's largest size
+
+Fetches are counted by the proxy (requests for a range from byte 0 of a shard).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+BUCKET = "bench"
+# gcsfs probes a bucket's type over gRPC, which the emulator does not serve.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+os.environ.setdefault("NO_GCE_CHECK", "true")
+
+from gcs_reads_bench import _free_port, _wait  # noqa: E402
+
+
+def converted(corpus: str) -> str:
+    out = os.path.join(corpus, "tfrecords-8")
+    if not os.path.exists(os.path.join(out, "tfrecorder.json")):
+        import tfrecorder
+
+        tfrecorder.convert(os.path.join(corpus, "data.csv"), out, num_shards=8)
+    return out
+
+
+def raw_loader(folder, *, sampler=None, batch_size=32, **kw):
+    """A DataLoader of 2 forked workers over the split's raw records; batches are the
+    records' byte counts (nothing decoded, little sent back)."""
+    import torch.utils.data
+
+    import tfrecorder.torch
+
+    class Raw(torch.utils.data.Dataset):
+        def __init__(self):
+            self.reader = tfrecorder.torch.Dataset(folder, "train", **kw).reader
+
+        def __len__(self):
+            return len(self.reader)
+
+        def __getitems__(self, indices):
+            return [len(r) for r in self.reader.records(indices)]
+
+    ds = Raw()
+    if sampler is not None:
+        sampler = sampler(ds)
+    loader = torch.utils.data.DataLoader(ds, batch_size=batch_size, num_workers=2,
+                                         sampler=sampler, collate_fn=len,
+                                         multiprocessing_context="fork")
+    return ds, loader
+
+
+def epoch(loader, stop_after: int | None = None) -> tuple[float, float, int]:
+    """(seconds to the first batch, seconds for the epoch, records), from ``iter()``:
+    worker start-up included."""
+    start = time.perf_counter()
+    first, n = None, 0
+    for size in loader:
+        n += size
+        if first is None:
+            first = time.perf_counter() - start
+        if stop_after is not None and n >= stop_after:
+            break
+    return first, time.perf_counter() - start, n
+
+
+def local_only(out: str, batch_size: int, epochs: int) -> None:
+    _, loader = raw_loader(out, batch_size=batch_size)
+    times = [epoch(loader) for _ in range(epochs + 1)][1:]
+    n = times[0][2]
+    walls = [t for _, t, _ in times]
+    print(f"local: {n} records, epochs {', '.join(f'{t:.3f}' for t in walls)} s; median "
+          f"{statistics.median(walls):.3f} s = {n / statistics.median(walls):,.0f} records/s")
+
+
+def fetches(log, since: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for method, path, span in log[since:]:
+        name = urllib.parse.unquote(path.split("?")[0]).rsplit("/", 1)[-1]
+        if method == "GET" and "alt=media" in path and ".tfrecord-" in name \
+                and "/index/" not in urllib.parse.unquote(path) \
+                and (span is None or span.startswith("bytes=0-")):
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("corpus")
+    ap.add_argument("--delay-ms", type=float, default=30.0)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--window", type=int, default=1, help="order='shards' window")
+    ap.add_argument("--uncached-records", type=int, default=192)
+    ap.add_argument("--local-only", action="store_true")
+    args = ap.parse_args()
+    out = converted(args.corpus)
+    if args.local_only:
+        local_only(out, args.batch_size, 3)
+        return
+
+    import tfrecorder.torch
+    from tfrecorder import access
+
+    local = access.Reader(out, "train")
+    total = sum(s.num_bytes for s in local.shards)
+    print(f"train: {len(local)} records in {len(local.shards)} shards, {total / 1e6:.1f} MB; "
+          f"delay {args.delay_ms:g} ms per request, batch {args.batch_size}, 2 workers")
+    _, loader = raw_loader(out, batch_size=args.batch_size)
+    epoch(loader)  # warm-up: page cache, imports
+    local_walls = [epoch(loader)[1] for _ in range(3)]
+    local_s = statistics.median(local_walls)
+    print(f"local     epoch {local_s:.3f} s (median of 3) = {len(local) / local_s:,.0f} records/s")
+
+    port, proxy_port = _free_port(), _free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
+    emulator = subprocess.Popen([exe, "start", "--host", "127.0.0.1", "--port", str(port),
+                                 "--in-memory"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    work = tempfile.mkdtemp(prefix="cache-bench-")
+    try:
+        _wait(port)
+        import gcsfs
+
+        import latency_proxy
+
+        direct = gcsfs.GCSFileSystem(token="anon", endpoint_url=f"http://127.0.0.1:{port}",
+                                     skip_instance_cache=True)
+        direct.mkdir(BUCKET)
+        root = f"gs://{BUCKET}/out"
+        direct.put(out, root, recursive=True)
+        log: list = []
+        latency_proxy.serve(f"127.0.0.1:{port}", proxy_port, args.delay_ms, log)
+        os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{proxy_port}"
+        gcsfs.GCSFileSystem.clear_instance_cache()
+        fs = gcsfs.GCSFileSystem(token="anon")
+
+        start = time.perf_counter()
+        fs.get([f"{root}/{s.file}" for s in local.shards], os.path.join(work, "copy") + "/")
+        copy_s = time.perf_counter() - start
+        print(f"copy      {copy_s:.3f} s; copy + one local epoch {copy_s + local_s:.3f} s")
+
+        _, loader = raw_loader(root, batch_size=args.batch_size, cache_limit=0)
+        first, wall, n = epoch(loader, stop_after=args.uncached_records)
+        print(f"uncached  {n} records in {wall:.3f} s = {n / wall:,.1f} records/s "
+              f"(first batch {first:.3f} s)")
+
+        cache_dir = os.path.join(work, "cache")
+        before = len(log)
+        ds, loader = raw_loader(root, batch_size=args.batch_size, cache_dir=cache_dir)
+        first, cold_s, n = epoch(loader)
+        got = fetches(log, before)
+        bar = 2 * (copy_s + local_s) + 0.5
+        print(f"cold      first batch {first:.3f} s, epoch {cold_s:.3f} s "
+              f"({'within' if cold_s <= bar else 'over'} 2 x (copy + local) + 0.5 = "
+              f"{bar:.3f} s); fetches per shard {sorted(got.values())}")
+        warm = [epoch(loader)[1] for _ in range(3)]
+        warm_s = statistics.median(warm)
+        print(f"warm      epoch {warm_s:.3f} s (median of 3) = {n / warm_s:,.0f} records/s, "
+              f"{local_s / warm_s:.2f}x local disk")
+
+        limit = total // 3
+        third_dir = os.path.join(work, "third")
+        ds, loader = raw_loader(
+            root, batch_size=args.batch_size, cache_dir=third_dir, cache_limit=limit,
+            sampler=lambda d: tfrecorder.torch.Sampler(d, seed=0, order="shards",
+                                                       window=args.window))
+        largest, done = [0], threading.Event()
+
+        def watch():  # the cache's size, sampled while the epochs run
+            while not done.wait(0.01):
+                largest[0] = max(largest[0], ds.reader.cache.held())
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        for e in range(2):
+            loader.sampler.set_epoch(e)
+            before = len(log)
+            first, wall, n = epoch(loader)
+            got = fetches(log, before)
+            print(f"third     epoch {e}: {n} records in {wall:.3f} s (first batch "
+                  f"{first:.3f} s); fetches per shard {[got.get(s.file, 0) for s in local.shards]}")
+        done.set()
+        watcher.join()
+        shard = max(s.num_bytes for s in local.shards)
+        print(f"third     limit {limit / 1e6:.1f} MB ({limit / shard:.2f} shards); largest "
+              f"size seen {largest[0] / 1e6:.1f} MB ({largest[0] / shard:.2f} shards)")
+    finally:
+        emulator.terminate()
+        emulator.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,401 @@
+"""The shard cache under every random-access reader of gs:// (tfrecorder._cache): one
+fetch per shard per machine, bounded, never stale, never half, never anything not its own.
+
+Fetches are counted by the requests a logging proxy (bench/latency_proxy.py, no delay)
+forwards to the GCS emulator: every process of a test, DataLoader workers included,
+reaches the emulator through it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import urllib.parse
+
+import numpy as np
+import pytest
+
+import tfrecorder
+from tfrecorder import _cache, access
+from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
+from tests.conftest import BUCKET, _free_port, convert_ids
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N = 40
+
+
+def _proxy_module():
+    spec = importlib.util.spec_from_file_location(
+        "latency_proxy", os.path.join(ROOT, "bench", "latency_proxy.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def requests(gcs):
+    """The requests of every process of this module's tests to the emulator, logged."""
+    import gcsfs
+
+    log: list = []
+    upstream = os.environ["STORAGE_EMULATOR_HOST"]
+    server = _proxy_module().serve(upstream.split("//", 1)[1], port := _free_port(), 0, log)
+    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
+    gcsfs.GCSFileSystem.clear_instance_cache()  # a new one, through the proxy
+    try:
+        yield log
+    finally:
+        server.shutdown()
+        os.environ["STORAGE_EMULATOR_HOST"] = upstream
+        gcsfs.GCSFileSystem.clear_instance_cache()
+
+
+def fetches(log, since: int = 0) -> dict[str, int]:
+    """Reads of whole shards (a range from byte 0, or no range) per shard name, in the
+    requests logged from ``since``."""
+    out: dict[str, int] = {}
+    for method, path, span in log[since:]:
+        name = urllib.parse.unquote(path.split("?")[0]).rsplit("/", 1)[-1]
+        if method == "GET" and "alt=media" in path and ".tfrecord-" in name \
+                and "/index/" not in urllib.parse.unquote(path) \
+                and (span is None or span.startswith("bytes=0-")):
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    """A tabular conversion of N records with distinct ids, in 4 shards."""
+    return convert_ids(tmp_path_factory.mktemp("cache") / "out", N, 4)
+
+
+@pytest.fixture(scope="module")
+def remote(gcs, local, requests):
+    root = f"gs://{BUCKET}/cache-ids"
+    gcs.put(local, root, recursive=True)
+    return root
+
+
+def ids(reader, order=None) -> list[int]:
+    order = range(len(reader)) if order is None else order
+    return [int(access.values(r, reader.manifest.features)["id"])
+            for r in reader.records(order)]
+
+
+def entries(cache_dir) -> list[str]:
+    folder = os.path.join(str(cache_dir), _cache.SHARDS)
+    return sorted(n for n in os.listdir(folder) if n.endswith(".shard"))
+
+
+@pytest.mark.slow
+def test_each_shard_is_fetched_once_then_read_from_local_disk(remote, local, requests,
+                                                              tmp_path):
+    before = len(requests)
+    reader = access.Reader(remote, "train", cache_dir=tmp_path)
+    order = access.permutation(len(reader), seed=0, epoch=0)
+    assert ids(reader, order) == ids(access.Reader(local, "train"), order)
+    assert sorted(ids(reader)) == list(range(N))
+    got = fetches(requests, before)
+    assert sorted(got) == sorted(s.file for s in reader.shards) and set(got.values()) == {1}
+    assert len(entries(tmp_path)) == 4
+    # A second reader (another epoch, another job) on the same machine fetches nothing.
+    before = len(requests)
+    again = access.Reader(remote, "train", cache_dir=tmp_path)
+    assert sorted(ids(again)) == list(range(N))
+    assert fetches(requests, before) == {}
+
+
+def test_a_local_folder_is_read_in_place_never_copied_nor_removed(local, tmp_path):
+    before = {p: os.path.getmtime(os.path.join(local, p)) for p in os.listdir(local)}
+    reader = access.Reader(local, "train", cache_dir=tmp_path / "c", cache_limit=1)
+    assert reader.cache is None
+    assert sorted(ids(reader)) == list(range(N))
+    assert not (tmp_path / "c").exists()
+    assert {p: os.path.getmtime(os.path.join(local, p)) for p in os.listdir(local)} == before
+
+
+@pytest.mark.slow
+def test_cache_limit_zero_reads_by_ranged_requests(remote, tmp_path):
+    reader = access.Reader(remote, "train", cache_dir=tmp_path, cache_limit=0)
+    assert reader.cache is None
+    assert sorted(ids(reader)) == list(range(N))
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("given, expected", [
+    (None, None), (0, 0), (123, 123), ("10GB", 10**10), ("512MiB", 512 << 20),
+    ("1.5 gb", 1_500_000_000), (np.int64(7), 7)])
+def test_cache_limit_is_bytes_or_a_size_with_its_unit(given, expected):
+    assert _cache.parse_limit(given) == expected
+
+
+@pytest.mark.parametrize("given", [-1, "10 parsecs", "GB", True, 1.5])
+def test_a_cache_limit_that_is_no_size_is_refused_naming_it(given):
+    with pytest.raises(ConfigError, match="cache_limit=.*give bytes"):
+        _cache.parse_limit(given)
+
+
+def test_the_default_folder_is_tfrecorder_cache_or_the_users_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("TFRECORDER_CACHE", str(tmp_path / "here"))
+    assert _cache.default_dir() == str(tmp_path / "here")
+    monkeypatch.delenv("TFRECORDER_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _cache.default_dir() == str(tmp_path / "xdg" / "tfrecorder")
+    cache = _cache.for_source("gs://b/out")
+    assert cache.root == str(tmp_path / "xdg" / "tfrecorder")
+    free = shutil.disk_usage(tmp_path).free
+    assert cache.limit == min(_cache.DEFAULT_LIMIT, int(free * _cache.DEFAULT_FREE_FRACTION)) \
+        or abs(cache.limit - free // 2) < free // 100  # the disk's free space moves
+
+
+@pytest.mark.slow
+def test_eviction_keeps_the_cache_within_its_limit_and_spares_shards_being_read(
+        remote, tmp_path):
+    size = max(s.num_bytes for s in access.Reader(remote, "train").shards)
+    limit = 2 * size + size // 2  # two shards and a half
+    reading = access.Reader(remote, "train", cache_dir=tmp_path, cache_limit=limit)
+    assert reading._max_pins == 1
+    ids(reading, [0])  # shard 0, held open
+    pinned = entries(tmp_path)
+    assert len(pinned) == 1
+    other = access.Reader(remote, "train", cache_dir=tmp_path, cache_limit=limit)
+    for shard in range(1, 4):  # shard by shard
+        ids(other, range(other.view.starts[shard], other.view.starts[shard + 1]))
+        # The limit, plus the shards held open: `reading`'s, and `other`'s last one.
+        assert reading.cache.held() <= limit + 2 * size
+        assert set(pinned) <= set(entries(tmp_path))  # never evicted while open
+    other.close()
+    ids(reading, [reading.view.starts[1]])  # shard 1 again: fetched, the others gone
+    assert reading.cache.held() <= limit and len(entries(tmp_path)) == 2
+    assert sorted(ids(reading)) == list(range(N))
+
+
+@pytest.mark.slow
+def test_a_folder_converted_again_is_never_served_from_the_old_entries(
+        gcs, tmp_path, local, requests):
+    root = f"gs://{BUCKET}/cache-again"
+    gcs.put(local, root, recursive=True)
+    old = access.Reader(root, "train", cache_dir=tmp_path / "c")
+    assert sorted(ids(old)) == list(range(N))
+    partial = access.Reader(root, "train", cache_dir=tmp_path / "p")
+    ids(partial, [0])  # its first shard only
+    again = convert_ids(tmp_path / "again", N, 4, value="y")  # other records, same names
+    gcs.rm(root, recursive=True)
+    gcs.put(again, root, recursive=True)
+    # A shard it has is its conversion's; one it must fetch now would not be.
+    assert "x" in access.values(partial.record(1), partial.manifest.features)
+    with pytest.raises(OutputChangedError, match="generation"):
+        partial.record(N - 1)
+    assert entries(tmp_path / "p") == entries(tmp_path / "p")[:1]
+    new = access.Reader(root, "train", cache_dir=tmp_path / "c")
+    assert set(new.manifest.features) == {"id", "y"}
+    assert all("y" in access.values(r, new.manifest.features) for r in new.records(range(N)))
+    assert len(entries(tmp_path / "c")) == 8  # the old ones stay until evicted
+    # The old reader still reads its own conversion from the entries it holds open.
+    assert all("x" in access.values(r, old.manifest.features) for r in old.records(range(N)))
+
+
+@pytest.mark.slow
+def test_a_damaged_entry_is_fetched_again_not_served(remote, tmp_path, requests):
+    reader = access.Reader(remote, "train", cache_dir=tmp_path)
+    expected = reader.records(range(N))
+    reader.close()
+    names = entries(tmp_path)
+    path = os.path.join(tmp_path, _cache.SHARDS, names[0])
+    with open(path, "r+b") as f:  # a flipped byte in the last record's data
+        f.seek(os.path.getsize(path) - 6)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with open(os.path.join(tmp_path, _cache.SHARDS, names[1]), "r+b") as f:
+        f.truncate(10)  # cut short
+    before = len(requests)
+    again = access.Reader(remote, "train", cache_dir=tmp_path)
+    assert again.records(range(N)) == expected
+    assert sum(fetches(requests, before).values()) == 2
+
+
+@pytest.mark.slow
+def test_a_shard_damaged_in_the_bucket_is_an_error_after_one_more_fetch(
+        gcs, local, tmp_path):
+    root = f"gs://{BUCKET}/cache-damaged"
+    gcs.put(local, root, recursive=True)
+    reader = access.Reader(root, "train", cache_dir=tmp_path)
+    shard = reader.shards[0].file
+    data = bytearray(gcs.cat_file(f"{root}/{shard}"))
+    data[-6] ^= 0xFF
+    gcs.pipe_file(f"{root}/{shard}", bytes(data))
+    last = reader.view.starts[1] - 1
+    with pytest.raises(CorruptRecordError, match=f"{shard}, record at byte .*fetched again.*"
+                                                 f"bad data checksum"):
+        reader.record(last)
+
+
+_KILLED_FETCH = """
+import os, signal, sys
+from tfrecorder import access
+reader = access.Reader(sys.argv[1], "train", cache_dir=sys.argv[2])
+reader._check_generation = lambda shard: os.kill(os.getpid(), signal.SIGKILL)
+reader.record(0)
+"""
+
+
+@pytest.mark.slow
+def test_a_fetch_killed_before_its_end_leaves_nothing_served(remote, tmp_path):
+    # Killed at the worst moment: every byte written, the entry not yet renamed.
+    done = subprocess.run([sys.executable, "-c", _KILLED_FETCH, remote, str(tmp_path)],
+                          env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True)
+    assert done.returncode == -9, done.stderr[-2000:]
+    folder = os.path.join(tmp_path, _cache.SHARDS)
+    left = [n for n in os.listdir(folder) if ".shard" in n]
+    assert len(left) == 1 and ".shard.tmp-" in left[0]
+    reader = access.Reader(remote, "train", cache_dir=tmp_path)
+    assert sorted(ids(reader)) == list(range(N))
+    assert not [n for n in os.listdir(folder) if ".tmp-" in n]  # cleared by the next fetch
+
+
+def test_nothing_but_its_own_files_is_ever_removed(remote, tmp_path):
+    size = max(s.num_bytes for s in access.Reader(remote, "train").shards)
+    folder = tmp_path / _cache.SHARDS
+    folder.mkdir()
+    theirs = [tmp_path / "notes.txt", folder / "notes.txt",
+              folder / ("0" * 32 + ".shard.bak"), folder / ("f" * 31 + ".shard")]
+    for p in theirs:
+        p.write_bytes(b"x" * size)
+    reader = access.Reader(remote, "train", cache_dir=tmp_path, cache_limit=size)
+    assert sorted(ids(reader)) == list(range(N))
+    assert all(p.read_bytes() == b"x" * size for p in theirs)
+
+
+_READ_ALL = """
+import sys
+from tfrecorder import access
+reader = access.Reader(sys.argv[1], "train", cache_dir=sys.argv[2])
+print(sorted(int(access.values(r, reader.manifest.features)["id"])
+             for r in reader.records(range(len(reader)))) == list(range(int(sys.argv[3]))))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_reading_at_once_fetch_each_shard_once(remote, tmp_path, requests):
+    before = len(requests)
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    procs = [subprocess.Popen([sys.executable, "-c", _READ_ALL, remote, str(tmp_path), str(N)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [o.strip() for o, _ in outs] == ["True", "True"], [e[-2000:] for _, e in outs]
+    got = fetches(requests, before)
+    assert len(got) == 4 and set(got.values()) == {1}
+
+
+@pytest.mark.slow
+def test_dataloader_workers_share_one_cache(remote, tmp_path, requests):
+    import torch
+    from torch.utils.data import DataLoader
+
+    import tfrecorder.torch
+
+    before = len(requests)
+    ds = tfrecorder.torch.Dataset(remote, "train", cache_dir=tmp_path, cache_limit="1GB")
+    assert ds.reader.cache.limit == 10**9
+    loader = DataLoader(ds, batch_size=4, num_workers=2,
+                        sampler=tfrecorder.torch.Sampler(ds, seed=1),
+                        multiprocessing_context="fork")
+    assert sorted(torch.cat([b["id"] for b in loader]).tolist()) == list(range(N))
+    got = fetches(requests, before)
+    assert len(got) == 4 and set(got.values()) == {1}
+    assert len(entries(tmp_path)) == 4
+
+
+def test_a_grain_source_reads_through_the_cache(remote, tmp_path):
+    import pickle
+
+    import tfrecorder.grain
+
+    source = tfrecorder.grain.DataSource(remote, "train", cache_dir=tmp_path, cache_limit=10**6)
+    copy = pickle.loads(pickle.dumps(source))  # what a Grain worker gets
+    assert sorted(int(copy[i]["id"]) for i in range(len(copy))) == list(range(N))
+    assert copy.reader.cache.root == str(tmp_path) and len(entries(tmp_path)) == 4
+
+
+@pytest.mark.slow
+def test_load_global_shuffle_reads_gs_through_the_cache(tf, remote, local, tmp_path):
+    def read(folder, **kw):
+        ds = tfrecorder.load(folder, "train", shuffle="global", seed=3, **kw)
+        return [int(ex["id"]) for ex in ds.as_numpy_iterator()]
+
+    cached = read(remote, cache_dir=tmp_path)
+    assert cached == read(local) and sorted(cached) == list(range(N))
+    assert len(entries(tmp_path)) == 4
+
+
+def test_the_streaming_order_reads_every_record_once_a_few_shards_at_a_time():
+    counts = [10, 7, 0, 12, 9, 10]
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    order = access.shard_order(counts, seed=4, epoch=2, window=2)
+    assert sorted(order.tolist()) == list(range(sum(counts)))
+    assert order.tolist() == access.shard_order(counts, 4, 2, 2).tolist()
+    assert order.tolist() != access.shard_order(counts, 4, 3, 2).tolist()
+    shard_of = np.searchsorted(starts, order, side="right") - 1
+    shards = access.permutation(len(counts), 4, 2).tolist()
+    at = 0
+    for k in range(0, len(counts), 2):  # window by window, in the shards' shuffled order
+        window = shards[k:k + 2]
+        n = sum(counts[s] for s in window)
+        assert set(shard_of[at:at + n].tolist()) == {s for s in window if counts[s]}
+        at += n
+    parts = [access.part(order, r, 3).tolist() for r in range(3)]
+    assert sorted(sum(parts, [])) == list(range(sum(counts)))
+    with pytest.raises(ConfigError, match="window=0"):
+        access.shard_order(counts, 0, 0, window=0)
+
+
+def test_the_sampler_orders_by_shards_and_resumes_in_the_epoch(local):
+    import tfrecorder.torch
+
+    ds = tfrecorder.torch.Dataset(local, "train")
+    sampler = tfrecorder.torch.Sampler(ds, seed=3, order="shards", window=1)
+    sampler.set_epoch(5)
+    whole = list(sampler)
+    assert whole == access.shard_order(ds.reader.view.counts, 3, 5, 1).tolist()
+    sampler.set_epoch(5, start=13)
+    assert list(sampler) == whole[13:] and len(sampler) == N - 13
+    ranks = [tfrecorder.torch.Sampler(ds, seed=3, order="shards", rank=r, world_size=2)
+             for r in range(2)]
+    assert sorted(list(ranks[0]) + list(ranks[1])) == list(range(N))
+    with pytest.raises(ConfigError, match="order='shards' needs a tfrecorder.torch.Dataset"):
+        tfrecorder.torch.Sampler(list(range(5)), order="shards")
+    with pytest.raises(ConfigError, match="order='random'"):
+        tfrecorder.torch.Sampler(ds, order="random")
+
+
+@pytest.mark.slow
+def test_a_cache_of_a_third_of_the_split_streams_each_shard_once_an_epoch(
+        remote, tmp_path, requests):
+    import torch
+    from torch.utils.data import DataLoader
+
+    import tfrecorder.torch
+
+    size = max(s.num_bytes for s in access.Reader(remote, "train").shards)
+    # Of 4 shards: those the two workers read (their batches in flight may straddle two
+    # shards) and the next one, fetched ahead.
+    limit = int(2.5 * size)
+    ds = tfrecorder.torch.Dataset(remote, "train", cache_dir=tmp_path, cache_limit=limit)
+    sampler = tfrecorder.torch.Sampler(ds, seed=0, order="shards", window=1)
+    loader = DataLoader(ds, batch_size=4, num_workers=2, sampler=sampler,
+                        multiprocessing_context="fork")
+    for epoch in range(2):
+        before = len(requests)
+        sampler.set_epoch(epoch)
+        got = torch.cat([b["id"] for b in loader]).tolist()
+        assert sorted(got) == list(range(N))
+        fetched = fetches(requests, before)
+        # Each shard at most once; after the first epoch, those left cached not at all.
+        assert set(fetched.values()) == {1} and len(fetched) == (4 if epoch == 0 else
+                                                                  len(fetched)), fetched
+        # Within the limit at each fetch but for the shards then read (each worker's).
+        assert ds.reader.cache.held() <= limit + 2 * size
