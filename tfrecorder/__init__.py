@@ -4,6 +4,7 @@
     result = df.tensorflow.to_tfrecord("out/")          # or tfrecorder.convert(...)
     train = tfrecorder.load("out/", split="train", batch_size=64, image_size=(224, 224))
     table = tfrecorder.read("out/")                     # back to a DataFrame
+    folder = tfrecorder.open("out/")                    # the folder at one version
 
 Importing this package registers the ``df.tensorflow`` accessor; TensorFlow and Beam
 are imported only when a conversion or a load needs them.
@@ -24,6 +25,7 @@ else:
     from tfrecorder import _accessor  # noqa: F401  (registers df.tensorflow)
 from tfrecorder import input_schema, types
 from tfrecorder._convert import convert, convert_and_load, create_tfrecords
+from tfrecorder._folder import Folder, open
 from tfrecorder._errors import (
     ConfigError,
     ConversionError,
@@ -61,6 +63,7 @@ __all__ = [
     "DataflowJob",
     "Datasets",
     "FeatureSpec",
+    "Folder",
     "IncompleteOutputError",
     "Inspection",
     "Manifest",
@@ -88,6 +91,7 @@ __all__ = [
     "input_schema",
     "inspect",
     "load",
+    "open",
     "read",
     "report",
     "show",

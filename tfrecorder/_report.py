@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 from tfrecorder import (
-    _layout as layout, _metadata as metadata, _quality as quality, _storage as storage)
+    _layout as layout, _metadata as metadata, _quality as quality, _storage as storage,
+    _view as view)
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 
 #: What ``--fail-on`` (``Report.found``) can name.
@@ -318,18 +319,28 @@ class _Thumbnails:
                 f"{html.escape(str(row))}<br>{html.escape(str(label))}</td>")
 
 
-def report(output_dir: str) -> Report:
-    """The data report of the conversion in ``output_dir`` (its ``quality.json``).
+def report(output_dir: str, version: int | None = None) -> Report:
+    """The data report of the conversion in ``output_dir`` (its ``quality.json``), or of
+    its version ``version``.
 
     IncompleteOutputError when there is no finished conversion there; ConfigError when
-    the conversion was written without a report (before tfrecorder wrote one).
+    the conversion was written without a report (before tfrecorder wrote one), or when
+    the report of ``version`` is no longer there (docs/versions.md).
     """
     output_dir = str(output_dir)
-    manifest = metadata.read_manifest(output_dir)
+    manifest = (metadata.read_manifest(output_dir) if version is None
+                else view.open_version(output_dir, version).manifest)
     if not manifest.quality:
         raise ConfigError(f"{output_dir} was converted without a data report (quality.json); "
                           f"convert it again with overwrite=True to get one")
-    return Report(output_dir, read(output_dir, manifest.quality))
+    data = read(output_dir, manifest.quality)
+    if version is not None and data.get("version", 1) != (manifest.version or 1):
+        # Version 1 names the folder's quality.json, which every later version replaces.
+        raise ConfigError(
+            f"the data report of version {version} of {output_dir} was replaced by version "
+            f"{data.get('version')}'s ({manifest.quality}): only the versions after the "
+            f"first keep their own (versions/KKKKK/quality.json)")
+    return Report(output_dir, data)
 
 
 def read(output_dir: str, name: str) -> dict:

@@ -1,0 +1,74 @@
+"""``tfrecorder.open(out)``: an output folder at one version, every reader and verb of it
+seeing that version (docs/versions.md), on real conversions and updates."""
+
+import pytest
+
+import tfrecorder
+from tests.test_update import _images, _table
+
+
+@pytest.fixture
+def two_versions(tmp_path):
+    """A folder at version 2 (a row relabelled, one added) and the tables of both."""
+    paths = _images(tmp_path / "img", 6)
+    out = tmp_path / "out"
+    first = _table(paths)
+    tfrecorder.convert(first, str(out))
+    second = _table(paths + _images(tmp_path / "img", 1, start=6))
+    second.loc[1, "label"] = "owl"
+    tfrecorder.convert(second, str(out), mode="update")
+    return out, first, second
+
+
+def _labels(frame):
+    return sorted(zip(frame["image_uri"], frame["label"]))
+
+
+@pytest.mark.slow
+def test_a_folder_reads_the_version_it_was_opened_at_whatever_is_published_after(
+        two_versions):
+    out, first, second = two_versions
+    folder = tfrecorder.open(str(out))
+    old = tfrecorder.open(str(out), version=1)
+    assert (folder.version, old.version) == (2, 1)
+    assert folder.splits == ["train", "test"] and "version=2" in repr(folder)
+    assert _labels(folder.read()) == _labels(second)
+    assert _labels(old.read()) == _labels(first)
+    # A third version published meanwhile: the open folder still reads its own.
+    third = second.drop(index=[0])
+    tfrecorder.convert(third, str(out), mode="update")
+    assert _labels(folder.read()) == _labels(second)
+    assert len(folder.reader("train")) == 5 and len(folder.reader("test")) == 2
+    assert folder.verify().records == 7 and folder.verify().version == 2
+    assert folder.report().data["version"] == 2
+    assert tfrecorder.open(str(out)).report().data["version"] == 3
+    assert list(folder.versions()["version"]) == [1, 2, 3]
+    assert folder.manifest.vocabularies["label"] == ["cat", "dog", "owl"]
+    # Version 1's report is the folder's quality.json, which later versions replace.
+    with pytest.raises(tfrecorder.ConfigError, match="replaced by version 3"):
+        old.report()
+    with pytest.raises(tfrecorder.ConfigError, match="this Folder reads version 2"):
+        folder.reader("train", version=1)
+
+
+@pytest.mark.slow
+def test_the_verbs_that_publish_act_on_the_latest_version_only(two_versions, tmp_path):
+    out, _, second = two_versions
+    old = tfrecorder.open(str(out), version=1)
+    for verb in (lambda: old.update(second), old.compact, lambda: old.vacuum(keep=1)):
+        with pytest.raises(tfrecorder.ConfigError, match=r"latest version \(2\)"):
+            verb()
+    folder = tfrecorder.open(str(out))
+    with pytest.raises(tfrecorder.ConfigError, match="mode='overwrite'"):
+        folder.update(second, mode="overwrite")
+    assert folder.update(second).unchanged
+    done = folder.compact()
+    assert done.version == 3 and folder.version == 2  # the folder keeps its version
+    assert tfrecorder.open(str(out)).vacuum(keep=1).versions == (1, 2)
+    with pytest.raises(tfrecorder.ConfigError, match="has no version 2; it has version 3"):
+        folder.read()  # its version was removed
+
+
+def test_opening_a_folder_without_a_conversion_or_version_says_so(tmp_path):
+    with pytest.raises(tfrecorder.IncompleteOutputError):
+        tfrecorder.open(str(tmp_path))
