@@ -447,7 +447,10 @@ def test_a_damaged_report_is_named_with_its_fix(table, tmp_path, run_cli):
              'stats.train.labels.cat: "6" is not a whole number >= 0'),
             ("warnings", [{"kind": "few_images", "label": ["cat"]}],
              'warnings[0].label: ["cat"] is not text'),
-            ("truncated", {"pairs": -1}, "truncated.pairs: -1 is not a whole number >= 0")]:
+            ("truncated", {"pairs": -1}, "truncated.pairs: -1 is not a whole number >= 0"),
+            ("stats", {"train": {"reencoded": {"webp": {"images": "3", "source_bytes": 1,
+                                                        "stored_bytes": 2}}}},
+             'stats.train.reencoded.webp.images: "3" is not a whole number >= 0')]:
         (out / "quality.json").write_text(json.dumps({**report, field: value}))
         with pytest.raises(tfrecorder.IncompleteOutputError) as e:
             tfrecorder.report(str(out))

@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -343,3 +344,44 @@ def test_column_names_cannot_become_paths(tmp_path):
 
 def _all_files(root):
     return {os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs}
+
+
+@pytest.mark.slow
+def test_json_of_ours_nested_too_deep_is_told_by_its_file_not_a_recursion(
+        tmp_path, image_table, run_cli):
+    # JSON nested a hundred thousand deep in place of each file of ours that is read as
+    # JSON (the manifests, a lock, a dead run's ledger, TFDS's features): a one-line
+    # error of ours, or the file taken as damaged, never Python's RecursionError.
+    good = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(4)]
+    csv_path = tmp_path / "data.csv"
+    _frame(good).to_csv(csv_path, index=False)
+    base = tmp_path / "base"
+    tfrecorder.convert(_frame(good), str(base))
+    tfrecorder.convert(_frame(good[:3]), str(base), mode="update")
+    deep = b'{"a":' * 100_000
+    for name in ("tfrecorder.json", "versions/00001.json", ".tfrecorder.lock",
+                 ".tfrecorder-tmp/0123456789ab/ledger.json", "features.json"):
+        out = tmp_path / name.replace("/", "_")
+        shutil.copytree(base, out)
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(deep)
+        for args in (("convert", csv_path, out, "--update", "--no-progress"),
+                     ("vacuum", out, "--keep", "1"), ("report", out)):
+            done = run_cli(*args)
+            assert "RecursionError" not in done.stderr and "Traceback" not in done.stderr, (
+                name, args, done.stderr[-300:])
+    (tmp_path / "deep.json").write_bytes(deep)
+    done = run_cli("convert", csv_path, tmp_path / "o", "--schema", tmp_path / "deep.json")
+    assert done.returncode == 2 and "nested too deep" in done.stderr
+
+
+def test_a_damaged_errors_file_is_shown_as_far_as_it_can_be(tmp_path, image_table):
+    good = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(9)]
+    out = tmp_path / "out"
+    result = tfrecorder.convert(_frame(good + [str(tmp_path / "gone.jpg")]), str(out))
+    assert result.rows_quarantined == 1
+    (out / "errors.jsonl").write_text('{"row": 1, "reason": {"x": "<b>"}}\n[]\nnot json\n')
+    again = tfrecorder.convert(_frame(good + [str(tmp_path / "gone.jpg")]), str(out),
+                               mode="update")
+    assert again.unchanged
+    assert "&lt;b&gt;" in again._repr_html_()  # the reason shown as text, escaped

@@ -21,6 +21,7 @@ import uuid
 
 from tfrecorder import _layout as layout, _storage as storage
 from tfrecorder._errors import OutputBusyError
+from tfrecorder._manifest import loads
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def _read_holder(path: str) -> dict:
     """The lock's content; {} when there is none, ``{"damaged": True}`` when it is not a
     lock tfrecorder wrote whole, ``{"folder": True}`` for a folder at its name."""
     try:
-        holder = json.loads(storage.read_bytes(path))
+        holder = loads(storage.read_bytes(path))
     except FileNotFoundError:
         return {}
     except IsADirectoryError:

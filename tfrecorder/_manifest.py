@@ -165,7 +165,7 @@ class Manifest:
     def from_bytes(cls, data: bytes) -> "Manifest":
         """The Manifest in the text of a ``tfrecorder.json``; ValueError, KeyError,
         TypeError or AttributeError when the text is not one."""
-        return cls.from_json(json.loads(data))
+        return cls.from_json(loads(data))
 
 
 def check_names(d: Mapping[str, Any]) -> None:
@@ -220,6 +220,17 @@ def check_names(d: Mapping[str, Any]) -> None:
     if quality is not None and quality not in (layout.QUALITY, layout.version_quality(version)):
         raise ValueError(f"it lists {quality!r} as its data report, which is not a file name "
                          f"tfrecorder writes for version {version} ({layout.QUALITY!r})")
+
+
+def loads(data):
+    """The JSON ``data`` of one of our files read back (a manifest, a ledger, a lock,
+    TFDS's metadata): ``json.loads``, where JSON nested too deep to read is a ValueError
+    like any other text that is no such file (Python's parser recurses per level and
+    raises RecursionError past about a thousand)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to read") from None
 
 
 def json_bytes(value) -> bytes:

@@ -36,7 +36,7 @@ from tfrecorder._lock import (  # noqa: F401  (the lock's names, as callers know
     BOOT_ID, DATAFLOW_LOCK_TTL, LOCK_TTL, RENEW_EVERY, Lock, _process_gone, _read_holder,
     _stale, acquire, describe, identity, release)
 from tfrecorder._labels import format_labels_file
-from tfrecorder._manifest import Manifest, json_bytes
+from tfrecorder._manifest import Manifest, json_bytes, loads
 
 LEDGER = "ledger.json"
 
@@ -254,7 +254,7 @@ def survey(output_dir: str, run: layout.Declared | None = None) -> Survey:
                 f"through a link. Remove it, then run again")
         for dead in storage.listdir(tmp):
             try:
-                ledger = json.loads(storage.read_bytes(_inside(output_dir, layout.TMP_DIR,
+                ledger = loads(storage.read_bytes(_inside(output_dir, layout.TMP_DIR,
                                                                dead, LEDGER)))
                 files = ledger["files"]
             except (OSError, ValueError, KeyError, TypeError):
@@ -635,7 +635,7 @@ def build_index(output_dir: str) -> list[str]:
             # The manifest's own text with each shard's index entry added: what a later
             # format adds to it is kept. A version's file (versions/KKKKK.json) is never
             # rewritten; readers find index files by their name.
-            d = json.loads(storage.read_bytes(here(layout.MANIFEST)))
+            d = loads(storage.read_bytes(here(layout.MANIFEST)))
             for info in d["splits"].values():
                 for shard in info["shards"]:
                     shard["index"] = index.name(shard["file"])

@@ -576,7 +576,10 @@ _FILE = _Obj({
     "stats": {"*": _Obj({
         "rows": _COUNT, "records": _COUNT, "labels": {"*": _COUNT}, "formats": {"*": _COUNT},
         "width": _SIZES, "height": _SIZES, "stored_bytes": _COUNT, "source_bytes": _COUNT,
-        "mean": _CHANNELS, "std": _CHANNELS})},
+        "mean": _CHANNELS, "std": _CHANNELS,
+        "reencoded": {"*": _Obj({"images": _COUNT, "source_bytes": _COUNT,
+                                 "stored_bytes": _COUNT},
+                                required=("images", "source_bytes", "stored_bytes"))}})},
     "warnings": [_Obj({"kind": _TEXT, "label": _TEXT, "rows": _COUNT, "largest": _TEXT,
                        "smallest": _TEXT,
                        "ratio": ("a number", _num)}, required=("kind",))],

@@ -161,9 +161,13 @@ class ConversionResult(_Keys):
         if m.rows_quarantined:
             with storage.open_file(storage.join(output_dir, layout.ERRORS), "rb") as f:
                 for line, _ in zip(f, range(5)):
-                    q = json.loads(line)
-                    first.append({"row": q["row"], "image_uri": q["image_uri"],
-                                  "reason": q["reason"]})
+                    try:  # a damaged errors file leaves out what it cannot show
+                        q = json.loads(line)
+                    except (ValueError, RecursionError):
+                        continue
+                    if isinstance(q, dict):
+                        first.append({"row": q.get("row"), "image_uri": q.get("image_uri"),
+                                      "reason": str(q.get("reason"))})
         label = m.label_key
         return cls(
             output_dir=output_dir,

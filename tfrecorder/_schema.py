@@ -124,6 +124,9 @@ def from_json(spec) -> Schema:
             spec = json.loads(text)
         except json.JSONDecodeError as e:
             raise ConfigError(f"schema is not valid JSON: {e}") from None
+        except RecursionError:
+            raise ConfigError("schema is JSON nested too deep to read: a schema file holds "
+                              "one object, {\"column\": \"TypeName\", ...}") from None
     if not isinstance(spec, Mapping):
         raise ConfigError("a schema file holds a JSON object: {\"column\": \"TypeName\", ...}")
     columns = {}

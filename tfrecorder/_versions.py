@@ -18,7 +18,7 @@ from typing import Any, Iterator
 from tfrecorder import _index as index, _layout as layout, _rows as rows
 from tfrecorder import _storage as storage, _validation as validation
 from tfrecorder._errors import ConfigError
-from tfrecorder._manifest import Manifest, ShardInfo
+from tfrecorder._manifest import Manifest, ShardInfo, loads
 
 @dataclasses.dataclass(frozen=True)
 class Update:
@@ -607,7 +607,7 @@ def _check_hashed(output_dir: str, parent: Manifest, every: list) -> None:
 def _parent_channels(output_dir: str) -> int | None:
     """The channel count the latest features.json gives the image, if any."""
     try:
-        feats = json.loads(storage.read_bytes(storage.join(output_dir, layout.FEATURES)))
+        feats = loads(storage.read_bytes(storage.join(output_dir, layout.FEATURES)))
         for f in feats["featuresDict"]["features"].values():
             dims = f.get("image", {}).get("shape", {}).get("dimensions")
             if dims:

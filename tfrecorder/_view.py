@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
 import operator
 import os
 
@@ -38,7 +37,7 @@ from tfrecorder import (
     _storage as storage)
 from tfrecorder._errors import (ConfigError, CorruptRecordError, IncompleteOutputError,
                                OutputChangedError)
-from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, check_names
+from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, check_names, loads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,7 +331,7 @@ def _has_versions(output_dir: str, number: int) -> bool:
 def _number(data: bytes) -> int:
     """The version number a manifest's text gives (1 when it has none)."""
     try:
-        number = json.loads(data).get("version", 1)
+        number = loads(data).get("version", 1)
     except (ValueError, AttributeError):
         return 1
     return number if isinstance(number, int) and not isinstance(number, bool) else 1
@@ -349,7 +348,7 @@ def _version(output_dir: str, data: bytes | None, pin: str, number: int) -> Vers
         return Version(output_dir, 1, manifest, shards, pin, None,
                        frozenset(s.file for v in shards.values() for s in v))
     try:
-        d = json.loads(data)
+        d = loads(data)
         manifest, shards, files = _parse(output_dir, d)
         if d.get("format_version", 1) >= 2 and d.get("version", number) != number:
             raise ValueError(f"it says it is version {d.get('version')!r}")
@@ -432,7 +431,7 @@ def generation_of(data: bytes | None):
     if data is None:
         return None
     try:
-        return json.loads(data).get("generation")
+        return loads(data).get("generation")
     except (ValueError, AttributeError):
         return None  # the manifest's reader says what is wrong with it
 
