@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import os
 import time
 import uuid
@@ -37,6 +38,8 @@ from tfrecorder._lock import (  # noqa: F401  (the lock's names, as callers know
     _stale, acquire, describe, identity, release)
 from tfrecorder._labels import format_labels_file
 from tfrecorder._manifest import Manifest, json_bytes, loads
+
+log = logging.getLogger(__name__)
 
 LEDGER = "ledger.json"
 
@@ -273,9 +276,32 @@ def survey(output_dir: str, run: layout.Declared | None = None) -> Survey:
             found = read_versions(output_dir, entries)
         except IncompleteOutputError as e:
             manifest, damaged = None, str(e)
+        else:
+            damaged = unlike(output_dir, manifest, found)
+            if damaged:
+                manifest, found = None, ()
     declared = [run, *(_declared(m) for m in (manifest, *(m for _, m in found)) if m)]
     leftovers = {n for n in leftovers if any(d and d.writes(n) for d in declared)}
     return Survey(output_dir, entries, manifest, frozenset(leftovers), damaged, found)
+
+
+def unlike(output_dir: str, manifest: Manifest | None, found: tuple) -> str | None:
+    """Why the versions of a folder cannot all be its own, or None: every version of a
+    folder holds one dataset with the same features (an update refuses any other), so a
+    manifest that declares another dataset name or other features was not written by
+    its conversions, and nothing it lists is ours."""
+    first = manifest or (found[-1][1] if found else None)
+    for k, m in found:
+        if m.name != first.name or m.features != first.features:
+            what = (f"dataset {m.name!r}" if m.name != first.name else
+                    f"features {sorted(m.features)}")
+            return (f"{storage.join(output_dir, layout.version_manifest(k))} declares "
+                    f"{what}, where the folder's latest version declares "
+                    f"{first.name!r} with features {sorted(first.features)}: it is no "
+                    f"version of this folder's conversions, so nothing it lists is read "
+                    f"or removed. Put back the file tfrecorder wrote, or convert into "
+                    f"another folder")
+    return None
 
 
 def _declared(m: Manifest) -> layout.Declared:
@@ -296,6 +322,30 @@ def _order(latest, path: str):
     name = path.rsplit("/", 2)
     name = f"{name[-2]}/{name[-1]}"
     return (names.index(name) if name in names else len(names), name)
+
+
+def _remove_listed(output_dir: str, names: Iterable[str], manifests: list) -> tuple:
+    """Removes the files ``names`` of ours that ``manifests`` list: ``(names removed,
+    their bytes)``. A shard whose size is not the one its manifest gives is left where
+    it is: a file of the user's under a name a conversion could give, not the shard
+    one wrote (whatever a manifest says, a stat before the removal)."""
+    sizes = {s.file: s.num_bytes for m in manifests for info in m.splits.values()
+             for s in info.shards if s.num_bytes > 0}
+    removed, total = [], 0
+    for name in names:
+        path = _inside(output_dir, name)
+        try:
+            size = storage.size(path)
+        except FileNotFoundError:
+            continue
+        if sizes.get(name, size) != size:
+            log.warning("%s is not the shard its manifest lists (%d bytes, not %d): left "
+                        "as it is", path, size, sizes[name])
+            continue
+        storage.remove(path)
+        removed.append(name)
+        total += size
+    return tuple(removed), total
 
 
 def _remove_empty_tree(folder: str) -> None:
@@ -475,8 +525,8 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
         for k, _ in reversed(before.versions):
             storage.remove(here(layout.version_manifest(k)))
         new = set(moved) | set(built.files) | {layout.ERRORS, layout.MANIFEST}
-        for name in sorted(before.complete_files - new):
-            storage.remove(here(name))
+        _remove_listed(output_dir, sorted(before.complete_files - new),
+                       [m for m in (before.manifest, *(m for _, m in before.versions)) if m])
         version = 1
     else:
         version = update.version
@@ -696,13 +746,7 @@ def vacuum(output_dir: str, keep: int) -> Vacuumed:
         gone = sorted(n for n in set().union(*(_listed(m) for _, m in dropped)) - in_use
                       if not n.endswith(layout.LABELS_SUFFIX))
         here = functools.partial(_inside, output_dir)
-        size = 0
-        for name in gone:
-            try:
-                size += storage.size(here(name))
-                storage.remove(here(name))
-            except FileNotFoundError:
-                pass
+        gone, size = _remove_listed(output_dir, gone, [m for _, m in dropped])
         for k, _ in dropped:  # oldest first: what is left is always a run of versions
             storage.remove(here(layout.version_manifest(k)))
         if not storage.is_remote(output_dir):

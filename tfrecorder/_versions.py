@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from tfrecorder import _index as index, _layout as layout, _rows as rows
 from tfrecorder import _storage as storage, _validation as validation
-from tfrecorder._errors import ConfigError
+from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._manifest import Manifest, ShardInfo, loads
 
 @dataclasses.dataclass(frozen=True)
@@ -631,6 +631,9 @@ def versions(output_dir) -> "Any":
 
     output_dir = str(output_dir)
     found = output.read_versions(output_dir)
+    problem = output.unlike(output_dir, None, found)
+    if problem:
+        raise IncompleteOutputError(problem)
     if not found:
         m = metadata.read_manifest(output_dir)  # IncompleteOutputError when none
         found = ((m.version or 1, m),)
