@@ -290,7 +290,8 @@ def test_images_in_no_folder_known_fail_before_any_pipeline_naming_images_dir(
     src = _write(tmp_path / "annotations" / "instances_default.json", _coco(ANNOTATIONS))
     problem = _problems(src)[(src, "images_dir")]
     assert problem.reason == (
-        f"none of the first 4 images the file lists is in its folder {tmp_path / 'annotations'} "
+        f"none of 4 images the file lists (its first, and others spread over it) is in its "
+        f"folder {tmp_path / 'annotations'} "
         f"({tmp_path / 'annotations' / '0.jpg'} is not there, nor is any of them in "
         f"{tmp_path / 'annotations' / 'images'}, {tmp_path / 'images' / 'default'}, "
         f"{tmp_path / 'images'}, {tmp_path / 'default'}); give the folder they are in as "
@@ -373,3 +374,21 @@ def test_read_gives_each_records_crowd_flags_as_a_list_beside_its_boxes(tmp_path
         boxes = expected[os.path.basename(uri)]
         assert r["objects/is_crowd"] == [b[2] for b in boxes], uri  # two boxes, one, none
         assert [b[0] for b in r["boxes"]] == [b[0] for b in boxes], uri
+
+
+def test_a_file_whose_first_images_are_missing_still_finds_its_folder(tmp_path):
+    # The first images of the file are gone, the rest are beside it: the folder is
+    # right, and the missing rows are the run's to quarantine (within its error
+    # budget), not a reason to refuse the file before it runs.
+    from tfrecorder import _coco as coco
+    from tfrecorder._errors import Problems
+
+    images = [{"id": i, "file_name": f"{i}.jpg", "width": 4, "height": 4} for i in range(200)]
+    for i in range(20, 200):
+        (tmp_path / f"{i}.jpg").write_bytes(b"x")
+    problems, found_in = Problems(), []
+    src = str(tmp_path / "coco.json")
+    assert coco._folder(images, src, None, problems, found_in) == str(tmp_path)
+    assert not problems and not found_in
+    given = coco._folder(images, src, str(tmp_path), problems, found_in)
+    assert given == str(tmp_path) and not problems

@@ -35,8 +35,10 @@ COLUMNS = detection.COLUMNS + ["is_crowd"]
 #: rounding of the tool that wrote the file (640.004 for 640), not a real overshoot.
 #: Such a box is cut at the edge.
 EDGE = 0.01
-#: How many of a file's images are looked for, in the order it lists them, to tell the
-#: folder they are in before any pipeline runs: the first one found ends the search.
+#: How many of a file's images are looked for, spread over the order it lists them (its
+#: first among them), to tell the folder they are in before any pipeline runs: the first
+#: one found ends the search. Spread, so that a file whose first images are missing is
+#: not taken for one whose folder is wrong.
 PROBED = 20
 
 
@@ -280,8 +282,10 @@ def _folder(images: list, path: str, given: str | None, problems: Problems,
     (``PROBED``), so that a folder without them is told before any pipeline runs rather
     than as every row quarantined after it. Where it is none of them, a problem naming
     ``images_dir=`` is added; a folder found is noted in ``found_in``."""
-    names = [n for n in (i.get("file_name") for i in images[:PROBED * 2] if isinstance(i, dict))
-             if isinstance(n, str) and n.strip() and not _outside(n)][:PROBED]
+    names = [n for n in (i.get("file_name") for i in images if isinstance(i, dict))
+             if isinstance(n, str) and n.strip() and not _outside(n)]
+    step = max(1, len(names) / PROBED)
+    names = list(dict.fromkeys(names[int(k * step)] for k in range(min(PROBED, len(names)))))
     beside = storage.parent(path)
     folder = beside if given is None else given
     if not names or _holds(folder, names):
@@ -299,7 +303,8 @@ def _folder(images: list, path: str, given: str | None, problems: Problems,
            f"(--images-dir)" if others else
            "give the folder they are in as images_dir= (--images-dir)")
     problems.add(path, "images_dir", folder,
-                 f"none of the first {len(names)} images the file lists is in "
+                 f"none of {len(names)} images the file lists (its first, and others spread "
+                 f"over it) is in "
                  f"{'images_dir ' if given is not None else 'its folder '}{folder or '.'} "
                  f"({missing}); {fix}")
     return folder
