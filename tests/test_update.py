@@ -1497,6 +1497,37 @@ def test_a_folder_whose_splits_hashed_the_spelled_paths_keeps_them_in_every_upda
 
 
 @pytest.mark.slow
+def test_a_new_image_named_like_a_stored_one_takes_its_own_split(tmp_path):
+    # A folder of unassigned images stored by bare names (a CSV beside them); an update
+    # adds other images of the same names from another folder: they are new images, so
+    # each takes the split its own hash gives, not the stored namesake's.
+    from tfrecorder import _splits as splits
+
+    folder = tmp_path / "data"
+    _images(folder, 30)
+    first = [[f"{i}.jpg", LABELS[i % 2]] for i in range(30)]
+    (folder / "data.csv").write_text("split,image_uri,label\n" + "".join(
+        f",{p},{lab}\n" for p, lab in first))
+    out = tmp_path / "out"
+    tfrecorder.convert(str(folder / "data.csv"), str(out))
+    _images(folder / "batch2", 30, start=100)  # other pixels, other sizes
+    for i in range(30):
+        os.rename(folder / "batch2" / f"{100 + i}.jpg", folder / "batch2" / f"{i}.jpg")
+    second = first + [[f"batch2/{i}.jpg", LABELS[i % 2]] for i in range(30)]
+    (folder / "data.csv").write_text("split,image_uri,label\n" + "".join(
+        f",{p},{lab}\n" for p, lab in second))
+    result = tfrecorder.convert(str(folder / "data.csv"), str(out), mode="update")
+    assert sum(c["added"] for c in result.changes.values()) == 30
+    fractions = splits.check_fractions(splits.DEFAULT_FRACTIONS)
+    stored = tfrecorder.read(str(out))
+    got = dict(zip(stored["image_uri"], stored["split"]))
+    for i in range(30):
+        own = splits.assign(splits.hashed_name(str(folder / "batch2" / f"{i}.jpg")),
+                            fractions)
+        assert got[f"batch2/{i}.jpg"] == own, i
+
+
+@pytest.mark.slow
 def test_an_integer_column_read_as_floats_beside_a_null_is_unchanged(tmp_path):
     paths = _images(tmp_path / "img", 4)
     csv = tmp_path / "data.csv"

@@ -277,12 +277,18 @@ class StoredSplits:
     (``rows.names``) that a stored record's image answers to, or None. An unassigned row
     keeps it: its split was chosen once, when the folder first stored it. The rows files
     are read when first asked (a table with no unassigned row never asks), and kept in
-    ``read`` for the update to match its rows with (``plan``)."""
+    ``read`` for the update to match its rows with (``plan``).
+
+    A stored relative path found only as the end of the row's path (``cat.jpg`` for
+    ``/data/batch2/cat.jpg``) names the row's image only where the file is the one
+    stored (its size and modification time, as an update compares them): another image
+    of the same name is a new image, whose split its own hash gives."""
 
     def __init__(self, output_dir: str, parent: Manifest):
         self.output_dir, self.parent = output_dir, parent
         self.read: dict = {}
         self._splits: dict | None = None
+        self._stamps: dict = {}  # name -> the (size, stamp) of the records it names
         self._ends = False
 
     def _load(self) -> dict:
@@ -294,6 +300,7 @@ class StoredSplits:
                 # A name two records of other splits answer to says nothing ("").
                 found[name] = e.get("split") if found.get(name, e.get("split")) == e.get(
                     "split") else ""
+                self._stamps.setdefault(name, set()).add((e.get("size"), e.get("stamp")))
         return found
 
     def __call__(self, value: str, location: str) -> str | None:
@@ -302,10 +309,17 @@ class StoredSplits:
         found = self._splits.get(value) or self._splits.get(location)
         if found or not self._ends:  # the ends of the path only where they could name it
             return found or None
+        now = None
         for name in rows.names(value, location, self._ends):
             split = self._splits.get(name)
             if split:
-                return split
+                if now is None:
+                    try:
+                        now = tuple(storage.stamp(location))
+                    except OSError:
+                        return None
+                if now in self._stamps.get(name, ()):
+                    return split
         return None
 
 
