@@ -34,7 +34,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -106,17 +105,6 @@ def local_only(out: str, batch_size: int, epochs: int) -> None:
           f"{statistics.median(walls):.3f} s = {n / statistics.median(walls):,.0f} records/s")
 
 
-def fetches(log, since: int) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for method, path, span in log[since:]:
-        name = urllib.parse.unquote(path.split("?")[0]).rsplit("/", 1)[-1]
-        if method == "GET" and "alt=media" in path and ".tfrecord-" in name \
-                and "/index/" not in urllib.parse.unquote(path) \
-                and (span is None or span.startswith("bytes=0-")):
-            out[name] = out.get(name, 0) + 1
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus")
@@ -181,7 +169,7 @@ def main() -> None:
         before = len(log)
         ds, loader = raw_loader(root, batch_size=args.batch_size, cache_dir=cache_dir)
         first, cold_s, n = epoch(loader)
-        got = fetches(log, before)
+        got = latency_proxy.shard_fetches(log, before)
         bar = 2 * (copy_s + local_s) + 0.5
         print(f"cold      first batch {first:.3f} s, epoch {cold_s:.3f} s "
               f"({'within' if cold_s <= bar else 'over'} 2 x (copy + local) + 0.5 = "
@@ -209,7 +197,7 @@ def main() -> None:
             loader.sampler.set_epoch(e)
             before = len(log)
             first, wall, n = epoch(loader)
-            got = fetches(log, before)
+            got = latency_proxy.shard_fetches(log, before)
             print(f"third     epoch {e}: {n} records in {wall:.3f} s (first batch "
                   f"{first:.3f} s); fetches per shard {[got.get(s.file, 0) for s in local.shards]}")
         done.set()

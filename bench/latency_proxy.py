@@ -16,6 +16,7 @@ import http.server
 import sys
 import threading
 import time
+import urllib.parse
 
 #: Headers that belong to one connection, not to the message.
 _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
@@ -75,6 +76,19 @@ def serve(upstream: str, port: int, delay_ms: float,
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def shard_fetches(log: list, since: int = 0) -> dict[str, int]:
+    """Reads of whole shards (a range from byte 0, or no range) per shard name, in the
+    requests ``log`` holds from ``since`` on: what a shard cache fetched."""
+    out: dict[str, int] = {}
+    for method, path, span in log[since:]:
+        name = urllib.parse.unquote(path.split("?")[0]).rsplit("/", 1)[-1]
+        if method == "GET" and "alt=media" in path and ".tfrecord-" in name \
+                and "/index/" not in urllib.parse.unquote(path) \
+                and (span is None or span.startswith("bytes=0-")):
+            out[name] = out.get(name, 0) + 1
+    return out
 
 
 def main() -> None:

@@ -53,16 +53,7 @@ def requests(gcs):
 
 
 def fetches(log, since: int = 0) -> dict[str, int]:
-    """Reads of whole shards (a range from byte 0, or no range) per shard name, in the
-    requests logged from ``since``."""
-    out: dict[str, int] = {}
-    for method, path, span in log[since:]:
-        name = urllib.parse.unquote(path.split("?")[0]).rsplit("/", 1)[-1]
-        if method == "GET" and "alt=media" in path and ".tfrecord-" in name \
-                and "/index/" not in urllib.parse.unquote(path) \
-                and (span is None or span.startswith("bytes=0-")):
-            out[name] = out.get(name, 0) + 1
-    return out
+    return _proxy_module().shard_fetches(log, since)
 
 
 @pytest.fixture(scope="module")

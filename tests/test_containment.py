@@ -241,6 +241,15 @@ def test_vacuum_and_overwrite_leave_what_a_crafted_old_version_names(tmp_path, c
     assert tfrecorder.verify(str(out)).records == 8  # the latest version reads as it was
 
 
+def _add_holdout(manifest_file, shard: str) -> None:
+    """A split ``holdout`` of one shard ``shard`` added to a manifest, by hand."""
+    manifest = json.loads(manifest_file.read_text())
+    manifest["splits"]["holdout"] = {"name": "holdout", "num_examples": 1, "num_bytes": 1000,
+                                     "shards": [{"file": shard, "num_examples": 1,
+                                                 "num_bytes": 1000}]}
+    manifest_file.write_text(json.dumps(manifest))
+
+
 @pytest.mark.slow
 def test_a_shard_of_an_old_version_that_is_not_the_file_written_is_left_alone(tmp_path):
     """A dropped version's manifest that lists, under a split of its own, a shard name
@@ -250,24 +259,14 @@ def test_a_shard_of_an_old_version_that_is_not_the_file_written_is_left_alone(tm
     tfrecorder.convert(_table(tmp_path, "a", n=8), str(out), mode="update")  # version 2
     theirs = "data-holdout.tfrecord-00000-of-00001"
     (out / theirs).write_text("the user's")
-    old = out / layout.version_manifest(1)
-    manifest = json.loads(old.read_text())
-    manifest["splits"]["holdout"] = {"name": "holdout", "num_examples": 1, "num_bytes": 1000,
-                                     "shards": [{"file": theirs, "num_examples": 1,
-                                                 "num_bytes": 1000}]}
-    old.write_text(json.dumps(manifest))
+    _add_holdout(out / layout.version_manifest(1), theirs)
     done = tfrecorder.vacuum(str(out), keep=1)
     assert done.versions == (1,) and theirs not in done.files
     assert (out / theirs).read_text() == "the user's"
     # The same, by an overwrite of the folder.
     tfrecorder.convert(_table(tmp_path, "a", n=8), str(out), mode="update",
                        label_vocabulary=["cat", "dog", "owl"])  # version 3
-    old = out / layout.version_manifest(2)
-    manifest = json.loads(old.read_text())
-    manifest["splits"]["holdout"] = {"name": "holdout", "num_examples": 1, "num_bytes": 1000,
-                                     "shards": [{"file": theirs, "num_examples": 1,
-                                                 "num_bytes": 1000}]}
-    old.write_text(json.dumps(manifest))
+    _add_holdout(out / layout.version_manifest(2), theirs)
     tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
     assert (out / theirs).read_text() == "the user's"
 
