@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -44,7 +41,7 @@ BUCKET = "bench"
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 os.environ.setdefault("NO_GCE_CHECK", "true")
 
-from gcs_reads_bench import _free_port, _wait  # noqa: E402
+from gcs_reads_bench import _free_port, emulator  # noqa: E402
 
 
 def converted(corpus: str) -> str:
@@ -132,21 +129,12 @@ def main() -> None:
     local_s = statistics.median(local_walls)
     print(f"local     epoch {local_s:.3f} s (median of 3) = {len(local) / local_s:,.0f} records/s")
 
-    port, proxy_port = _free_port(), _free_port()
-    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
-    emulator = subprocess.Popen([exe, "start", "--host", "127.0.0.1", "--port", str(port),
-                                 "--in-memory"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-    work = tempfile.mkdtemp(prefix="cache-bench-")
-    try:
-        _wait(port)
+    proxy_port = _free_port()
+    with emulator("cache-bench-") as (port, direct, work):
         import gcsfs
 
         import latency_proxy
 
-        direct = gcsfs.GCSFileSystem(token="anon", endpoint_url=f"http://127.0.0.1:{port}",
-                                     skip_instance_cache=True)
-        direct.mkdir(BUCKET)
         root = f"gs://{BUCKET}/out"
         direct.put(out, root, recursive=True)
         log: list = []
@@ -205,10 +193,6 @@ def main() -> None:
         shard = max(s.num_bytes for s in local.shards)
         print(f"third     limit {limit / 1e6:.1f} MB ({limit / shard:.2f} shards); largest "
               f"size seen {largest[0] / 1e6:.1f} MB ({largest[0] / shard:.2f} shards)")
-    finally:
-        emulator.terminate()
-        emulator.wait(timeout=30)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

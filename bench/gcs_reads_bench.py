@@ -15,6 +15,7 @@ the shipped setting, and prints images/s of each and the ratio.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import shutil
@@ -51,6 +52,30 @@ def _wait(port: int) -> None:
             time.sleep(0.05)
 
 
+@contextlib.contextmanager
+def emulator(prefix: str):
+    """A GCS emulator on a free port with the bench's bucket, and a scratch folder:
+    ``(port, a gcsfs client straight to it, the folder)``; both gone at the end."""
+    port = _free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
+    server = subprocess.Popen([exe, "start", "--host", "127.0.0.1", "--port", str(port),
+                               "--in-memory"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        _wait(port)
+        import gcsfs
+
+        direct = gcsfs.GCSFileSystem(token="anon", endpoint_url=f"http://127.0.0.1:{port}",
+                                     skip_instance_cache=True)
+        direct.mkdir(BUCKET)
+        yield port, direct, work
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv")
@@ -60,19 +85,8 @@ def main() -> None:
 
     with open(args.csv, newline="") as f:
         paths = [r["image_uri"] for r in csv.DictReader(f)][:args.images]
-    port, proxy_port = _free_port(), _free_port()
-    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
-    emulator = subprocess.Popen([exe, "start", "--host", "127.0.0.1", "--port", str(port),
-                                 "--in-memory"], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-    work = tempfile.mkdtemp(prefix="gcs-reads-bench-")
-    try:
-        _wait(port)
-        import gcsfs
-
-        direct = gcsfs.GCSFileSystem(token="anon", endpoint_url=f"http://127.0.0.1:{port}",
-                                     skip_instance_cache=True)
-        direct.mkdir(BUCKET)
+    proxy_port = _free_port()
+    with emulator("gcs-reads-bench-") as (port, direct, work):
         uris = []
         for i, path in enumerate(paths):
             key = f"{BUCKET}/images/{i:06d}.jpg"
@@ -109,10 +123,6 @@ def main() -> None:
         proxy.shutdown()
         print(f"delay {args.delay_ms:g} ms per request; {shipped} in flight / 1 at a time: "
               f"{figures[shipped] / figures[1]:.1f}x")
-    finally:
-        emulator.terminate()
-        emulator.wait(timeout=30)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
