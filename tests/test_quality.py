@@ -152,7 +152,8 @@ def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):
     assert 0 <= near["distance"].iloc[0] <= quality.MAX_DISTANCE
     # the exact pairs are not listed again as near ones
     assert len(r.leaks) == 2 and len(r.duplicates) == 1
-    assert r.near_duplicates == {"hash": quality.HASH, "max_distance": quality.MAX_DISTANCE}
+    assert r.near_duplicates == {"hash": quality.HASH, "max_distance": quality.MAX_DISTANCE,
+                                 "confirmed_by": "8x8 thumbnail correlation >= 0.93"}
     mean, std = r.mean_std("train")
     assert len(mean) == 3 and all(0 < m < 1 for m in mean) and all(0 < s < 0.5 for s in std)
 
@@ -261,8 +262,9 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
     a, b = 0x0123456789ABCDEF, 0x0123456789ABCDEF ^ 0b1  # one bit apart: all bands but one
     refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 3, "b.jpg", (0,))]
     found = []
-    for key, value in [*quality.keyed([("a1", a, refs[0])], True),
-                       *quality.keyed([("b2", b, refs[1])], True)]:
+    thumb = bytes(range(64))  # the two thumbnails agree: the pair is confirmed
+    for key, value in [*quality.keyed([("a1", (a, thumb), refs[0])], True),
+                       *quality.keyed([("b2", (b, thumb), refs[1])], True)]:
         found.append((key, value))
     groups: dict = {}
     for key, value in found:
@@ -272,7 +274,7 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
     # A band key carries the record's place only; the last step completes it from the
     # rows files (full_refs).
     assert pairs == [(1, "near", refs[0][:3], refs[1][:3])]
-    assert all(len(v) == 3 and v[2] in (refs[0][:3], refs[1][:3])
+    assert all(len(v) == 4 and v[2] in (refs[0][:3], refs[1][:3])
                for k, v in found if k[0] == "n")
     rows_of = {("train", 0): [(2, "a.jpg", (0,))], ("test", 0): [(3, "b.jpg", (0,))]}.get
     counts = {"leaks": {"exact": 0, "near": 1}}
@@ -398,8 +400,10 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
     assert leaks[0]["b"] == {"split": "test", "row": 302, "image_uri": "t.jpg",
                              "label": "cat", "position": 0}
     # the near search cuts a band's members the same way
-    members = [(7, f"s{i}", ("train", 0, i)) for i in range(300)] + [(6, "t", ("test", 0, 0))]
-    (near,) = quality.found(("n", 1, 0), members)  # bit 0 apart: band 1 is the first alike
+    thumb = bytes(range(64))
+    members = [(7, f"s{i}", ("train", 0, i), thumb) for i in range(300)] + [
+        (6, "t", ("test", 0, 0), thumb)]
+    (near,) = quality.found(("n", quality.MAX_DISTANCE, 1, 0), members)  # bit 0 apart: band 1 is the first alike
     assert any(a[0] != b[0] for _, _, a, b in near[1])
 
 
@@ -511,3 +515,89 @@ def test_exact_matches_are_grouped_by_digest_in_buckets_of_a_few_thousand_record
                                 for _, sha, refs, counts in quality.found(key, members))
     assert found[1] == found[3] == found[64] and len(found[1]) == 7
     assert sum(len(refs) for _, refs, _ in found[1]) == 40
+
+
+# --- near pairs a user can trust: low detail kept apart, every pair confirmed -----------
+
+def _png(img) -> bytes:
+    out = io.BytesIO()
+    img.save(out, "PNG")
+    return out.getvalue()
+
+
+def _from_grid(grid: list[list[int]], scale: int = 32):
+    """A grey image drawn from a small grid of levels, each cell ``scale`` pixels."""
+    from PIL import Image
+
+    img = Image.new("L", (len(grid[0]), len(grid)))
+    img.putdata([v for row in grid for v in row])
+    return img.resize((img.width * scale, img.height * scale), Image.Resampling.NEAREST)
+
+
+def _near_pairs(images: dict, distance: int = quality.MAX_DISTANCE) -> list:
+    """The near pairs the report's matching finds among ``{(split, row): PNG bytes}``."""
+    look = quality.Looker(near=True, distance=distance)
+    for i, ((split, row), data) in enumerate(images.items()):
+        look.add((split, 0, i, row, f"{row}.png", (0,)), 1, 1, look.measure(data))
+    _, near = quality.matches([type("S", (), {"look": look})()], True)
+    rows = [row for _, row in images]  # a pair's records by their place (position)
+    return sorted((rows[a[2]], rows[b[2]], d) for pairs, _ in near for d, _, a, b in pairs)
+
+
+def test_images_with_too_little_detail_are_never_matched():
+    """A blue gradient, fine brown stripes and a plain dark image hash alike (0: no
+    edges at 9x8), but none shows what another does."""
+    from PIL import Image, ImageDraw
+
+    gradient = Image.merge("RGB", [Image.new("L", (256, 256), 30), Image.new("L", (256, 256), 90),
+                                   Image.linear_gradient("L").resize((256, 256))])
+    stripes = Image.new("RGB", (256, 256), (120, 80, 40))
+    draw = ImageDraw.Draw(stripes)
+    for x in range(0, 256, 2):
+        draw.line([(x, 0), (x, 255)], fill=(70, 40, 20))
+    dark = Image.new("RGB", (256, 256), (12, 14, 20))
+    images = {("train", 2): _png(gradient), ("test", 3): _png(stripes), ("test", 4): _png(dark)}
+    hashes = [quality.dhash(quality.small(d)) for d in images.values()]
+    assert max((a ^ b).bit_count() for a in hashes for b in hashes) <= quality.MAX_DISTANCE
+    assert [quality.fingerprint(quality.small(d)) for d in images.values()] == [None] * 3
+    assert _near_pairs(images) == []
+
+
+def test_a_pair_whose_hashes_agree_by_chance_is_refused_by_its_thumbnails():
+    """Two pictures with the same difference hash (each row's left-right order alike)
+    but different rows (one's odd rows lifted to a bright band): different pictures,
+    which the thumbnails tell; a resized copy of either is still found."""
+    from PIL import Image
+
+    rng = random.Random(3)
+    grid = [[rng.randrange(0, 120) for _ in range(9)] for _ in range(8)]
+    banded = [[v // 3 + (160 if y % 2 else 0) for v in row] for y, row in enumerate(grid)]
+    a, b = _from_grid(grid), _from_grid(banded)
+    assert quality.dhash(quality.small(_png(a))) == quality.dhash(quality.small(_png(b)))
+    copy = a.resize((144, 128), Image.Resampling.LANCZOS)
+    assert _near_pairs({("train", 2): _png(a), ("test", 3): _png(b)}) == []
+    found = _near_pairs({("train", 2): _png(a), ("test", 3): _png(b),
+                         ("test", 4): _png(copy)})
+    assert [(x, y) for x, y, _ in found] == [(2, 4)]
+
+
+def test_near_distance_sets_the_bits_within_which_hashes_are_compared(tmp_path):
+    from PIL import ImageEnhance
+
+    rng = random.Random(5)
+    grid = [[rng.randrange(0, 256) for _ in range(9)] for _ in range(8)]
+    a = _from_grid(grid)
+    # an edit: lower contrast, and three cells moved just past their right neighbour's
+    # level (each flips a bit or two of the hash, the picture barely changes)
+    edited = [row[:] for row in grid]
+    for y, x in ((0, 3), (2, 5), (4, 1)):
+        edited[y][x] = edited[y][x + 1] + (1 if edited[y][x] < edited[y][x + 1] else -1)
+    b = ImageEnhance.Contrast(_from_grid(edited)).enhance(0.8)
+    d = (quality.dhash(quality.small(_png(a))) ^ quality.dhash(quality.small(_png(b)))).bit_count()
+    assert 0 < d <= 16
+    images = {("train", 2): _png(a), ("test", 3): _png(b)}
+    assert _near_pairs(images, distance=d - 1) == []
+    assert _near_pairs(images, distance=d) == [(2, 3, d)]
+    for wrong in (17, -1, True, 2.0):
+        with pytest.raises(tfrecorder.ConfigError, match="near_distance"):
+            tfrecorder.Options(near_distance=wrong)

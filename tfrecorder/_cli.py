@@ -45,6 +45,9 @@ _FLAG_HELP = {
     "near_duplicates": (None, "also report near duplicates (resized or re-encoded copies, "
                         "by a perceptual hash) in quality.json; exact duplicates, conflicts "
                         "and statistics are always reported"),
+    "near_distance": ("BITS", "with --near-duplicates: two images whose hashes differ in "
+                      "at most BITS bits (0 to 16, default 6) are compared by their "
+                      "thumbnails, and listed when those agree too"),
     "seed": ("SEED", "seed of the shuffle of rows into shards (default: 0)"),
     "images_dir": ("DIR", "folder that relative image paths start from (a COCO file's "
                    "file_names; default: the source file's folder); for COCO files per "

@@ -2,10 +2,12 @@
 found in the conversion's own pass.
 
 Each shard writer looks at every image it already holds (``Looker``): the SHA-256 of the
-bytes read, and with ``near_duplicates`` a 64-bit difference hash of a small decode. The
-pipeline then keys every record by its digest and by bands of its hash (``keyed``), so
-that one grouping brings together the records that may match and nothing else
-(``found``); the last step turns the matches and the shards' statistics into
+bytes read, and with ``near_duplicates`` a 64-bit difference hash of a small decode and
+the 8x8 grey thumbnail that confirms it (``fingerprint``; none for an image with too
+little detail to hash, which is never matched). The pipeline then keys every record by
+its digest and by bands of its hash (``keyed``), so that one grouping brings together
+the records that may match and nothing else (``found``, where a near pair counts only
+when the thumbnails agree too); the last step turns the matches and the shards' statistics into
 ``quality.json`` (``build``). No step holds a row per record of the whole table.
 
 Pure functions on plain values: no Beam here, the pipeline only wires them.
@@ -28,8 +30,22 @@ from tfrecorder._layout import split_order
 #: The perceptual hash of near duplicates: a difference hash of a 9x8 grey reduction.
 HASH = "dhash-64"
 #: Two images whose hashes differ in at most this many of their 64 bits are near
-#: duplicates (docs/quality.md has what it finds at each distance).
+#: duplicate candidates (``Options.near_distance``; docs/quality.md has what it finds
+#: at each distance).
 MAX_DISTANCE = 6
+#: The most bits ``near_distance`` may allow: beyond, a hash's bands are so narrow that
+#: every record meets most others.
+MAX_NEAR_DISTANCE = 16
+#: Side of the grey thumbnail that confirms a near pair (``fingerprint``).
+THUMB = 8
+#: An image whose 16x16 grey reduction varies by less than this (standard deviation,
+#: in levels of 255) once its best-fitting plane is taken away has too little detail to
+#: hash: plain, a gradient, fine text or stripes that the reduction averages away, a
+#: very dark photo. Its hash is noise, so it is never matched (bench/near_duplicates_eval.py).
+MIN_DETAIL = 4.0
+#: Two thumbnails whose correlation is below this are different pictures, whatever
+#: their hashes say.
+MIN_CORRELATION = 0.93
 #: Pairs written to quality.json at most; ``truncated`` counts the rest.
 MAX_PAIRS = 10_000
 #: Members of one group of matching records that are compared (a folder of blank
@@ -99,6 +115,52 @@ def dhash(img) -> int:
     return h
 
 
+def _plane():
+    """The projection that takes a 16x16 image's best-fitting plane away (least
+    squares), computed once."""
+    import numpy as np
+
+    yy, xx = np.mgrid[0:16, 0:16]
+    a = np.c_[xx.ravel(), yy.ravel(), np.ones(256)]
+    return np.eye(256) - a @ np.linalg.pinv(a)
+
+
+_PLANE: list = []
+
+
+def fingerprint(img) -> bytes | None:
+    """What confirms a near pair found by the hash: the image's 8x8 grey reduction,
+    normalised (mean 0, 32 steps per standard deviation, as signed bytes), 64 bytes; None
+    when the image has too little detail (``MIN_DETAIL``) to be matched at all. A grey
+    copy, a resize or a re-encode keeps it; two different pictures whose hashes agree by
+    chance seldom have correlated thumbnails (``confirmed``)."""
+    import numpy as np
+    from tfrecorder._image import pil
+
+    Image = pil()
+    grey = np.asarray(img.convert("L").resize((16, 16), Image.Resampling.BOX), np.float64)
+    if not _PLANE:
+        _PLANE.append(_plane())
+    if float(np.std(_PLANE[0] @ grey.ravel())) < MIN_DETAIL:
+        return None
+    small = grey.reshape(8, 2, 8, 2).mean(axis=(1, 3))
+    z = (small - small.mean()) / (small.std() or 1.0) * 32
+    return np.clip(np.round(z), -127, 127).astype(np.int8).tobytes()
+
+
+def confirmed(a: bytes, b: bytes) -> bool:
+    """Whether two ``fingerprint`` thumbnails show one picture: their correlation is at
+    least MIN_CORRELATION."""
+    import numpy as np
+
+    x = np.frombuffer(a, np.int8).astype(np.float64)
+    y = np.frombuffer(b, np.int8).astype(np.float64)
+    x -= x.mean()
+    y -= y.mean()
+    norm = math.sqrt(float(x @ x) * float(y @ y))
+    return bool(norm) and float(x @ y) / norm >= MIN_CORRELATION
+
+
 def channel_sums(img) -> tuple[int, list[int], list[int]]:
     """Pixels, and per channel (R, G, B, levels 0..255) the sum and the sum of squares,
     from the image's histogram (Pillow's, in C), summed as whole numbers by NumPy: the
@@ -120,10 +182,13 @@ def channel_sums(img) -> tuple[int, list[int], list[int]]:
 class Looker:
     """What one shard's images showed: per record its digest (and hash), and the
     shard's size and colour statistics. ``seen`` holds one tuple per record:
-    ``(sha256, dhash or None, ref)`` with ``ref = (split, shard index, position in the
-    shard, row, image_uri, label ids)``."""
+    ``(sha256, (dhash, thumbnail or None) or None, ref)`` with ``ref = (split, shard
+    index, position in the shard, row, image_uri, label ids)``; a thumbnail of None is
+    an image of too little detail to match (``fingerprint``), a hash of None one that
+    did not decode small. ``distance``: the bits within which hashes are compared."""
 
     near: bool = False
+    distance: int = MAX_DISTANCE
     pixels: bool = False
     seen: list = dataclasses.field(default_factory=list)
     widths: dict = dataclasses.field(default_factory=dict)
@@ -139,7 +204,8 @@ class Looker:
 
     def measure(self, data: bytes, img=None) -> tuple:
         """What ``add`` keeps of one image, computed without touching the Looker (so
-        any thread may): ``(sha256, dhash or None, channel sums or None)``. ``img`` is the
+        any thread may): ``(sha256, (dhash, thumbnail) or None, channel sums or None)``
+        (``fingerprint``'s thumbnail). ``img`` is the
         writer's decode where it made one (pre-sizing); else the image is decoded small
         here when the report needs pixels."""
         h = sums = None
@@ -147,13 +213,14 @@ class Looker:
             img = small(data) if img is None else _reduced(img)
             if img is not None:
                 if self.near:
-                    h = dhash(img)
+                    h = (dhash(img), fingerprint(img))
                 sums = channel_sums(img)
         return digest(data), h, sums
 
     def add(self, ref: tuple, width: int, height: int, measured: tuple) -> tuple:
         """Takes in one record, in file order: its stored size and its ``measure``.
-        Returns the record's ``(sha256, dhash or None, channel sums or None)``."""
+        Returns the record's ``(sha256, (dhash, thumbnail) or None, channel sums or
+        None)``."""
         self.widths[width] = self.widths.get(width, 0) + 1
         self.heights[height] = self.heights.get(height, 0) + 1
         sha, h, sums = measured
@@ -200,18 +267,20 @@ def exact_buckets(records: int) -> int:
     return max(1, records // EXACT_GROUP)
 
 
-def keyed(seen: Iterable[tuple], near: bool, buckets: int = 1) -> Iterator[tuple]:
+def keyed(seen: Iterable[tuple], near: bool, buckets: int = 1,
+          distance: int = MAX_DISTANCE) -> Iterator[tuple]:
     """The grouping keys of one shard's records: ``(("x", bucket), (digests, split,
     shard, positions))`` for exact matches, the shard's records of each of ``buckets``
     groups of digests (``exact_buckets``) together (``digests``: their SHA-256 values,
     32 bytes each, one after the other; ``positions``: ``array("q")`` bytes, in the same
-    order), and with ``near`` ``(("n", band, value), (hash, sha, place))`` per band.
+    order), and with ``near`` ``(("n", distance, band, value), (hash, sha, place,
+    thumbnail))`` per band of ``distance``, for each record with enough detail to match.
     Bytes travel through a grouping for almost nothing; a tuple per record cost the
     decoding of each.
 
-    A record is under seven band keys: those carry only what matching needs, the hash,
-    64 bits of the digest (to leave out records of the same bytes) and the record's
-    place ``(split, shard, position)``; the last step finds the rest of a pair's records
+    A record is under ``distance + 1`` band keys: those carry only what matching needs,
+    the hash, 64 bits of the digest (to leave out records of the same bytes), the
+    record's place ``(split, shard, position)`` and its 64-byte thumbnail; the last step finds the rest of a pair's records
     in their rows files (``full_refs``). A grouping holds every key's values at once
     (the DirectRunner, in memory): the whole ref under each band key held four times
     as much."""
@@ -223,10 +292,10 @@ def keyed(seen: Iterable[tuple], near: bool, buckets: int = 1) -> Iterator[tuple
                                                   ([], array.array("q")))
         digests.append(sha)
         positions.append(ref[2])
-        if near and h is not None:
-            small = (h, sha[:16], ref[:3])
-            for b, value in bands(h):
-                yield ("n", b, value), small
+        if near and h is not None and h[1] is not None:
+            small = (h[0], sha[:16], ref[:3], h[1])
+            for b, value in bands(h[0], distance):
+                yield ("n", distance, b, value), small
     for bucket, (digests, positions) in by_bucket.items():
         yield ("x", bucket), (bytes.fromhex("".join(digests)), split, shard,
                               positions.tobytes())
@@ -289,8 +358,9 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
       among all of them (``{"leaks": {"exact": n, ...}, "duplicates": {...},
       "members": left out}``);
     - ``("near", pairs, counts)`` for the records of a band: the pairs
-      ``(distance, "near", ref_a, ref_b)`` within MAX_DISTANCE whose bytes differ, each
-      found in the first band its two hashes agree on, at most MAX_PAIRS of them, and
+      ``(distance, "near", ref_a, ref_b)`` within the key's distance whose bytes differ
+      and whose thumbnails agree (``confirmed``), each found in the first band its two
+      hashes agree on, at most MAX_PAIRS of them, and
       the counts of all that were found among the first GROUP_LIMIT members.
     """
     if key[0] == "x":
@@ -307,17 +377,19 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
     members = list(members)
     if len(members) < 2:
         return
-    band = key[1]
+    distance, band = key[1], key[2]
     members.sort(key=lambda m: _ref_order(m[2]))
     skipped = max(0, len(members) - GROUP_LIMIT)
     members = _bounded(members, lambda m: m[2])
     pairs = []
-    for (ha, sa, ra), (hb, sb, rb) in itertools.combinations(members, 2):
+    for (ha, sa, ra, ta), (hb, sb, rb, tb) in itertools.combinations(members, 2):
         d = (ha ^ hb).bit_count()
-        if d > MAX_DISTANCE or sa == sb:
+        if d > distance or sa == sb:
             continue
-        first = next(b for (b, x), (_, y) in zip(bands(ha), bands(hb)) if x == y)
-        if first == band:
+        first = next(b for (b, x), (_, y) in zip(bands(ha, distance), bands(hb, distance))
+                     if x == y)
+        # The thumbnails last: few pairs come this far.
+        if first == band and confirmed(ta, tb):
             pairs.append((d, "near", ra, rb))
     if pairs or skipped:
         counts = _pair_counts(pairs)
@@ -355,7 +427,7 @@ def matches(shards: Iterable, near: bool) -> tuple[list, list]:
     groups: dict[tuple, list] = {}
     for s in shards:
         if s.look is not None:
-            for key, value in keyed(s.look.seen, near):
+            for key, value in keyed(s.look.seen, near, distance=s.look.distance):
                 groups.setdefault(key, []).append(value)
     exact, pairs = [], []
     for key, members in groups.items():
@@ -388,7 +460,8 @@ def _merge(into: dict, counts: dict) -> None:
 
 
 def build(shards: list, exact: list, near: list, *, label_names: list[str],
-          multi_label: bool, near_duplicates: bool, row_json, version: int = 1) -> dict:
+          multi_label: bool, near_duplicates: bool, row_json, version: int = 1,
+          near_distance: int = MAX_DISTANCE) -> dict:
     """quality.json's content from every shard's stats (with their ``Looker``), the
     ``found`` exact groups and near pairs. ``row_json`` turns a row id into strict JSON."""
     offsets: dict[tuple, int] = {}
@@ -442,7 +515,9 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
                for d, kind, a, b in listed]
     return {
         "version": version,
-        "near_duplicates": ({"hash": HASH, "max_distance": MAX_DISTANCE}
+        "near_duplicates": ({"hash": HASH, "max_distance": near_distance,
+                             "confirmed_by": f"{THUMB}x{THUMB} thumbnail correlation "
+                                             f">= {MIN_CORRELATION}"}
                             if near_duplicates else None),
         "counts": counts,
         "pairs": written,

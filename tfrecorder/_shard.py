@@ -93,6 +93,7 @@ class WriteSettings:
     # stored as image_uri. None: the resolved path is stored.
     image_column: int | None = None
     near_duplicates: bool = False    # hash every image for the data report's near pairs
+    near_distance: int = quality.MAX_DISTANCE  # ... within this many bits
     # The rows file of each shard (rows.py): the label names of the ids, where the match
     # key is in a row's values (None: the image's value as stored in image_uri), and
     # which values are other features of the row (written under "features").
@@ -291,6 +292,7 @@ def write(task: ShardTask, settings: WriteSettings,
     # The report's statistics need pixels where the images are decoded anyway (pre-sizing)
     # or hashed; each is then seen small, never decoded twice at full size.
     look = stats.look = quality.Looker(near=settings.near_duplicates,
+                                       distance=settings.near_distance,
                                        pixels=settings.sizing is not None)
     wants_image = look.wants_image()
     if settings.sizing is not None or wants_image or settings.check == "decode":
