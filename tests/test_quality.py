@@ -85,7 +85,12 @@ def test_exact_leaks_conflicts_and_duplicates_name_the_tables_rows(table, tmp_pa
     assert feats["image_uri"] == b"img/copy_of_3.jpg" or feats["image_uri"] == "img/copy_of_3.jpg"
     # the result carries the same report, and its summary says it in one line
     assert result.report.counts == r.counts
-    assert "leaks: 1 exact; duplicates: 1 exact; conflicts: 1" in str(result)
+    assert ("leaks: 1 exact; duplicates: 1 exact; copies: 2 images appear twice each: 4 "
+            "rows; 1 group spans train and test; conflicts: 1") in str(result)
+    # the same records as groups, one row per record: what a user acts on
+    assert r.groups[["group", "kind", "split", "row", "label"]].values.tolist() == [
+        [0, "exact", "train", 4, "dog"], [0, "exact", "test", 13, "dog"],
+        [1, "exact", "train", 5, "cat"], [1, "exact", "train", 14, "dog"]]
 
 
 @pytest.mark.slow
@@ -601,3 +606,63 @@ def test_near_distance_sets_the_bits_within_which_hashes_are_compared(tmp_path):
     for wrong in (17, -1, True, 2.0):
         with pytest.raises(tfrecorder.ConfigError, match="near_distance"):
             tfrecorder.Options(near_distance=wrong)
+
+
+def test_copies_are_counted_and_shown_as_groups_not_pairs():
+    """13 pictures stored under 12 names each are 13 groups of 12, not 858 pairs; a near
+    pair joins the group of its exact copies; one group spans train and test."""
+    from tfrecorder._report import HTML_ROWS, Report
+    from tfrecorder._shard import ShardStats
+
+    exact = []
+    for p in range(13):
+        refs = [("train", 0, 12 * p + i, 12 * p + i + 2, f"{p}_{i}.jpg", (0,)) for i in range(12)]
+        if p == 0:
+            refs[-1] = ("test", 0, 0, 300, "0_in_test.jpg", (0,))
+        pairs = [(a, b) for i, a in enumerate(refs) for b in refs[i + 1:]]
+        counts = quality._pair_counts((0, "exact", a, b) for a, b in pairs)
+        counts["members"] = 0
+        exact.append((f"{p:064x}", refs, counts))
+    small = ("validation", 0, 0, 400, "small_5.jpg", (0,))
+    near = [([(3, "near", exact[5][1][0], small)],
+             {"leaks": {"exact": 0, "near": 1}, "duplicates": {"exact": 0, "near": 0},
+              "members": 0})]
+    shards = [ShardStats("train", 0, 1, "d-train", 155, 1, rows=155, labels={0: 155}),
+              ShardStats("test", 0, 1, "d-test", 1, 1, rows=1, labels={0: 1}),
+              ShardStats("validation", 0, 1, "d-validation", 1, 1, rows=1, labels={0: 1})]
+    data = quality.build(shards, exact, near, label_names=["cat"], multi_label=False,
+                         near_duplicates=True, row_json=lambda r: r)
+    assert quality.wrong(data) is None
+    assert data["counts"]["groups"] == {"exact": 12, "near": 1}
+    r = Report("out", data)
+    assert sum(data["counts"]["duplicates"].values()) == 12 * 66 + 55
+    assert r.groups["group"].nunique() == 13 and len(r.groups) == 13 * 12 + 1
+    assert r.groups[r.groups["kind"] == "near"]["image_uri"].tolist()[-1] == "small_5.jpg"
+    assert ("copies: 1 image appears 13 times: 13 rows; 12 images appear 12 times each: "
+            "144 rows; 1 group spans train and validation; 1 group spans train and test") in (
+        r.summary())
+    text = str(r).splitlines()
+    assert sum(line.startswith("    exact, 12 records") for line in text) == 12
+    assert not any("~" in line for line in text)  # no pair listed
+    # in a notebook each group is one strip: a row of thumbnails with where each is
+    page = r._repr_html_()
+    assert page.count("<h4>copies</h4>") == 1 and "<h4>leaks</h4>" not in page
+    assert page.count("train row 2<br>") == 1 and page.count("<tr>") == HTML_ROWS
+    assert page.count("... and 4 more</td>") == 11 and page.count("... and 5 more</td>") == 1
+
+
+def test_a_conflict_shows_each_records_whole_set_of_labels():
+    """A detection image's boxes: [sky] against [sky, tree], not 'sky' against 'sky'."""
+    from tfrecorder._report import Report
+    from tfrecorder._shard import ShardStats
+
+    refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 5, "a_again.jpg", (0, 1))]
+    counts = quality._pair_counts([(0, "exact", *refs)])
+    counts["members"] = 0
+    shards = [ShardStats("train", 0, 1, "d-train", 1, 1, rows=1, labels={0: 1}),
+              ShardStats("test", 0, 1, "d-test", 1, 1, rows=2, labels={0: 1, 1: 1})]
+    data = quality.build(shards, [("ab" * 32, refs, counts)], [], label_names=["sky", "tree"],
+                         multi_label=False, near_duplicates=False, row_json=lambda r: r)
+    r = Report("out", data)
+    assert r.conflicts["labels"].tolist() == [["sky"], ["sky", "tree"]]
+    assert "train row 2 [sky] a.jpg; test row 5 [sky, tree] a_again.jpg" in str(r)

@@ -493,7 +493,11 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
         if not multi_label and len({r[5] if len(r) == 6 else None for r in refs}) > 1:
             counts["conflicts"] += 1
             if len(conflicts) < MAX_PAIRS:
-                conflicts.append({"sha256": sha, "rows": [side(r) for r in refs]})
+                # each record's whole set of labels: a detection image's boxes
+                # [sky] against [sky, tree], where "label" names the first only
+                conflicts.append({"sha256": sha, "rows": [
+                    dict(side(r), labels=[label_names[i] for i in (r[5] if len(r) == 6 else ())
+                                          if 0 <= i < len(label_names)]) for r in refs]})
     for c in [e[-1] for e in exact] + [e[-1] for e in near]:
         members += c["members"]
         for finding in ("leaks", "duplicates"):
@@ -507,6 +511,8 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
         for pairs, _ in near:
             yield from pairs
 
+    groups = _groups(exact, near, side)
+    counts["groups"] = {k: sum(g["kind"] == k for g in groups) for k in ("exact", "near")}
     # The pairs listed: the first MAX_PAIRS in order, never all of them held at once.
     listed = heapq.nsmallest(MAX_PAIRS, every_pair(), key=_pair_order)
     total = sum(counts[f][k] for f in ("leaks", "duplicates") for k in ("exact", "near"))
@@ -522,10 +528,57 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
         "counts": counts,
         "pairs": written,
         "conflicts": conflicts,
+        "groups": groups[:MAX_PAIRS],
         "stats": _stats(by_split, label_names),
         "warnings": _warnings(by_split, label_names),
         "truncated": truncated,
     }
+
+
+def _groups(exact: list, near: list, side) -> list[dict]:
+    """The records that are copies of one image, together: each set of records with the
+    same bytes, joined with every near pair found between their records (a resized copy
+    of an image stored twice makes one group of three). ``kind`` is ``"exact"`` where
+    every member has the same bytes, else ``"near"``; ``size`` counts the members, also
+    those of a very large group left out of ``rows`` (``GROUP_LIMIT``). In the order of
+    their first record."""
+    parent: dict = {}
+
+    def root(p):
+        while parent.setdefault(p, p) != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    refs: dict = {}
+    skipped: dict = {}
+    for _, members, c in exact:
+        for r in members:
+            refs[r[:3]] = r
+            parent[root(r[:3])] = root(members[0][:3])
+        skipped[members[0][:3]] = c["members"]
+    linked = set()
+    for pairs, _ in near:
+        for _, _, a, b in pairs:
+            refs.setdefault(a[:3], a)
+            refs.setdefault(b[:3], b)
+            ra, rb = root(a[:3]), root(b[:3])
+            parent[ra] = rb
+            linked.add(a[:3])
+    by_root: dict = {}
+    for place in refs:
+        by_root.setdefault(root(place), []).append(place)
+    near_roots = {root(p) for p in linked}
+    out = []
+    for r, places in by_root.items():
+        places.sort(key=_ref_order)
+        extra = sum(skipped.get(p, 0) for p in places)
+        out.append({"kind": "near" if r in near_roots else "exact",
+                    "size": len(places) + extra,
+                    "rows": [side(refs[p]) for p in places]})
+    out.sort(key=lambda g: (split_order(g["rows"][0]["split"]), g["rows"][0]["split"],
+                            g["rows"][0]["position"]))
+    return out
 
 
 def _stats(by_split: dict, label_names: list[str]) -> dict:
@@ -629,19 +682,25 @@ _SIDE = _Obj({
     "label": ("a label name, a list of them, or null", lambda v: v is None or isinstance(
         v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))),
     "position": ("a whole number >= 0 or null", lambda v: v is None or (_int(v) and v >= 0)),
+    "labels": ("a list of label names", lambda v: isinstance(v, list) and all(
+        isinstance(x, str) for x in v)),
 }, required=("split", "row", "label"))
 _BOTH = _Obj({"exact": _COUNT, "near": _COUNT})
+_KIND = ("'exact' or 'near'", lambda v: v in ("exact", "near"))
 _SIZES = ("[min, median, max] in pixels", lambda v: isinstance(v, list) and len(v) in (
     0, 3) and all(map(_int, v)))
 _CHANNELS = ("a list of numbers", lambda v: isinstance(v, list) and all(map(_num, v)))
 _FILE = _Obj({
     "version": _COUNT,
     "near_duplicates": ("null or an object", lambda v: v is None or isinstance(v, dict)),
-    "counts": _Obj({"leaks": _BOTH, "duplicates": _BOTH, "conflicts": _COUNT}),
-    "pairs": [_Obj({"kind": ("'exact' or 'near'", lambda v: v in ("exact", "near")),
+    "counts": _Obj({"leaks": _BOTH, "duplicates": _BOTH, "conflicts": _COUNT,
+                    "groups": _BOTH}),
+    "pairs": [_Obj({"kind": _KIND,
                     "distance": _COUNT, "a": _SIDE, "b": _SIDE},
                    required=("kind", "distance", "a", "b"))],
     "conflicts": [_Obj({"sha256": _TEXT, "rows": [_SIDE]}, required=("sha256", "rows"))],
+    "groups": [_Obj({"kind": _KIND, "size": _COUNT, "rows": [_SIDE]},
+                    required=("kind", "size", "rows"))],
     "stats": {"*": _Obj({
         "rows": _COUNT, "records": _COUNT, "labels": {"*": _COUNT}, "formats": {"*": _COUNT},
         "width": _SIZES, "height": _SIZES, "stored_bytes": _COUNT, "source_bytes": _COUNT,

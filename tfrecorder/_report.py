@@ -17,6 +17,8 @@ from tfrecorder._errors import ConfigError, IncompleteOutputError
 KINDS = ("leaks", "duplicates", "conflicts", "warnings")
 #: Pairs and conflicts shown with thumbnails in a notebook; the rest are counted.
 HTML_ROWS = 12
+#: Records of one group shown, as a strip of thumbnails or on one line of text.
+GROUP_STRIP = 8
 _THUMB = 96
 
 _SIDE = ("split", "row", "image_uri", "label", "position")
@@ -37,8 +39,13 @@ class Report:
     - ``leaks``: pairs of records in different splits whose images are the same bytes
       (``kind="exact"``) or near duplicates (``"near"``, ``distance`` in bits);
     - ``duplicates``: such pairs within one split;
+    - ``groups``: the records that are copies of one image (the same bytes, or near
+      duplicates), together: one row per record, ``group`` numbering the groups,
+      ``kind`` ``"exact"`` (every member the same bytes) or ``"near"``; how a user acts
+      on them (keep one, move the rest);
     - ``conflicts``: records whose images are the same bytes under different labels,
-      one row per record, ``group`` numbering each set of records with the same bytes;
+      one row per record, ``group`` numbering each set of records with the same bytes,
+      ``labels`` each record's whole set of labels;
     - ``stats``: rows per split and label; ``splits``: per split its rows, records,
       formats, image sizes, bytes and, where the images were decoded, channel mean/std;
     - ``warnings``: Vertex AI's dataset warnings (few images for a label, imbalance);
@@ -58,6 +65,7 @@ class Report:
         self.leaks = frame[across].reset_index(drop=True)
         self.duplicates = frame[~across].reset_index(drop=True)
         self.conflicts = self._conflicts_frame(data.get("conflicts", []))
+        self.groups = self._groups_frame(data.get("groups", []))
         self.counts: dict = data.get("counts", {})
         self.truncated: dict = data.get("truncated", {})
         self.warnings: list[dict] = list(data.get("warnings", []))
@@ -74,10 +82,18 @@ class Report:
         import pandas as pd
 
         rows = [[g, c["sha256"], *(r.get(k) for k in ("split", "row", "image_uri", "label",
-                                                       "position"))]
+                                                       "position")), _labels(r)]
                 for g, c in enumerate(conflicts) for r in c["rows"]]
         return pd.DataFrame(rows, columns=["group", "sha256", "split", "row", "image_uri",
-                                           "label", "position"])
+                                           "label", "position", "labels"])
+
+    @staticmethod
+    def _groups_frame(groups: list[dict]):
+        import pandas as pd
+
+        rows = [[n, g["kind"], *(r.get(k) for k in _SIDE)]
+                for n, g in enumerate(groups) for r in g["rows"]]
+        return pd.DataFrame(rows, columns=["group", "kind", *_SIDE])
 
     @property
     def stats(self):
@@ -141,8 +157,10 @@ class Report:
             return f"{name}: {', '.join(parts) if parts else 0}"
 
         near = "" if self.near_duplicates else " (near duplicates not searched)"
-        return (f"{pair('leaks')}; {pair('duplicates')}; conflicts: {c.get('conflicts', 0)}; "
-                f"warnings: {len(self.warnings)}{near}")
+        copies = _copies_text(self.data.get("groups", []))
+        return (f"{pair('leaks')}; {pair('duplicates')}; "
+                f"{'copies: ' + copies + '; ' if copies else ''}"
+                f"conflicts: {c.get('conflicts', 0)}; warnings: {len(self.warnings)}{near}")
 
     # --- text -------------------------------------------------------------------------
 
@@ -159,18 +177,26 @@ class Report:
                 lines.append(f"    {label:<20} {n:>8}")
             if "mean" in s:
                 lines.append(f"    mean {s['mean']}  std {s.get('std')}")
-        for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
-            counted = sum(self.counts.get(title, {}).values())
-            if len(frame) or counted:
-                lines.append(f"  {title}:")
-                lines += [f"    {_pair_text(r)}" for r in frame.head(20).itertuples()]
-                lines += _more(len(frame), 20, counted)
+        groups = self.data.get("groups")
+        if groups is None:  # a report written before groups: its pairs
+            for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
+                counted = sum(self.counts.get(title, {}).values())
+                if len(frame) or counted:
+                    lines.append(f"  {title}:")
+                    lines += [f"    {_pair_text(r)}" for r in frame.head(20).itertuples()]
+                    lines += _more(len(frame), 20, counted)
+        elif groups:
+            lines.append("  copies (each line one image; report.leaks and report.duplicates "
+                         "pair them):")
+            for g in groups[:20]:
+                lines.append(f"    {_group_text(g)}")
+            lines += _more(len(groups), 20, sum(self.counts.get("groups", {}).values()))
         if len(self.conflicts):
             lines.append("  conflicts (the same bytes under different labels):")
             groups = self.data.get("conflicts", [])
             for g in groups[:20]:
                 lines.append("    " + "; ".join(
-                    f"{r['split']} row {r['row']} {r['label']!r} {r['image_uri']}"
+                    f"{r['split']} row {r['row']} {_labels_text(r)} {r['image_uri']}"
                     for r in g["rows"]))
             lines += _more(len(groups), 20, self.counts.get("conflicts", 0))
         for w in self.warnings:
@@ -190,8 +216,25 @@ class Report:
         parts = [f"<div><b>data report</b> of <code>{esc(self.output_dir)}</code>: "
                  f"{esc(self.summary())}</div>", self._bars_svg()]
         thumbs = _Thumbnails(self.output_dir)
+        groups = self.data.get("groups")
+        if groups:
+            # a group is one strip of thumbnails: the image and where each copy is
+            parts.append("<h4>copies</h4><table>")
+            for g in groups[:HTML_ROWS]:
+                cells = "".join(thumbs.cell(r["split"], r.get("position"), r["row"], r["label"])
+                                for r in g["rows"][:GROUP_STRIP])
+                more = g["size"] - min(len(g["rows"]), GROUP_STRIP)
+                parts.append(f"<tr><td>{esc(g['kind'])}, {esc(str(g['size']))} records"
+                             f"{', ' + esc(' and '.join(_splits(g))) if len(_splits(g)) > 1 else ''}"
+                             f"</td>{cells}"
+                             f"{f'<td>... and {more} more</td>' if more > 0 else ''}</tr>")
+            parts.append("</table>")
+            if len(groups) > HTML_ROWS:
+                more = sum(self.counts.get("groups", {}).values()) - HTML_ROWS
+                parts.append(f"<div>... and {esc(str(more))} more</div>")
         for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
-            if not len(frame) and not sum(self.counts.get(title, {}).values()):
+            if groups is not None or (
+                    not len(frame) and not sum(self.counts.get(title, {}).values())):
                 continue
             parts.append(f"<h4>{title}</h4><table>")
             for r in frame.head(HTML_ROWS).itertuples():
@@ -210,7 +253,7 @@ class Report:
             parts.append("<h4>conflicts</h4><table>")
             for g in groups[:HTML_ROWS]:
                 parts.append("<tr>" + "".join(
-                    thumbs.cell(r["split"], r.get("position"), r["row"], r["label"])
+                    thumbs.cell(r["split"], r.get("position"), r["row"], _labels_text(r))
                     for r in g["rows"][:6]) + "</tr>")
             parts.append("</table>")
             if len(groups) > HTML_ROWS:
@@ -258,6 +301,55 @@ def _pair_text(r) -> str:
     how = "same bytes" if r.kind == "exact" else f"near, {r.distance} bits"
     return (f"{r.split_a} row {r.row_a} ({r.label_a!r}) {r.image_uri_a}  ~  "
             f"{r.split_b} row {r.row_b} ({r.label_b!r}) {r.image_uri_b}  [{how}]")
+
+
+def _labels(side: dict) -> list:
+    """A record's whole set of labels: ``labels`` where the report keeps it (conflicts),
+    else its ``label``."""
+    if "labels" in side:
+        return list(side["labels"])
+    label = side.get("label")
+    return list(label) if isinstance(label, list) else [] if label is None else [label]
+
+
+def _labels_text(side: dict) -> str:
+    labels = _labels(side)
+    return "[" + ", ".join(labels) + "]" if "labels" in side else repr(side.get("label"))
+
+
+def _splits(group: dict) -> list[str]:
+    return sorted({r["split"] for r in group["rows"]}, key=layout.split_order)
+
+
+def _group_text(g: dict) -> str:
+    where = "; ".join(f"{r['split']} row {r['row']} ({r['label']!r}) {r['image_uri']}"
+                      for r in g["rows"][:GROUP_STRIP])
+    more = g["size"] - min(len(g["rows"]), GROUP_STRIP)
+    return (f"{g['kind']}, {g['size']} records in {' and '.join(_splits(g))}: {where}"
+            f"{f'; ... and {more} more' if more > 0 else ''}")
+
+
+def _copies_text(groups: list[dict]) -> str:
+    """The groups counted as a user reads them: ``13 images appear 12 times each: 156
+    rows; 1 group spans train and test``."""
+    if not groups:
+        return ""
+    sizes: dict[int, int] = {}
+    for g in groups:
+        sizes[g["size"]] = sizes.get(g["size"], 0) + 1
+    parts = []
+    for size, n in sorted(sizes.items(), key=lambda kv: -kv[0]):
+        times = "twice" if size == 2 else f"{size} times"
+        parts.append(f"{n} image{'s' if n > 1 else ''} appear{'' if n > 1 else 's'} {times}"
+                     f"{' each' if n > 1 else ''}: {n * size} rows")
+    spans: dict[tuple, int] = {}
+    for g in groups:
+        splits = tuple(_splits(g))
+        if len(splits) > 1:
+            spans[splits] = spans.get(splits, 0) + 1
+    for splits, n in sorted(spans.items(), key=lambda kv: [layout.split_order(s) for s in kv[0]]):
+        parts.append(f"{n} group{'s span' if n > 1 else ' spans'} {' and '.join(splits)}")
+    return "; ".join(parts)
 
 
 def _more(shown: int, limit: int, total: int) -> list[str]:
