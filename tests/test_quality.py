@@ -125,7 +125,7 @@ def test_conflicts_come_in_the_order_of_their_first_record_whatever_the_shards_o
         stats.look = quality.Looker()
         for pos, sha in enumerate(shas):
             stats.look.add(("train", index, pos, 10 * index + pos, f"{index}-{pos}",
-                            (index,)), 1, 1, (sha, None, None))
+                            (index,)), 1, 1, (sha, None, None, {}))
         stats.num_examples = len(shas)
         return stats, []
 
@@ -233,8 +233,10 @@ def test_report_in_a_notebook_shows_bars_and_thumbnails(table, tmp_path):
     tfrecorder.convert(str(table), str(tmp_path / "out"), near_duplicates=True)
     page = tfrecorder.report(str(tmp_path / "out"))._repr_html_()
     assert page.count("<svg") == 1 and "train cat: 6" in page
-    # two leak pairs and one duplicate pair, two thumbnails each; the conflict's two
-    assert page.count("data:image/jpeg;base64,") == 2 * 3 + 2
+    # three groups of two (two leaks, one duplicate), each one strip; the conflict's
+    # two; the half-size copy as an image of odd size
+    assert page.count("data:image/jpeg;base64,") == 2 * 3 + 2 + 1
+    assert page.count("<h4>copies</h4>") == 1 and "odd_size: 1" in page
 
 
 def test_quality_json_is_listed_and_replaced_by_overwrite(table, tmp_path):
@@ -666,3 +668,78 @@ def test_a_conflict_shows_each_records_whole_set_of_labels():
     r = Report("out", data)
     assert r.conflicts["labels"].tolist() == [["sky"], ["sky", "tree"]]
     assert "train row 2 [sky] a.jpg; test row 5 [sky, tree] a_again.jpg" in str(r)
+
+
+# --- image problems, in the same pass ----------------------------------------------------
+
+def test_image_problems_are_told_by_pixels_and_headers():
+    from PIL import Image, ImageEnhance
+
+    photo = _photo(11)
+    assert quality.pixel_issues(photo) == {}
+    dark = quality.pixel_issues(ImageEnhance.Brightness(photo).enhance(0.15))
+    assert list(dark) == ["dark"] and 0 <= dark["dark"] < quality.DARK
+    light = Image.new("RGB", (160, 120), (250, 250, 250))
+    assert set(quality.pixel_issues(light)) == {"light", "low_information", "low_detail"}
+    noise = Image.effect_noise((160, 120), 60).convert("RGB")
+    assert quality.pixel_issues(noise) == {}
+    # every level alike (8 bits of entropy: not low_information), but too plain to hash
+    gradient = Image.linear_gradient("L").resize((160, 120)).convert("RGB")
+    assert set(quality.pixel_issues(gradient)) == {"low_detail"}
+    assert quality.header_issues(640, 480, 1) == {"grayscale": 0.0}
+    assert quality.header_issues(1000, 100, 3) == {"odd_aspect_ratio": 0.1}
+    assert quality.header_issues(640, 480, 3) == {}
+
+
+def _problem_table(tmp_path):
+    """Ten ordinary photos in train, and in test: a dark one, a grey one, a long thin
+    one and a much larger one; their CSV."""
+    from PIL import ImageEnhance
+
+    folder = tmp_path / "img"
+    folder.mkdir()
+    rows = []
+    for i in range(10):
+        (folder / f"{i}.jpg").write_bytes(_jpeg(_photo(i)))
+        rows.append(("TRAIN", f"img/{i}.jpg", "cat"))
+    (folder / "dark.jpg").write_bytes(_jpeg(ImageEnhance.Brightness(_photo(20)).enhance(0.1)))
+    (folder / "grey.png").write_bytes(_png(_photo(21).convert("L")))
+    (folder / "thin.jpg").write_bytes(_jpeg(_photo(22, size=(400, 40))))
+    (folder / "big.jpg").write_bytes(_jpeg(_photo(23, size=(1600, 1200))))
+    rows += [("TEST", f"img/{n}", "dog") for n in ("dark.jpg", "grey.png", "thin.jpg", "big.jpg")]
+    csv = tmp_path / "data.csv"
+    csv.write_text("".join(f"{s},{u},{lab}\n" for s, u, lab in rows))
+    return csv
+
+
+@pytest.mark.slow
+def test_the_report_lists_image_problems_by_record(tmp_path, run_cli):
+    """Header problems by default; pixel ones where the run decodes the images; each
+    names its record's split, row and label; --fail-on takes their names."""
+    csv = _problem_table(tmp_path)
+    tfrecorder.convert(str(csv), str(tmp_path / "plain"))
+    plain = tfrecorder.report(str(tmp_path / "plain"))
+    assert plain.issues[["issue", "split", "row", "label"]].values.tolist() == [
+        ["grayscale", "test", 12, "dog"], ["odd_aspect_ratio", "test", 13, "dog"],
+        ["odd_size", "test", 13, "dog"], ["odd_size", "test", 14, "dog"]]
+    assert "issues: 1 grayscale, 1 odd_aspect_ratio, 2 odd_size" in plain.summary()
+    tfrecorder.convert(str(csv), str(tmp_path / "near"), near_duplicates=True)
+    near = tfrecorder.report(str(tmp_path / "near"))
+    assert near.issues[["issue", "row", "image_uri"]].values.tolist()[0] == [
+        "dark", 11, "img/dark.jpg"]
+    assert near.counts["issues"]["dark"] == 1 and 0 <= near.issues["score"][0] < quality.DARK
+    failing = run_cli("report", str(tmp_path / "near"), "--fail-on", "dark,leaks")
+    assert failing.returncode == 3 and "1 dark" in failing.stderr
+    assert "image problems" in failing.stdout and "img/dark.jpg" in failing.stdout
+    assert run_cli("report", str(tmp_path / "plain"), "--fail-on", "dark").returncode == 0
+    assert run_cli("report", str(tmp_path / "plain"), "--fail-on", "issues").returncode == 3
+    assert run_cli("report", str(tmp_path / "plain"), "--fail-on", "murky").returncode == 2
+    # an update reports the problems of the records it keeps, from their rows files
+    with csv.open("a") as f:
+        f.write("TRAIN,img/0.jpg,cat\n".replace("0.jpg", "1.jpg").replace("TRAIN", "TEST"))
+    (tmp_path / "img" / "new.jpg").write_bytes(_jpeg(_photo(30)))
+    with csv.open("a") as f:
+        f.write("TRAIN,img/new.jpg,cat\n")
+    tfrecorder.convert(str(csv), str(tmp_path / "near"), mode="update", near_duplicates=True)
+    after = tfrecorder.report(str(tmp_path / "near"))
+    assert after.issues[after.issues["issue"] == "dark"]["row"].tolist() == [11]

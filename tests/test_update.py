@@ -800,6 +800,8 @@ def test_a_rows_file_is_one_object_per_line_or_refused(tmp_path):
             ("phash", "xyz", 'phash is "xyz", not 16 hex digits or null'),
             ("thumb", "AAAA", 'thumb is "AAAA", not 64 bytes in base64 or null'),
             ("thumb", 64, "thumb is 64, not 64 bytes in base64 or null"),
+            ("issues", {"dark": "x"},
+             'issues is {"dark": "x"}, not an object of image problems and their scores'),
             ("px", [1, 2], "px is [1, 2], not 7 numbers or null"),
             ("features", [], "features is [], not an object"),
             ("split", ..., "no split")]:

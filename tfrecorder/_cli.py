@@ -357,14 +357,18 @@ def _report_parser(sub) -> None:
         description="Print the data report a conversion wrote (quality.json): images "
                     "that are the same in two splits (leaks) or within one "
                     "(duplicates), the same bytes under different labels (conflicts), "
-                    "rows per label and split, image sizes, and Vertex AI's dataset "
+                    "rows per label and split, image sizes, image problems (dark, "
+                    "blurry, grayscale, odd sizes, ...) and Vertex AI's dataset "
                     "warnings. Exit code 0; with --fail-on, 3 when any of the named "
                     "findings is there, so that a data pipeline can stop on it; 2 when "
                     "the folder is not a whole conversion.")
     p.add_argument("output_dir", help="a directory written by tfrecorder convert")
     p.add_argument("--fail-on", "--fail_on", metavar="KINDS", default=None,
                    help="comma-separated findings that make the exit code 3: "
-                        "leaks, duplicates, conflicts, warnings (e.g. leaks,conflicts)")
+                        "leaks, duplicates, conflicts, warnings, issues (any image "
+                        "problem), or an image problem by name: dark, light, blurry, "
+                        "low_information, low_detail, grayscale, odd_aspect_ratio, odd_size "
+                        "(e.g. leaks,conflicts,dark)")
 
 
 #: The exit code of ``report --fail-on`` when a named finding is there.

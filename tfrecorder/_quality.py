@@ -54,6 +54,26 @@ GROUP_LIMIT = 256
 #: The side, in pixels, at least, of the small decode an image is hashed from: a JPEG
 #: of 256 pixels or more is decoded at 1/8 scale, its DC coefficients only.
 SMALL_SIDE = 32
+#: Image problems, by CleanVision's names, in the order the report lists them, and
+#: ``low_detail``, images the near search cannot tell apart. The first five need pixels (``pixel_issues``, where the run decodes images anyway); the
+#: rest are told by the image's header (``Looker.add``) or, for ``odd_size``, by the
+#: whole dataset's sizes (``build``).
+ISSUES = ("dark", "light", "blurry", "low_information", "low_detail", "grayscale",
+          "odd_aspect_ratio", "odd_size")
+#: CleanVision 0.3's default thresholds, so that its users find the same images: the
+#: 99th percentile of perceived brightness below DARK; the 5th above 1 - LIGHT ...
+DARK, LIGHT = 0.32, 0.05
+#: ... a grey-level entropy below this many bits (its score 0.3 at factor 0.1) ...
+LOW_ENTROPY = 3.0
+#: ... its blurriness score (edge strength and grey spread) below BLURRY ...
+BLURRY = 0.29
+#: ... the shorter side less than this share of the longer ...
+ODD_ASPECT = 0.35
+#: ... and a size (square root of the area) more than this many interquartile ranges
+#: beyond the quartiles of the dataset's sizes.
+ODD_SIZE_IQR = 3.0
+#: Records of each end of a shard's sizes kept as ``odd_size`` candidates.
+SIZE_EXTREMES = 1000
 #: Vertex AI's dataset warnings: fewer images than this for a label ...
 FEW_IMAGES = 10
 #: ... and more than this ratio between the largest and the smallest label.
@@ -68,7 +88,8 @@ def digest(data: bytes) -> str:
 def small(data: bytes):
     """``data`` decoded small and upright, RGB: a JPEG at the smallest DCT scale that
     keeps both sides at least ``SMALL_SIDE`` (Pillow's draft), anything else decoded and
-    reduced. None when it does not decode."""
+    reduced. None when it does not decode. Its ``info["full_size"]`` is the upright
+    image's whole size, which ``pixel_issues`` looks at it as."""
     from tfrecorder._image import pil
 
     Image = pil()
@@ -76,10 +97,16 @@ def small(data: bytes):
 
     try:
         img = Image.open(io.BytesIO(data))
+        full = img.size
         if img.format in ("JPEG", "MPO"):
             img.draft("RGB", (SMALL_SIDE, SMALL_SIDE))
+        drafted = img.size
         img = ImageOps.exif_transpose(img)
-        return _reduced(img)
+        if img.size != drafted:  # turned a quarter
+            full = full[::-1]
+        out = _reduced(img)
+        out.info["full_size"] = full
+        return out
     except Exception:  # the image was checked already; a hash is not worth a failure
         return None
 
@@ -115,6 +142,88 @@ def dhash(img) -> int:
     return h
 
 
+def pixel_issues(img) -> dict:
+    """The image problems its small decode shows, ``{issue: score}`` (scores in 0..1,
+    lower is worse, as CleanVision's): ``dark`` (the 99th percentile of perceived
+    brightness), ``light`` (1 - the 5th), ``blurry`` and ``low_information`` (grey-level
+    entropy / 10) and ``low_detail`` (too little detail to hash, ``MIN_DETAIL``: never
+    matched as a near duplicate; score: the detail in levels of 255). Measured on the
+    small decode, not the whole image: a bright speck smaller than a pixel of it does not
+    save a dark image; ``blurry`` at the size CleanVision looks at (at most 64 px across,
+    from ``info["full_size"]``), since its score depends on the number of pixels."""
+    import numpy as np
+    from tfrecorder._image import pil
+
+    Image = pil()
+    from PIL import ImageFilter
+
+    rgb = np.asarray(img.convert("RGB") if img.mode != "RGB" else img, np.float32) / 255
+    bright = np.sqrt((rgb * rgb) @ np.array([0.241, 0.691, 0.068], np.float32))
+    p5, p99 = np.percentile(bright, [5, 99])
+    out = {}
+    if p99 < DARK:
+        out["dark"] = round(float(p99), 4)
+    if 1 - p5 < LIGHT:
+        out["light"] = round(float(1 - p5), 4)
+    grey = img.convert("L")
+    # A grey image in RGB would count its histogram three times (log2(3) bits more).
+    entropy = grey.entropy() if _is_grey(rgb) else img.entropy()
+    if entropy < LOW_ENTROPY:
+        out["low_information"] = round(entropy / 10, 4)
+    detail = _detail(img)
+    if detail < MIN_DETAIL:
+        out["low_detail"] = round(detail / 255, 4)
+    width, height = img.info.get("full_size", img.size)
+    scale = max(width, height) / 64  # CleanVision looks at the image at most 64 px across
+    size = ((max(1, int(width // scale)), max(1, int(height // scale))) if scale > 1
+            else (width, height))
+    if grey.size != size:
+        grey = grey.resize(size, Image.Resampling.BICUBIC)
+    edges = np.asarray(grey.filter(ImageFilter.FIND_EDGES), np.float64)
+    spread = 1 - math.exp(-float(np.std(grey.histogram())) * 0.01)
+    score = min(1.0, 1 - math.exp(-math.sqrt(float(edges.var())) * 0.01)
+                + (spread if spread > 0.18 else 0.0))
+    if score < BLURRY:
+        out["blurry"] = round(score, 4)
+    return out
+
+
+def _is_grey(rgb) -> bool:
+    return bool((rgb[..., 0] == rgb[..., 1]).all() and (rgb[..., 1] == rgb[..., 2]).all())
+
+
+def header_issues(width: int, height: int, channels: int) -> dict:
+    """The image problems its header tells: ``grayscale`` (one channel, score 0) and
+    ``odd_aspect_ratio`` (score: the shorter side over the longer)."""
+    out = {}
+    if channels == 1:
+        out["grayscale"] = 0.0
+    if width and height:
+        ratio = min(width / height, height / width)
+        if ratio < ODD_ASPECT:
+            out["odd_aspect_ratio"] = round(ratio, 4)
+    return out
+
+
+def _grey16(img):
+    import numpy as np
+    from tfrecorder._image import pil
+
+    Image = pil()
+    return np.asarray(img.convert("L").resize((16, 16), Image.Resampling.BOX), np.float64)
+
+
+def _detail(img, grey=None) -> float:
+    """How much a 16x16 grey reduction of ``img`` varies once its best-fitting plane is
+    taken away (standard deviation, levels of 255): what a hash can tell by."""
+    import numpy as np
+
+    if not _PLANE:
+        _PLANE.append(_plane())
+    grey = _grey16(img) if grey is None else grey
+    return float(np.std(_PLANE[0] @ grey.ravel()))
+
+
 def _plane():
     """The projection that takes a 16x16 image's best-fitting plane away (least
     squares), computed once."""
@@ -135,13 +244,9 @@ def fingerprint(img) -> bytes | None:
     copy, a resize or a re-encode keeps it; two different pictures whose hashes agree by
     chance seldom have correlated thumbnails (``confirmed``)."""
     import numpy as np
-    from tfrecorder._image import pil
 
-    Image = pil()
-    grey = np.asarray(img.convert("L").resize((16, 16), Image.Resampling.BOX), np.float64)
-    if not _PLANE:
-        _PLANE.append(_plane())
-    if float(np.std(_PLANE[0] @ grey.ravel())) < MIN_DETAIL:
+    grey = _grey16(img)
+    if _detail(img, grey) < MIN_DETAIL:
         return None
     small = grey.reshape(8, 2, 8, 2).mean(axis=(1, 3))
     z = (small - small.mean()) / (small.std() or 1.0) * 32
@@ -197,6 +302,15 @@ class Looker:
     #: Image records whose pixels nobody measured (a run that decodes nothing, a kept
     #: record written by one): their split's mean and std are not known.
     unmeasured: int = 0
+    #: ``(issue, score, ref)`` of every image problem of its records but ``odd_size``,
+    #: and how many of each (``issue_counts``).
+    issues: list = dataclasses.field(default_factory=list)
+    issue_counts: dict = dataclasses.field(default_factory=dict)
+    #: Records per size (the square root of the area, rounded), and ``(size, ref)`` of
+    #: every record: ``odd_size`` is told against the whole dataset's sizes in the last
+    #: step, which receives the ends of each shard's only (``extremes``).
+    areas: dict = dataclasses.field(default_factory=dict)
+    sizes: list = dataclasses.field(default_factory=list)
 
     def wants_image(self) -> bool:
         """Whether ``measure`` needs the image decoded."""
@@ -204,29 +318,58 @@ class Looker:
 
     def measure(self, data: bytes, img=None) -> tuple:
         """What ``add`` keeps of one image, computed without touching the Looker (so
-        any thread may): ``(sha256, (dhash, thumbnail) or None, channel sums or None)``
-        (``fingerprint``'s thumbnail). ``img`` is the
-        writer's decode where it made one (pre-sizing); else the image is decoded small
-        here when the report needs pixels."""
+        any thread may): ``(sha256, (dhash, thumbnail) or None, channel sums or None,
+        {issue: score} its pixels show)`` (``fingerprint``'s thumbnail,
+        ``pixel_issues``). ``img`` is the writer's decode where it made one
+        (pre-sizing); else the image is decoded small here when the report needs pixels."""
         h = sums = None
+        problems: dict = {}
         if self.wants_image():
-            img = small(data) if img is None else _reduced(img)
+            if img is None:
+                img = small(data)
+            else:
+                full = img.size
+                img = _reduced(img)
+                img.info["full_size"] = full
             if img is not None:
                 if self.near:
                     h = (dhash(img), fingerprint(img))
                 sums = channel_sums(img)
-        return digest(data), h, sums
+                problems = pixel_issues(img)
+        return digest(data), h, sums, problems
 
-    def add(self, ref: tuple, width: int, height: int, measured: tuple) -> tuple:
-        """Takes in one record, in file order: its stored size and its ``measure``.
-        Returns the record's ``(sha256, (dhash, thumbnail) or None, channel sums or
-        None)``."""
-        self.widths[width] = self.widths.get(width, 0) + 1
-        self.heights[height] = self.heights.get(height, 0) + 1
-        sha, h, sums = measured
+    def add(self, ref: tuple, width: int, height: int, measured: tuple,
+            channels: int = 3) -> tuple:
+        """Takes in one record, in file order: its stored size and channels and its
+        ``measure``. Returns the record's ``(sha256, (dhash, thumbnail) or None, channel
+        sums or None, {issue: score})``, its pixels' problems and its header's."""
+        sha, h, sums, problems = measured
+        problems = {**problems, **header_issues(width, height, channels)}
+        self.add_size(ref, width, height, problems)
         self.add_sums(sums, self.wants_image())
         self.seen.append((sha, h, ref))
-        return sha, h, sums
+        return sha, h, sums, problems
+
+    def add_size(self, ref: tuple, width: int, height: int, problems: dict) -> None:
+        """One image record's stored size and its problems (``header_issues``, and
+        ``pixel_issues`` where measured), but ``odd_size``, which ``build`` tells."""
+        self.widths[width] = self.widths.get(width, 0) + 1
+        self.heights[height] = self.heights.get(height, 0) + 1
+        size = round(math.sqrt(width * height))
+        self.areas[size] = self.areas.get(size, 0) + 1
+        self.sizes.append((size, ref))
+        for issue, score in problems.items():
+            self.issue_counts[issue] = self.issue_counts.get(issue, 0) + 1
+            if self.issue_counts[issue] <= MAX_PAIRS:
+                self.issues.append((issue, score, ref))
+
+    def extremes(self) -> list:
+        """The SIZE_EXTREMES smallest and largest of ``sizes``: the only records of the
+        shard that can be of an odd size, whatever the rest of the dataset's are."""
+        if len(self.sizes) <= 2 * SIZE_EXTREMES:
+            return list(self.sizes)
+        ordered = sorted(self.sizes, key=lambda s: s[0])
+        return ordered[:SIZE_EXTREMES] + ordered[-SIZE_EXTREMES:]
 
     def add_sums(self, sums: tuple | None, measured: bool) -> None:
         """One image record's channel sums (``channel_sums``), or None: not decodable
@@ -511,6 +654,7 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
         for pairs, _ in near:
             yield from pairs
 
+    issues, counts["issues"] = _issues(shards, side)
     groups = _groups(exact, near, side)
     counts["groups"] = {k: sum(g["kind"] == k for g in groups) for k in ("exact", "near")}
     # The pairs listed: the first MAX_PAIRS in order, never all of them held at once.
@@ -529,10 +673,74 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
         "pairs": written,
         "conflicts": conflicts,
         "groups": groups[:MAX_PAIRS],
+        "issues": issues,
         "stats": _stats(by_split, label_names),
         "warnings": _warnings(by_split, label_names),
         "truncated": truncated,
     }
+
+
+def _quartiles(areas: dict) -> tuple[float, float]:
+    """The first and third quartiles of the sizes a ``{size: records}`` histogram holds,
+    interpolated as NumPy's (and so CleanVision's) percentile."""
+    items = sorted(areas.items())
+    total = sum(n for _, n in items)
+
+    def at(i: int) -> int:  # the i-th smallest size
+        seen = 0
+        for value, n in items:
+            seen += n
+            if i < seen:
+                return value
+        return items[-1][0]
+
+    def percentile(p: float) -> float:
+        x = (total - 1) * p
+        lo = math.floor(x)
+        return at(lo) + (at(min(lo + 1, total - 1)) - at(lo)) * (x - lo)
+
+    return percentile(0.25), percentile(0.75)
+
+
+def _issues(shards: list, side) -> tuple[list, dict]:
+    """Every record's image problems (``Looker.issues``) and those of odd size among
+    the ends of each shard's sizes, as CleanVision tells them: beyond ODD_SIZE_IQR
+    interquartile ranges from the quartiles of every image's size (of any size but the
+    middle one where all are alike). The listed ones, up to MAX_PAIRS in ISSUES order,
+    then split and file order, and the count of each."""
+    counts: dict = {}
+    listed = []
+    areas: dict = {}
+    for s in shards:
+        if s.look is None:
+            continue
+        _merge(counts, s.look.issue_counts)
+        _merge(areas, s.look.areas)
+        listed += s.look.issues
+    if areas:
+        q1, q3 = _quartiles(areas)
+        lo, hi = q1 - ODD_SIZE_IQR * (q3 - q1), q3 + ODD_SIZE_IQR * (q3 - q1)
+        mid, gap = (lo + hi) / 2, hi - lo
+
+        def odd(size: int) -> bool:
+            return size < lo or size > hi if gap else size != mid
+
+        odd_count = sum(n for size, n in areas.items() if odd(size))
+        if odd_count:
+            counts["odd_size"] = odd_count
+            for s in shards:
+                if s.look is not None:
+                    listed += [("odd_size", round(1 - min(1.0, abs(size - mid) / (gap or mid)), 4),
+                                ref) for size, ref in s.look.extremes() if odd(size)]
+    order = {name: i for i, name in enumerate(ISSUES)}
+    listed = heapq.nsmallest(MAX_PAIRS, listed,
+                             key=lambda x: (order.get(x[0], len(order)), _ref_order(x[2])))
+    out = []
+    for issue, score, ref in listed:
+        entry = side(ref)
+        entry.pop("labels", None)
+        out.append({"issue": issue, "score": score, **entry})
+    return out, {k: counts[k] for k in ISSUES if counts.get(k)}
 
 
 def _groups(exact: list, near: list, side) -> list[dict]:
@@ -694,7 +902,7 @@ _FILE = _Obj({
     "version": _COUNT,
     "near_duplicates": ("null or an object", lambda v: v is None or isinstance(v, dict)),
     "counts": _Obj({"leaks": _BOTH, "duplicates": _BOTH, "conflicts": _COUNT,
-                    "groups": _BOTH}),
+                    "groups": _BOTH, "issues": {"*": _COUNT}}),
     "pairs": [_Obj({"kind": _KIND,
                     "distance": _COUNT, "a": _SIDE, "b": _SIDE},
                    required=("kind", "distance", "a", "b"))],
@@ -709,6 +917,8 @@ _FILE = _Obj({
                        "smallest": _TEXT,
                        "ratio": ("a number", _num)}, required=("kind",))],
     "truncated": _Obj({"pairs": _COUNT, "members": _COUNT}),
+    "issues": [_Obj({**_SIDE.fields, "issue": _TEXT, "score": ("a number", _num)},
+                    required=("issue", "score", "split", "row", "label"))],
 }, required=("counts", "pairs", "conflicts", "stats", "warnings", "truncated"))
 
 

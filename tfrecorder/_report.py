@@ -13,8 +13,9 @@ from tfrecorder import (
     _layout as layout, _metadata as metadata, _quality as quality, _storage as storage)
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 
-#: What ``--fail-on`` (``Report.found``) can name.
-KINDS = ("leaks", "duplicates", "conflicts", "warnings")
+#: What ``--fail-on`` (``Report.found``) can name: the findings, every image problem
+#: together (``issues``), or each by its name.
+KINDS = ("leaks", "duplicates", "conflicts", "warnings", "issues", *quality.ISSUES)
 #: Pairs and conflicts shown with thumbnails in a notebook; the rest are counted.
 HTML_ROWS = 12
 #: Records of one group shown, as a strip of thumbnails or on one line of text.
@@ -48,6 +49,10 @@ class Report:
       ``labels`` each record's whole set of labels;
     - ``stats``: rows per split and label; ``splits``: per split its rows, records,
       formats, image sizes, bytes and, where the images were decoded, channel mean/std;
+    - ``issues``: image problems, CleanVision's (``dark``, ``light``, ``blurry``,
+      ``low_information``, ``grayscale``, ``odd_aspect_ratio``, ``odd_size``), one row per
+      record and problem with its ``score`` (0..1, lower is worse); those that need
+      pixels only where the conversion decoded its images;
     - ``warnings``: Vertex AI's dataset warnings (few images for a label, imbalance);
     - ``counts``: every finding counted, also beyond what the file lists (``truncated``).
 
@@ -66,6 +71,7 @@ class Report:
         self.duplicates = frame[~across].reset_index(drop=True)
         self.conflicts = self._conflicts_frame(data.get("conflicts", []))
         self.groups = self._groups_frame(data.get("groups", []))
+        self.issues = self._issues_frame(data.get("issues", []))
         self.counts: dict = data.get("counts", {})
         self.truncated: dict = data.get("truncated", {})
         self.warnings: list[dict] = list(data.get("warnings", []))
@@ -86,6 +92,15 @@ class Report:
                 for g, c in enumerate(conflicts) for r in c["rows"]]
         return pd.DataFrame(rows, columns=["group", "sha256", "split", "row", "image_uri",
                                            "label", "position", "labels"])
+
+    @staticmethod
+    def _issues_frame(issues: list[dict]):
+        import pandas as pd
+
+        rows = [[i["issue"], *(i.get(k) for k in ("split", "row", "image_uri", "label")),
+                 i["score"], i.get("position")] for i in issues]
+        return pd.DataFrame(rows, columns=["issue", "split", "row", "image_uri", "label",
+                                           "score", "position"])
 
     @staticmethod
     def _groups_frame(groups: list[dict]):
@@ -140,7 +155,9 @@ class Report:
         c = self.counts
         n = {"leaks": sum(c.get("leaks", {}).values()),
              "duplicates": sum(c.get("duplicates", {}).values()),
-             "conflicts": c.get("conflicts", 0), "warnings": len(self.warnings)}
+             "conflicts": c.get("conflicts", 0), "warnings": len(self.warnings),
+             "issues": sum(c.get("issues", {}).values()),
+             **{k: c.get("issues", {}).get(k, 0) for k in quality.ISSUES}}
         unknown = [k for k in kinds if k not in n]
         if unknown:
             raise ConfigError(f"{', '.join(map(repr, unknown))}: not a finding of the data "
@@ -158,9 +175,12 @@ class Report:
 
         near = "" if self.near_duplicates else " (near duplicates not searched)"
         copies = _copies_text(self.data.get("groups", []))
+        problems = ", ".join(f"{n} {k}" for k, n in c.get("issues", {}).items())
         return (f"{pair('leaks')}; {pair('duplicates')}; "
                 f"{'copies: ' + copies + '; ' if copies else ''}"
-                f"conflicts: {c.get('conflicts', 0)}; warnings: {len(self.warnings)}{near}")
+                f"conflicts: {c.get('conflicts', 0)}; "
+                f"{'issues: ' + problems + '; ' if problems else ''}"
+                f"warnings: {len(self.warnings)}{near}")
 
     # --- text -------------------------------------------------------------------------
 
@@ -199,6 +219,13 @@ class Report:
                     f"{r['split']} row {r['row']} {_labels_text(r)} {r['image_uri']}"
                     for r in g["rows"]))
             lines += _more(len(groups), 20, self.counts.get("conflicts", 0))
+        if len(self.issues):
+            lines.append("  image problems (score 0..1, lower is worse):")
+            for issue, frame in self.issues.groupby("issue", sort=False):
+                lines.append(f"    {issue} ({self.counts.get('issues', {}).get(issue, 0)}): "
+                             + "; ".join(f"{r.split} row {r.row} {r.image_uri} {r.score}"
+                                         for r in frame.head(5).itertuples())
+                             + (" ..." if len(frame) > 5 else ""))
         for w in self.warnings:
             lines.append(f"  warning: {_warning_text(w)}")
         if self.truncated.get("members"):
@@ -259,6 +286,14 @@ class Report:
             if len(groups) > HTML_ROWS:
                 more = self.counts.get("conflicts", 0) - HTML_ROWS
                 parts.append(f"<div>... and {esc(str(more))} more</div>")
+        if len(self.issues):
+            parts.append("<h4>image problems</h4><table>")
+            for issue, frame in self.issues.groupby("issue", sort=False):
+                n = self.counts.get("issues", {}).get(issue, 0)
+                cells = "".join(thumbs.cell(r.split, r.position, r.row, r.label)
+                                for r in frame.head(GROUP_STRIP).itertuples())
+                parts.append(f"<tr><td>{esc(str(issue))}: {esc(str(n))}</td>{cells}</tr>")
+            parts.append("</table>")
         for w in self.warnings:
             parts.append(f"<div><i>warning</i>: {esc(_warning_text(w))}</div>")
         return "\n".join(parts)

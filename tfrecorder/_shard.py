@@ -312,7 +312,7 @@ def write(task: ShardTask, settings: WriteSettings,
                                          seen=decoded.append if wants_image else None)
         except image.ImageProblem as e:
             return e
-        measured = ((digests.add(data), None, None) if digests is not None
+        measured = ((digests.add(data), None, None, {}) if digests is not None
                     else look.measure(data, decoded[0] if decoded else None))
         return stored, info, measured, len(data), file_size, file_stamp
 
@@ -346,13 +346,14 @@ def write(task: ShardTask, settings: WriteSettings,
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
-                sha, phash, sums = look.add(
+                sha, phash, sums, problems = look.add(
                     (row.split, task.index, stats.num_examples, row.row,
                      row.image_uri if written is None else written, tuple(row.labels)),
-                    info.width, info.height, measured)
+                    info.width, info.height, measured, info.channels)
                 seen = dict(size=file_size, stamp=file_stamp, sha256=sha, phash=phash,
                             width=info.width, height=info.height, fmt=info.format,
-                            hashed=look.near, px=sums, measured=wants_image)
+                            hashed=look.near, px=sums, measured=wants_image,
+                            issues=problems)
                 stats.source_bytes += source_size
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
                 stats.formats[info.format] = stats.formats.get(info.format, 0) + 1

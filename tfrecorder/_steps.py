@@ -64,7 +64,9 @@ def match_keys(written, buckets: int = 1):
     stats, bad = written
     look = stats.look
     if look is not None:
-        stats = dataclasses.replace(stats, look=dataclasses.replace(look, seen=[]))
+        # only the ends of its sizes can be odd: the rest stay here (``Looker.extremes``)
+        stats = dataclasses.replace(stats, look=dataclasses.replace(
+            look, seen=[], sizes=look.extremes()))
     yield ("s", stats.split, stats.index), (stats, bad)
     if look is not None:
         yield from quality.keyed(look.seen, look.near, buckets, look.distance)

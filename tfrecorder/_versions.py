@@ -176,7 +176,7 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     look = Looker(near=near, distance=distance)
     stats = ShardStats(split, number, 0, shard.file, 0, 0, look=look, kept=True)
     # Counted in local dicts (Counter-like, one lookup each), then stored.
-    label_counts, formats, widths, heights = {}, {}, {}, {}
+    label_counts, formats = {}, {}
     seen = look.seen
     source_bytes = 0
     input_rows = 0
@@ -197,12 +197,11 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
         fmt = e.get("format")
         if fmt:
             formats[fmt] = formats.get(fmt, 0) + 1
-        w, h = e["w"], e["h"]
-        widths[w] = widths.get(w, 0) + 1
-        heights[h] = heights.get(h, 0) + 1
+        ref = (split, number, rank, row, uri, labels)
+        # its size, and the image problems found when it was written
+        look.add_size(ref, e["w"], e["h"], e.get("issues") or {})
         phash = e.get("phash") if near else None
-        seen.append((sha, (int(phash, 16), rows.thumb(e)) if phash else None,
-                     (split, number, rank, row, uri, labels)))
+        seen.append((sha, (int(phash, 16), rows.thumb(e)) if phash else None, ref))
         # "px": null was measured and did not decode; no "px", never measured
         px = e.get("px")
         if px:
@@ -215,7 +214,6 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     stats.num_bytes = sum(full[p][1] for p in live) if full else shard.num_bytes
     stats.source_bytes = source_bytes
     stats.labels, stats.formats = label_counts, formats
-    look.widths, look.heights = widths, heights
     return stats, []
 
 
