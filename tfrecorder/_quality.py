@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import functools
 import hashlib
 import heapq
 import io
@@ -142,35 +143,53 @@ def dhash(img) -> int:
     return h
 
 
-def pixel_issues(img) -> dict:
+def pixel_issues(img, grey=None) -> dict:
     """The image problems its small decode shows, ``{issue: score}`` (scores in 0..1,
     lower is worse, as CleanVision's): ``dark`` (the 99th percentile of perceived
-    brightness), ``light`` (1 - the 5th), ``blurry`` and ``low_information`` (grey-level
+    brightness), ``light`` (1 - the 5th), ``blurry``, ``low_information`` (grey-level
     entropy / 10) and ``low_detail`` (too little detail to hash, ``MIN_DETAIL``: never
     matched as a near duplicate; score: the detail in levels of 255). Measured on the
     small decode, not the whole image: a bright speck smaller than a pixel of it does not
     save a dark image; ``blurry`` at the size CleanVision looks at (at most 64 px across,
-    from ``info["full_size"]``), since its score depends on the number of pixels."""
+    from ``info["full_size"]``), since its score depends on the number of pixels.
+    ``grey``: its ``grey16`` where the caller has it. A few tenths of a millisecond:
+    NumPy on a few thousand pixels, no full sort."""
     import numpy as np
     from tfrecorder._image import pil
 
     Image = pil()
     from PIL import ImageFilter
 
-    rgb = np.asarray(img.convert("RGB") if img.mode != "RGB" else img, np.float32) / 255
-    bright = np.sqrt((rgb * rgb) @ np.array([0.241, 0.691, 0.068], np.float32))
-    p5, p99 = np.percentile(bright, [5, 99])
+    rgb = img.convert("RGB") if img.mode != "RGB" else img
+    pixels = np.asarray(rgb)  # one copy of its bytes: Python calls are the cost here
+    grey_source = bool((pixels[..., 0] == pixels[..., 1]).all()
+                       and (pixels[..., 1] == pixels[..., 2]).all())
+    # perceived brightness squared, per pixel, from a table of squares: no float pow
+    squares, weights = _tables()[:2]
+    sq = squares[pixels] @ weights
+    flat = sq.ravel()
+    n = flat.size
+    ranks = [(n - 1) * p for p in (0.05, 0.99)]
+    at = sorted({math.floor(x) for x in ranks} | {math.ceil(x) for x in ranks})
+    part = np.partition(flat, at)
+
+    def percentile(x: float) -> float:  # NumPy's linear interpolation, of the roots
+        lo, hi = math.floor(x), math.ceil(x)
+        a, b_ = math.sqrt(part[lo]), math.sqrt(part[hi])
+        return (a + (b_ - a) * (x - lo)) / 255
+
+    p5, p99 = percentile(ranks[0]), percentile(ranks[1])
     out = {}
     if p99 < DARK:
-        out["dark"] = round(float(p99), 4)
+        out["dark"] = round(p99, 4)
     if 1 - p5 < LIGHT:
-        out["light"] = round(float(1 - p5), 4)
-    grey = img.convert("L")
+        out["light"] = round(1 - p5, 4)
+    detail = _detail(grey16(img) if grey is None else grey)
+    grey = rgb.convert("L")
     # A grey image in RGB would count its histogram three times (log2(3) bits more).
-    entropy = grey.entropy() if _is_grey(rgb) else img.entropy()
+    entropy = grey.entropy() if grey_source else rgb.entropy()
     if entropy < LOW_ENTROPY:
         out["low_information"] = round(entropy / 10, 4)
-    detail = _detail(img)
     if detail < MIN_DETAIL:
         out["low_detail"] = round(detail / 255, 4)
     width, height = img.info.get("full_size", img.size)
@@ -179,17 +198,21 @@ def pixel_issues(img) -> dict:
             else (width, height))
     if grey.size != size:
         grey = grey.resize(size, Image.Resampling.BICUBIC)
-    edges = np.asarray(grey.filter(ImageFilter.FIND_EDGES), np.float64)
-    spread = 1 - math.exp(-float(np.std(grey.histogram())) * 0.01)
-    score = min(1.0, 1 - math.exp(-math.sqrt(float(edges.var())) * 0.01)
+    # both from Pillow's histograms (in C): the edges' variance over their levels, and
+    # the spread of the grey levels' counts
+    edges = np.asarray(grey.filter(ImageFilter.FIND_EDGES).histogram(), np.float64)
+    counts = np.asarray(grey.histogram(), np.float64)
+    levels = _tables()[4]
+    n = edges.sum()
+    mean = float(edges @ levels) / n
+    variance = max(0.0, float(edges @ (levels * levels)) / n - mean * mean)
+    spread = math.sqrt(max(0.0, float(counts @ counts) / 256 - (n / 256) ** 2))
+    spread = 1 - math.exp(-spread * 0.01)
+    score = min(1.0, 1 - math.exp(-math.sqrt(variance) * 0.01)
                 + (spread if spread > 0.18 else 0.0))
     if score < BLURRY:
         out["blurry"] = round(score, 4)
     return out
-
-
-def _is_grey(rgb) -> bool:
-    return bool((rgb[..., 0] == rgb[..., 1]).all() and (rgb[..., 1] == rgb[..., 2]).all())
 
 
 def header_issues(width: int, height: int, channels: int) -> dict:
@@ -205,48 +228,53 @@ def header_issues(width: int, height: int, channels: int) -> dict:
     return out
 
 
-def _grey16(img):
+@functools.lru_cache(maxsize=1)
+def _tables() -> tuple:
+    """Made once, on first use (NumPy is imported only by runs that decode images): the
+    squares of 0..255, CleanVision's (HSP) brightness weights, and the centred x and y
+    of a 16x16 grid's cells, row by row, and the levels 0..255."""
+    import numpy as np
+
+    squares = np.arange(256, dtype=np.float32) ** 2
+    weights = np.array([0.241, 0.691, 0.068], np.float32)
+    c = np.arange(16, dtype=np.float64) - 7.5
+    return (squares, weights, np.tile(c, 16), np.repeat(c, 16),
+            np.arange(256, dtype=np.float64))
+
+
+def grey16(img):
+    """``img``'s 16x16 grey reduction (box filter), as 256 floats."""
     import numpy as np
     from tfrecorder._image import pil
 
     Image = pil()
-    return np.asarray(img.convert("L").resize((16, 16), Image.Resampling.BOX), np.float64)
+    return np.asarray(img.convert("L").resize((16, 16), Image.Resampling.BOX),
+                      np.float64).ravel()
 
 
-def _detail(img, grey=None) -> float:
-    """How much a 16x16 grey reduction of ``img`` varies once its best-fitting plane is
-    taken away (standard deviation, levels of 255): what a hash can tell by."""
-    import numpy as np
 
-    if not _PLANE:
-        _PLANE.append(_plane())
-    grey = _grey16(img) if grey is None else grey
-    return float(np.std(_PLANE[0] @ grey.ravel()))
-
-
-def _plane():
-    """The projection that takes a 16x16 image's best-fitting plane away (least
-    squares), computed once."""
-    import numpy as np
-
-    yy, xx = np.mgrid[0:16, 0:16]
-    a = np.c_[xx.ravel(), yy.ravel(), np.ones(256)]
-    return np.eye(256) - a @ np.linalg.pinv(a)
+def _detail(grey) -> float:
+    """How much a 16x16 grey reduction (``grey16``) varies once its best-fitting plane
+    (least squares: a gradient) is taken away: the standard deviation of the rest, in
+    levels of 255; what a hash can tell an image by."""
+    _, _, xc, yc, _ = _tables()
+    sxx = 5440.0  # xc @ xc (and yc @ yc): 16 rows of the squares of -7.5 .. 7.5
+    rest = grey - grey.mean()
+    rest = rest - xc * (float(rest @ xc) / sxx) - yc * (float(rest @ yc) / sxx)
+    return math.sqrt(float(rest @ rest) / 256)  # its mean is 0: the plane is centred
 
 
-_PLANE: list = []
-
-
-def fingerprint(img) -> bytes | None:
+def fingerprint(img, grey=None) -> bytes | None:
     """What confirms a near pair found by the hash: the image's 8x8 grey reduction,
     normalised (mean 0, 32 steps per standard deviation, as signed bytes), 64 bytes; None
     when the image has too little detail (``MIN_DETAIL``) to be matched at all. A grey
     copy, a resize or a re-encode keeps it; two different pictures whose hashes agree by
-    chance seldom have correlated thumbnails (``confirmed``)."""
+    chance seldom have correlated thumbnails (``confirmed``). ``grey``: its ``grey16``
+    where the caller has it."""
     import numpy as np
 
-    grey = _grey16(img)
-    if _detail(img, grey) < MIN_DETAIL:
+    grey = grey16(img) if grey is None else grey
+    if _detail(grey) < MIN_DETAIL:
         return None
     small = grey.reshape(8, 2, 8, 2).mean(axis=(1, 3))
     z = (small - small.mean()) / (small.std() or 1.0) * 32
@@ -332,10 +360,11 @@ class Looker:
                 img = _reduced(img)
                 img.info["full_size"] = full
             if img is not None:
+                grey = grey16(img)  # for the thumbnail and the detail both
                 if self.near:
-                    h = (dhash(img), fingerprint(img))
+                    h = (dhash(img), fingerprint(img, grey))
                 sums = channel_sums(img)
-                problems = pixel_issues(img)
+                problems = pixel_issues(img, grey)
         return digest(data), h, sums, problems
 
     def add(self, ref: tuple, width: int, height: int, measured: tuple,
