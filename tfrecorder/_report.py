@@ -191,7 +191,10 @@ class Report:
             if s.get("width"):
                 size = (f", {s['width'][1]}x{s['height'][1]} px median "
                         f"({s['width'][0]}x{s['height'][0]} to {s['width'][2]}x{s['height'][2]})")
-            lines.append(f"  {split}: {s.get('rows')} rows{size}")
+            # a record holds several rows in a multi-label or detection table: both named
+            held = (f"{s.get('records')} records ({s.get('rows')} rows)"
+                    if s.get("records") not in (None, s.get("rows")) else f"{s.get('rows')} rows")
+            lines.append(f"  {split}: {held}{size}")
             labels = s.get("labels", {})
             for label, n in sorted(labels.items(), key=lambda kv: (-kv[1], kv[0])):
                 lines.append(f"    {label:<20} {n:>8}")
