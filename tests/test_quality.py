@@ -728,6 +728,10 @@ def test_the_report_lists_image_problems_by_record(tmp_path, run_cli):
     assert near.issues[["issue", "row", "image_uri"]].values.tolist()[0] == [
         "dark", 11, "img/dark.jpg"]
     assert near.counts["issues"]["dark"] == 1 and 0 <= near.issues["score"][0] < quality.DARK
+    # pre-sizing decodes the images too: their pixel problems come with it
+    tfrecorder.convert(str(csv), str(tmp_path / "sized"), shorter_side=100)
+    sized = tfrecorder.report(str(tmp_path / "sized"))
+    assert sized.issues[sized.issues["issue"] == "dark"]["row"].tolist() == [11]
     failing = run_cli("report", str(tmp_path / "near"), "--fail-on", "dark,leaks")
     assert failing.returncode == 3 and "1 dark" in failing.stderr
     assert "image problems" in failing.stdout and "img/dark.jpg" in failing.stdout

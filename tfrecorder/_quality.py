@@ -143,7 +143,7 @@ def dhash(img) -> int:
     return h
 
 
-def pixel_issues(img, grey=None) -> dict:
+def pixel_issues(img, grey=None, full_size: tuple | None = None) -> dict:
     """The image problems its small decode shows, ``{issue: score}`` (scores in 0..1,
     lower is worse, as CleanVision's): ``dark`` (the 99th percentile of perceived
     brightness), ``light`` (1 - the 5th), ``blurry``, ``low_information`` (grey-level
@@ -151,8 +151,9 @@ def pixel_issues(img, grey=None) -> dict:
     matched as a near duplicate; score: the detail in levels of 255). Measured on the
     small decode, not the whole image: a bright speck smaller than a pixel of it does not
     save a dark image; ``blurry`` at the size CleanVision looks at (at most 64 px across,
-    from ``info["full_size"]``), since its score depends on the number of pixels.
-    ``grey``: its ``grey16`` where the caller has it. A few tenths of a millisecond:
+    from ``full_size``, else ``info["full_size"]`` as ``small`` gives it), since its
+    score depends on the number of pixels. ``grey``: its ``grey16`` where the caller
+    has it. A few tenths of a millisecond:
     NumPy on a few thousand pixels, no full sort."""
     import numpy as np
     from tfrecorder._image import pil
@@ -192,7 +193,7 @@ def pixel_issues(img, grey=None) -> dict:
         out["low_information"] = round(entropy / 10, 4)
     if detail < MIN_DETAIL:
         out["low_detail"] = round(detail / 255, 4)
-    width, height = img.info.get("full_size", img.size)
+    width, height = full_size or img.info.get("full_size", img.size)
     scale = max(width, height) / 64  # CleanVision looks at the image at most 64 px across
     size = ((max(1, int(width // scale)), max(1, int(height // scale))) if scale > 1
             else (width, height))
@@ -353,18 +354,14 @@ class Looker:
         h = sums = None
         problems: dict = {}
         if self.wants_image():
-            if img is None:
-                img = small(data)
-            else:
-                full = img.size
-                img = _reduced(img)
-                img.info["full_size"] = full
+            full = None if img is None else img.size  # the writer's own: left untouched
+            img = small(data) if img is None else _reduced(img)
             if img is not None:
                 grey = grey16(img)  # for the thumbnail and the detail both
                 if self.near:
                     h = (dhash(img), fingerprint(img, grey))
                 sums = channel_sums(img)
-                problems = pixel_issues(img, grey)
+                problems = pixel_issues(img, grey, full)
         return digest(data), h, sums, problems
 
     def add(self, ref: tuple, width: int, height: int, measured: tuple,
