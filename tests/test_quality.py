@@ -668,6 +668,8 @@ def test_a_conflict_shows_each_records_whole_set_of_labels():
     r = Report("out", data)
     assert r.conflicts["labels"].tolist() == [["sky"], ["sky", "tree"]]
     assert "train row 2 [sky] a.jpg; test row 5 [sky, tree] a_again.jpg" in str(r)
+    # its records hold several rows (boxes): a group counts records
+    assert "copies: 1 image appears twice: 2 records;" in r.summary()
 
 
 # --- image problems, in the same pass ----------------------------------------------------

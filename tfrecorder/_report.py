@@ -50,9 +50,10 @@ class Report:
     - ``stats``: rows per split and label; ``splits``: per split its rows, records,
       formats, image sizes, bytes and, where the images were decoded, channel mean/std;
     - ``issues``: image problems, CleanVision's (``dark``, ``light``, ``blurry``,
-      ``low_information``, ``grayscale``, ``odd_aspect_ratio``, ``odd_size``), one row per
-      record and problem with its ``score`` (0..1, lower is worse); those that need
-      pixels only where the conversion decoded its images;
+      ``low_information``, ``grayscale``, ``odd_aspect_ratio``, ``odd_size``) and
+      ``low_detail`` (too plain to match as a near duplicate), one row per record and
+      problem with its ``score`` (0..1, lower is worse); those that need pixels only
+      where the conversion decoded its images;
     - ``warnings``: Vertex AI's dataset warnings (few images for a label, imbalance);
     - ``counts``: every finding counted, also beyond what the file lists (``truncated``).
 
@@ -174,7 +175,10 @@ class Report:
             return f"{name}: {', '.join(parts) if parts else 0}"
 
         near = "" if self.near_duplicates else " (near duplicates not searched)"
-        copies = _copies_text(self.data.get("groups", []))
+        # a group counts records: rows, where each record is one row of the table
+        whole = all(s.get("records") in (None, s.get("rows"))
+                    for s in self.data.get("stats", {}).values())
+        copies = _copies_text(self.data.get("groups", []), "rows" if whole else "records")
         problems = ", ".join(f"{n} {k}" for k, n in c.get("issues", {}).items())
         return (f"{pair('leaks')}; {pair('duplicates')}; "
                 f"{'copies: ' + copies + '; ' if copies else ''}"
@@ -367,7 +371,7 @@ def _group_text(g: dict) -> str:
             f"{f'; ... and {more} more' if more > 0 else ''}")
 
 
-def _copies_text(groups: list[dict]) -> str:
+def _copies_text(groups: list[dict], unit: str = "rows") -> str:
     """The groups counted as a user reads them: ``13 images appear 12 times each: 156
     rows; 1 group spans train and test``."""
     if not groups:
@@ -379,7 +383,7 @@ def _copies_text(groups: list[dict]) -> str:
     for size, n in sorted(sizes.items(), key=lambda kv: -kv[0]):
         times = "twice" if size == 2 else f"{size} times"
         parts.append(f"{n} image{'s' if n > 1 else ''} appear{'' if n > 1 else 's'} {times}"
-                     f"{' each' if n > 1 else ''}: {n * size} rows")
+                     f"{' each' if n > 1 else ''}: {n * size} {unit}")
     spans: dict[tuple, int] = {}
     for g in groups:
         splits = tuple(_splits(g))
