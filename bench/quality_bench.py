@@ -18,14 +18,16 @@ and the file system synced first:
   no digests, nothing keyed for the matching), for the measurement only;
 - ``report``: this package's, default options (exact duplicates and statistics);
 - ``report untuned``: the same without those two changes, the like of ``before``;
-- ``near``: this package's with ``--near-duplicates``;
+- ``near``: this package's with ``--near-duplicates``; ``near before``: the same of the
+  package at ``--before`` (which of the two costs more, where ``--before`` is the
+  package before a change to near duplicates);
 - ``sized before`` / ``sized`` / ``sized near``: the same three with ``--shorter-side``;
 - ``baseline``: bench/baseline_loop.py, the hand-written loop.
 
 Prints the medians of wall time, CPU time (user and system) and peak memory, the median
 of the per-round ratios of walls and of CPU times
 (report / before, report / no report, no report / before, report / before tuned,
-report untuned / before, near / before,
+report untuned / before, near / before, near / near before,
 sized / sized before, sized near / sized before) and report / baseline.
 ``--only`` runs some of them (more rounds of the quick ones in the same time); the
 ratios printed are those whose two sides ran.
@@ -62,7 +64,7 @@ def main() -> None:
     ap.add_argument("--work", default=None)
     ap.add_argument("--only", default=None,
                     help="comma-separated runs to make (before, before tuned, no report, report, "
-                         "report untuned, near, sized before, sized, sized near, "
+                         "report untuned, near, near before, sized before, sized, sized near, "
                          "baseline; a space may be written _); default: all")
     args = ap.parse_args()
 
@@ -111,6 +113,7 @@ def main() -> None:
         "report": convert(ROOT),
         "report untuned": patched(ROOT, tuned(200, False)),
         "near": convert(ROOT, "--near-duplicates"),
+        "near before": convert(args.before, "--near-duplicates"),
         "sized before": convert(args.before, *sized),
         "sized": convert(ROOT, *sized),
         "sized near": convert(ROOT, *sized, "--near-duplicates"),
@@ -156,7 +159,8 @@ def main() -> None:
                 f"{', '.join(f'{r:.3f}' for r in per_round)})")
 
     for a, b in (("report", "before"), ("report", "no report"), ("no report", "before"),
-                 ("report", "before tuned"), ("report untuned", "before"), ("near", "before"), ("sized", "sized before"),
+                 ("report", "before tuned"), ("report untuned", "before"), ("near", "before"), ("near", "near before"),
+                 ("sized", "sized before"),
                  ("sized near", "sized before"), ("report", "baseline")):
         if a in results and b in results:
             print("  " + ratio(a, b))
@@ -172,7 +176,7 @@ NO_REPORT = """\
 import itertools
 import tfrecorder._quality as quality, tfrecorder._shard as shard, tfrecorder._steps as steps
 shard._digest_all = lambda batch: ["" for _ in batch]
-quality.Looker.add = lambda self, ref, width, height, measured: measured
+quality.Looker.add = lambda self, ref, width, height, measured, channels=3: measured
 keys = steps.match_keys  # the shard's own element comes first
 steps.match_keys = lambda written, buckets=1: itertools.islice(keys(written, buckets), 1)"""
 

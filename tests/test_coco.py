@@ -103,6 +103,13 @@ def test_boxes_labels_and_crowd_flags_round_trip(tmp_path):
     result = tfrecorder.convert({"train": src}, str(tmp_path / "out"))
     assert result.rows_in == 5 and result.rows_written == 5  # 4 boxes, 1 image without
     assert result.rows_per_split == {"train": 4}
+    # the summary names what it counts: rows of the table, records, images
+    text = str(result).splitlines()
+    assert text[0].endswith("as 4 records (object detection: one record per image, with "
+                            "the boxes of all its rows)")
+    assert text[1].split() == ["train", "4", "images", "in", "1", "shard(s)"]
+    assert "train: 4 records (5 rows)" in str(result.report)
+    assert "<th>images</th>" in result._repr_html_()
     manifest = tfrecorder.info(str(tmp_path / "out"))
     names = manifest.vocabularies["objects/label"]
     assert names == ["car", "dog", "person"]  # sorted names, as for AutoML CSVs

@@ -46,13 +46,13 @@ SAMPLE_DIGESTS = {
     "label.labels.txt":
         "93e5345f0b90df40e97f0326ff45e4af5650a010706dfafd2d8a8431bc69a5a3",
     "quality.json":
-        "efe40229bf72b76b7c676696417ee17dde586acad1b69c9ee4696f801c92adc7",
+        "4cb55cedf8fa4e029e9aa7307556482a3abbef9efaed723533144af11eeabd74",
     "rows/data-test.tfrecord-00000-of-00001.rows.jsonl.gz":
         "7e570c579d4a5b2e3c25a4315170fbfd845ea05bcd43329bda5419efac7f5e03",
     "rows/data-train.tfrecord-00000-of-00001.rows.jsonl.gz":
-        "6ee4c35c2d950a809e5324142a0e8e912d919e355781235b618a4ae22d4a0c29",
+        "f195f983276c6164eeb82d39d03257455ad6cc657c2607062c4bb7a5fc9fffcb",
     "rows/data-validation.tfrecord-00000-of-00001.rows.jsonl.gz":
-        "9c324ad3b25ade3df35d01bb227d4141ee166bcee3c5f749124b27f32483d01a",
+        "abe745038759d9ca38da78a67f120f5296c075599c14b1c4e4c44c57fb4b2fe1",
     "tfrecorder.json":
         "1df46cc136d414899409da8eff5f1c006f628696e9dc263df8417d8da0031d5b",
     "versions/00001.json":

@@ -85,7 +85,12 @@ def test_exact_leaks_conflicts_and_duplicates_name_the_tables_rows(table, tmp_pa
     assert feats["image_uri"] == b"img/copy_of_3.jpg" or feats["image_uri"] == "img/copy_of_3.jpg"
     # the result carries the same report, and its summary says it in one line
     assert result.report.counts == r.counts
-    assert "leaks: 1 exact; duplicates: 1 exact; conflicts: 1" in str(result)
+    assert ("leaks: 1 exact; duplicates: 1 exact; copies: 2 images appear twice each: 4 "
+            "rows; 1 group spans train and test; conflicts: 1") in str(result)
+    # the same records as groups, one row per record: what a user acts on
+    assert r.groups[["group", "kind", "split", "row", "label"]].values.tolist() == [
+        [0, "exact", "train", 4, "dog"], [0, "exact", "test", 13, "dog"],
+        [1, "exact", "train", 5, "cat"], [1, "exact", "train", 14, "dog"]]
 
 
 @pytest.mark.slow
@@ -120,7 +125,7 @@ def test_conflicts_come_in_the_order_of_their_first_record_whatever_the_shards_o
         stats.look = quality.Looker()
         for pos, sha in enumerate(shas):
             stats.look.add(("train", index, pos, 10 * index + pos, f"{index}-{pos}",
-                            (index,)), 1, 1, (sha, None, None))
+                            (index,)), 1, 1, (sha, None, None, {}))
         stats.num_examples = len(shas)
         return stats, []
 
@@ -152,7 +157,8 @@ def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):
     assert 0 <= near["distance"].iloc[0] <= quality.MAX_DISTANCE
     # the exact pairs are not listed again as near ones
     assert len(r.leaks) == 2 and len(r.duplicates) == 1
-    assert r.near_duplicates == {"hash": quality.HASH, "max_distance": quality.MAX_DISTANCE}
+    assert r.near_duplicates == {"hash": quality.HASH, "max_distance": quality.MAX_DISTANCE,
+                                 "confirmed_by": "8x8 thumbnail correlation >= 0.93"}
     mean, std = r.mean_std("train")
     assert len(mean) == 3 and all(0 < m < 1 for m in mean) and all(0 < s < 0.5 for s in std)
 
@@ -227,8 +233,10 @@ def test_report_in_a_notebook_shows_bars_and_thumbnails(table, tmp_path):
     tfrecorder.convert(str(table), str(tmp_path / "out"), near_duplicates=True)
     page = tfrecorder.report(str(tmp_path / "out"))._repr_html_()
     assert page.count("<svg") == 1 and "train cat: 6" in page
-    # two leak pairs and one duplicate pair, two thumbnails each; the conflict's two
-    assert page.count("data:image/jpeg;base64,") == 2 * 3 + 2
+    # three groups of two (two leaks, one duplicate), each one strip; the conflict's
+    # two; the half-size copy as an image of odd size
+    assert page.count("data:image/jpeg;base64,") == 2 * 3 + 2 + 1
+    assert page.count("<h4>copies</h4>") == 1 and "odd_size: 1" in page
 
 
 def test_quality_json_is_listed_and_replaced_by_overwrite(table, tmp_path):
@@ -261,8 +269,9 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
     a, b = 0x0123456789ABCDEF, 0x0123456789ABCDEF ^ 0b1  # one bit apart: all bands but one
     refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 3, "b.jpg", (0,))]
     found = []
-    for key, value in [*quality.keyed([("a1", a, refs[0])], True),
-                       *quality.keyed([("b2", b, refs[1])], True)]:
+    thumb = bytes(range(64))  # the two thumbnails agree: the pair is confirmed
+    for key, value in [*quality.keyed([("a1", (a, thumb), refs[0])], True),
+                       *quality.keyed([("b2", (b, thumb), refs[1])], True)]:
         found.append((key, value))
     groups: dict = {}
     for key, value in found:
@@ -272,7 +281,7 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
     # A band key carries the record's place only; the last step completes it from the
     # rows files (full_refs).
     assert pairs == [(1, "near", refs[0][:3], refs[1][:3])]
-    assert all(len(v) == 3 and v[2] in (refs[0][:3], refs[1][:3])
+    assert all(len(v) == 4 and v[2] in (refs[0][:3], refs[1][:3])
                for k, v in found if k[0] == "n")
     rows_of = {("train", 0): [(2, "a.jpg", (0,))], ("test", 0): [(3, "b.jpg", (0,))]}.get
     counts = {"leaks": {"exact": 0, "near": 1}}
@@ -398,8 +407,10 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
     assert leaks[0]["b"] == {"split": "test", "row": 302, "image_uri": "t.jpg",
                              "label": "cat", "position": 0}
     # the near search cuts a band's members the same way
-    members = [(7, f"s{i}", ("train", 0, i)) for i in range(300)] + [(6, "t", ("test", 0, 0))]
-    (near,) = quality.found(("n", 1, 0), members)  # bit 0 apart: band 1 is the first alike
+    thumb = bytes(range(64))
+    members = [(7, f"s{i}", ("train", 0, i), thumb) for i in range(300)] + [
+        (6, "t", ("test", 0, 0), thumb)]
+    (near,) = quality.found(("n", quality.MAX_DISTANCE, 1, 0), members)  # bit 0 apart: band 1 is the first alike
     assert any(a[0] != b[0] for _, _, a, b in near[1])
 
 
@@ -514,3 +525,230 @@ def test_exact_matches_are_grouped_by_digest_in_buckets_of_a_few_thousand_record
                                 for _, sha, refs, counts in quality.found(key, members))
     assert found[1] == found[3] == found[64] and len(found[1]) == 7
     assert sum(len(refs) for _, refs, _ in found[1]) == 40
+
+
+# --- near pairs a user can trust: low detail kept apart, every pair confirmed -----------
+
+def _png(img) -> bytes:
+    out = io.BytesIO()
+    img.save(out, "PNG")
+    return out.getvalue()
+
+
+def _from_grid(grid: list[list[int]], scale: int = 32):
+    """A grey image drawn from a small grid of levels, each cell ``scale`` pixels."""
+    from PIL import Image
+
+    img = Image.new("L", (len(grid[0]), len(grid)))
+    img.putdata([v for row in grid for v in row])
+    return img.resize((img.width * scale, img.height * scale), Image.Resampling.NEAREST)
+
+
+def _near_pairs(images: dict, distance: int = quality.MAX_DISTANCE) -> list:
+    """The near pairs the report's matching finds among ``{(split, row): PNG bytes}``."""
+    look = quality.Looker(near=True, distance=distance)
+    for i, ((split, row), data) in enumerate(images.items()):
+        look.add((split, 0, i, row, f"{row}.png", (0,)), 1, 1, look.measure(data))
+    _, near = quality.matches([type("S", (), {"look": look})()], True)
+    rows = [row for _, row in images]  # a pair's records by their place (position)
+    return sorted((rows[a[2]], rows[b[2]], d) for pairs, _ in near for d, _, a, b in pairs)
+
+
+def test_images_with_too_little_detail_are_never_matched():
+    """A blue gradient, fine brown stripes and a plain dark image hash alike (0: no
+    edges at 9x8), but none shows what another does."""
+    from PIL import Image, ImageDraw
+
+    gradient = Image.merge("RGB", [Image.new("L", (256, 256), 30), Image.new("L", (256, 256), 90),
+                                   Image.linear_gradient("L").resize((256, 256))])
+    stripes = Image.new("RGB", (256, 256), (120, 80, 40))
+    draw = ImageDraw.Draw(stripes)
+    for x in range(0, 256, 2):
+        draw.line([(x, 0), (x, 255)], fill=(70, 40, 20))
+    dark = Image.new("RGB", (256, 256), (12, 14, 20))
+    images = {("train", 2): _png(gradient), ("test", 3): _png(stripes), ("test", 4): _png(dark)}
+    hashes = [quality.dhash(quality.small(d)) for d in images.values()]
+    assert max((a ^ b).bit_count() for a in hashes for b in hashes) <= quality.MAX_DISTANCE
+    assert [quality.fingerprint(quality.small(d)) for d in images.values()] == [None] * 3
+    assert _near_pairs(images) == []
+
+
+def test_a_pair_whose_hashes_agree_by_chance_is_refused_by_its_thumbnails():
+    """Two pictures with the same difference hash (each row's left-right order alike)
+    but different rows (one's odd rows lifted to a bright band): different pictures,
+    which the thumbnails tell; a resized copy of either is still found."""
+    from PIL import Image
+
+    rng = random.Random(3)
+    grid = [[rng.randrange(0, 120) for _ in range(9)] for _ in range(8)]
+    banded = [[v // 3 + (160 if y % 2 else 0) for v in row] for y, row in enumerate(grid)]
+    a, b = _from_grid(grid), _from_grid(banded)
+    assert quality.dhash(quality.small(_png(a))) == quality.dhash(quality.small(_png(b)))
+    copy = a.resize((144, 128), Image.Resampling.LANCZOS)
+    assert _near_pairs({("train", 2): _png(a), ("test", 3): _png(b)}) == []
+    found = _near_pairs({("train", 2): _png(a), ("test", 3): _png(b),
+                         ("test", 4): _png(copy)})
+    assert [(x, y) for x, y, _ in found] == [(2, 4)]
+
+
+def test_near_distance_sets_the_bits_within_which_hashes_are_compared(tmp_path):
+    from PIL import ImageEnhance
+
+    rng = random.Random(5)
+    grid = [[rng.randrange(0, 256) for _ in range(9)] for _ in range(8)]
+    a = _from_grid(grid)
+    # an edit: lower contrast, and three cells moved just past their right neighbour's
+    # level (each flips a bit or two of the hash, the picture barely changes)
+    edited = [row[:] for row in grid]
+    for y, x in ((0, 3), (2, 5), (4, 1)):
+        edited[y][x] = edited[y][x + 1] + (1 if edited[y][x] < edited[y][x + 1] else -1)
+    b = ImageEnhance.Contrast(_from_grid(edited)).enhance(0.8)
+    d = (quality.dhash(quality.small(_png(a))) ^ quality.dhash(quality.small(_png(b)))).bit_count()
+    assert 0 < d <= 16
+    images = {("train", 2): _png(a), ("test", 3): _png(b)}
+    assert _near_pairs(images, distance=d - 1) == []
+    assert _near_pairs(images, distance=d) == [(2, 3, d)]
+    for wrong in (17, -1, True, 2.0):
+        with pytest.raises(tfrecorder.ConfigError, match="near_distance"):
+            tfrecorder.Options(near_distance=wrong)
+
+
+def test_copies_are_counted_and_shown_as_groups_not_pairs():
+    """13 pictures stored under 12 names each are 13 groups of 12, not 858 pairs; a near
+    pair joins the group of its exact copies; one group spans train and test."""
+    from tfrecorder._report import HTML_ROWS, Report
+    from tfrecorder._shard import ShardStats
+
+    exact = []
+    for p in range(13):
+        refs = [("train", 0, 12 * p + i, 12 * p + i + 2, f"{p}_{i}.jpg", (0,)) for i in range(12)]
+        if p == 0:
+            refs[-1] = ("test", 0, 0, 300, "0_in_test.jpg", (0,))
+        pairs = [(a, b) for i, a in enumerate(refs) for b in refs[i + 1:]]
+        counts = quality._pair_counts((0, "exact", a, b) for a, b in pairs)
+        counts["members"] = 0
+        exact.append((f"{p:064x}", refs, counts))
+    small = ("validation", 0, 0, 400, "small_5.jpg", (0,))
+    near = [([(3, "near", exact[5][1][0], small)],
+             {"leaks": {"exact": 0, "near": 1}, "duplicates": {"exact": 0, "near": 0},
+              "members": 0})]
+    shards = [ShardStats("train", 0, 1, "d-train", 155, 1, rows=155, labels={0: 155}),
+              ShardStats("test", 0, 1, "d-test", 1, 1, rows=1, labels={0: 1}),
+              ShardStats("validation", 0, 1, "d-validation", 1, 1, rows=1, labels={0: 1})]
+    data = quality.build(shards, exact, near, label_names=["cat"], multi_label=False,
+                         near_duplicates=True, row_json=lambda r: r)
+    assert quality.wrong(data) is None
+    assert data["counts"]["groups"] == {"exact": 12, "near": 1}
+    r = Report("out", data)
+    assert sum(data["counts"]["duplicates"].values()) == 12 * 66 + 55
+    assert r.groups["group"].nunique() == 13 and len(r.groups) == 13 * 12 + 1
+    assert r.groups[r.groups["kind"] == "near"]["image_uri"].tolist()[-1] == "small_5.jpg"
+    assert ("copies: 1 image appears 13 times: 13 rows; 12 images appear 12 times each: "
+            "144 rows; 1 group spans train and validation; 1 group spans train and test") in (
+        r.summary())
+    text = str(r).splitlines()
+    assert sum(line.startswith("    exact, 12 records") for line in text) == 12
+    assert not any("~" in line for line in text)  # no pair listed
+    # in a notebook each group is one strip: a row of thumbnails with where each is
+    page = r._repr_html_()
+    assert page.count("<h4>copies</h4>") == 1 and "<h4>leaks</h4>" not in page
+    assert page.count("train row 2<br>") == 1 and page.count("<tr>") == HTML_ROWS
+    assert page.count("... and 4 more</td>") == 11 and page.count("... and 5 more</td>") == 1
+
+
+def test_a_conflict_shows_each_records_whole_set_of_labels():
+    """A detection image's boxes: [sky] against [sky, tree], not 'sky' against 'sky'."""
+    from tfrecorder._report import Report
+    from tfrecorder._shard import ShardStats
+
+    refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 5, "a_again.jpg", (0, 1))]
+    counts = quality._pair_counts([(0, "exact", *refs)])
+    counts["members"] = 0
+    shards = [ShardStats("train", 0, 1, "d-train", 1, 1, rows=1, labels={0: 1}),
+              ShardStats("test", 0, 1, "d-test", 1, 1, rows=2, labels={0: 1, 1: 1})]
+    data = quality.build(shards, [("ab" * 32, refs, counts)], [], label_names=["sky", "tree"],
+                         multi_label=False, near_duplicates=False, row_json=lambda r: r)
+    r = Report("out", data)
+    assert r.conflicts["labels"].tolist() == [["sky"], ["sky", "tree"]]
+    assert "train row 2 [sky] a.jpg; test row 5 [sky, tree] a_again.jpg" in str(r)
+    # its records hold several rows (boxes): a group counts records
+    assert "copies: 1 image appears twice: 2 records;" in r.summary()
+
+
+# --- image problems, in the same pass ----------------------------------------------------
+
+def test_image_problems_are_told_by_pixels_and_headers():
+    from PIL import Image, ImageEnhance
+
+    photo = _photo(11)
+    assert quality.pixel_issues(photo) == {}
+    dark = quality.pixel_issues(ImageEnhance.Brightness(photo).enhance(0.15))
+    assert list(dark) == ["dark"] and 0 <= dark["dark"] < quality.DARK
+    light = Image.new("RGB", (160, 120), (250, 250, 250))
+    assert set(quality.pixel_issues(light)) == {"light", "low_information", "low_detail"}
+    noise = Image.effect_noise((160, 120), 60).convert("RGB")
+    assert quality.pixel_issues(noise) == {}
+    # every level alike (8 bits of entropy: not low_information), but too plain to hash
+    gradient = Image.linear_gradient("L").resize((160, 120)).convert("RGB")
+    assert set(quality.pixel_issues(gradient)) == {"low_detail"}
+    assert quality.header_issues(640, 480, 1) == {"grayscale": 0.0}
+    assert quality.header_issues(1000, 100, 3) == {"odd_aspect_ratio": 0.1}
+    assert quality.header_issues(640, 480, 3) == {}
+
+
+def _problem_table(tmp_path):
+    """Ten ordinary photos in train, and in test: a dark one, a grey one, a long thin
+    one and a much larger one; their CSV."""
+    from PIL import ImageEnhance
+
+    folder = tmp_path / "img"
+    folder.mkdir()
+    rows = []
+    for i in range(10):
+        (folder / f"{i}.jpg").write_bytes(_jpeg(_photo(i)))
+        rows.append(("TRAIN", f"img/{i}.jpg", "cat"))
+    (folder / "dark.jpg").write_bytes(_jpeg(ImageEnhance.Brightness(_photo(20)).enhance(0.1)))
+    (folder / "grey.png").write_bytes(_png(_photo(21).convert("L")))
+    (folder / "thin.jpg").write_bytes(_jpeg(_photo(22, size=(400, 40))))
+    (folder / "big.jpg").write_bytes(_jpeg(_photo(23, size=(1600, 1200))))
+    rows += [("TEST", f"img/{n}", "dog") for n in ("dark.jpg", "grey.png", "thin.jpg", "big.jpg")]
+    csv = tmp_path / "data.csv"
+    csv.write_text("".join(f"{s},{u},{lab}\n" for s, u, lab in rows))
+    return csv
+
+
+@pytest.mark.slow
+def test_the_report_lists_image_problems_by_record(tmp_path, run_cli):
+    """Header problems by default; pixel ones where the run decodes the images; each
+    names its record's split, row and label; --fail-on takes their names."""
+    csv = _problem_table(tmp_path)
+    tfrecorder.convert(str(csv), str(tmp_path / "plain"))
+    plain = tfrecorder.report(str(tmp_path / "plain"))
+    assert plain.issues[["issue", "split", "row", "label"]].values.tolist() == [
+        ["grayscale", "test", 12, "dog"], ["odd_aspect_ratio", "test", 13, "dog"],
+        ["odd_size", "test", 13, "dog"], ["odd_size", "test", 14, "dog"]]
+    assert "issues: 1 grayscale, 1 odd_aspect_ratio, 2 odd_size" in plain.summary()
+    tfrecorder.convert(str(csv), str(tmp_path / "near"), near_duplicates=True)
+    near = tfrecorder.report(str(tmp_path / "near"))
+    assert near.issues[["issue", "row", "image_uri"]].values.tolist()[0] == [
+        "dark", 11, "img/dark.jpg"]
+    assert near.counts["issues"]["dark"] == 1 and 0 <= near.issues["score"][0] < quality.DARK
+    # pre-sizing decodes the images too: their pixel problems come with it
+    tfrecorder.convert(str(csv), str(tmp_path / "sized"), shorter_side=100)
+    sized = tfrecorder.report(str(tmp_path / "sized"))
+    assert sized.issues[sized.issues["issue"] == "dark"]["row"].tolist() == [11]
+    failing = run_cli("report", str(tmp_path / "near"), "--fail-on", "dark,leaks")
+    assert failing.returncode == 3 and "1 dark" in failing.stderr
+    assert "image problems" in failing.stdout and "img/dark.jpg" in failing.stdout
+    assert run_cli("report", str(tmp_path / "plain"), "--fail-on", "dark").returncode == 0
+    assert run_cli("report", str(tmp_path / "plain"), "--fail-on", "issues").returncode == 3
+    assert run_cli("report", str(tmp_path / "plain"), "--fail-on", "murky").returncode == 2
+    # an update reports the problems of the records it keeps, from their rows files
+    with csv.open("a") as f:
+        f.write("TRAIN,img/0.jpg,cat\n".replace("0.jpg", "1.jpg").replace("TRAIN", "TEST"))
+    (tmp_path / "img" / "new.jpg").write_bytes(_jpeg(_photo(30)))
+    with csv.open("a") as f:
+        f.write("TRAIN,img/new.jpg,cat\n")
+    tfrecorder.convert(str(csv), str(tmp_path / "near"), mode="update", near_duplicates=True)
+    after = tfrecorder.report(str(tmp_path / "near"))
+    assert after.issues[after.issues["issue"] == "dark"]["row"].tolist() == [11]

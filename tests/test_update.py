@@ -824,6 +824,10 @@ def test_a_rows_file_is_one_object_per_line_or_refused(tmp_path):
             ("rows", True, "rows is true, not a whole number"),
             ("w", "3", 'w is "3", not a whole number or null'),
             ("phash", "xyz", 'phash is "xyz", not 16 hex digits or null'),
+            ("thumb", "AAAA", 'thumb is "AAAA", not 64 bytes in base64 or null'),
+            ("thumb", 64, "thumb is 64, not 64 bytes in base64 or null"),
+            ("issues", {"dark": "x"},
+             'issues is {"dark": "x"}, not an object of image problems and their scores'),
             ("px", [1, 2], "px is [1, 2], not 7 numbers or null"),
             ("features", [], "features is [], not an object"),
             ("split", ..., "no split")]:
@@ -862,13 +866,14 @@ def test_a_rows_file_line_of_other_types_stops_an_update_naming_it(tmp_path, run
 
 def test_rows_files_are_the_same_bytes_for_the_same_records():
     entries = [rows.entry(row=2, key="a.jpg", split="train", labels=["cat"], size=10,
-                          stamp=5, sha256="ab", phash=255, width=3, height=4, fmt="jpeg"),
+                          stamp=5, sha256="ab", phash=(255, bytes(64)), width=3, height=4,
+                          fmt="jpeg"),
                rows.entry(row="x", key=None, split="test", labels=[], features={"n": 1.5})]
     data = rows.encode(entries)
     assert data == rows.encode(entries) and list(rows.decode(data)) == [
         {"row": 2, "key": "a.jpg", "split": "train", "label": ["cat"], "size": 10,
-         "stamp": 5, "sha256": "ab", "phash": "00000000000000ff", "w": 3, "h": 4,
-         "format": "jpeg"},
+         "stamp": 5, "sha256": "ab", "phash": "00000000000000ff", "thumb": "A" * 86 + "==",
+         "w": 3, "h": 4, "format": "jpeg"},
         {"row": "x", "key": None, "split": "test", "label": [], "features": {"n": 1.5}}]
     assert rows.key_text(" a.jpg ") == "a.jpg" and rows.key_text(12) == "12"
 
@@ -1233,6 +1238,19 @@ def test_an_update_searching_near_duplicates_over_unhashed_records_is_refused(tm
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
     # without near duplicates the same update goes through
     assert tfrecorder.convert(_table(paths + more), str(out), mode="update").version == 2
+
+
+@pytest.mark.slow
+def test_an_update_over_records_hashed_before_thumbnails_were_kept_is_refused(tmp_path):
+    """A near pair is listed only when the records' thumbnails confirm it: kept records
+    whose rows files hold a hash but no thumbnail could never be confirmed."""
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out), near_duplicates=True)
+    _edit_rows_files(out, "train", lambda entries: [e.pop("thumb", None) for e in entries])
+    more = _images(tmp_path / "img", 1, start=4)
+    with pytest.raises(tfrecorder.ConfigError, match="no perceptual hash and thumbnail"):
+        tfrecorder.convert(_table(paths + more), str(out), mode="update", near_duplicates=True)
 
 
 def test_update_and_append_together_and_a_key_the_schema_leaves_out_are_named(

@@ -46,6 +46,9 @@ _FLAG_HELP = {
     "near_duplicates": (None, "also report near duplicates (resized or re-encoded copies, "
                         "by a perceptual hash) in quality.json; exact duplicates, conflicts "
                         "and statistics are always reported"),
+    "near_distance": ("BITS", "with --near-duplicates: two images whose hashes differ in "
+                      "at most BITS bits (0 to 16, default 6) are compared by their "
+                      "thumbnails, and listed when those agree too"),
     "seed": ("SEED", "seed of the shuffle of rows into shards (default: 0)"),
     "images_dir": ("DIR", "folder that relative image paths start from (a COCO file's "
                    "file_names; default: the source file's folder); for COCO files per "
@@ -355,14 +358,18 @@ def _report_parser(sub) -> None:
         description="Print the data report a conversion wrote (quality.json): images "
                     "that are the same in two splits (leaks) or within one "
                     "(duplicates), the same bytes under different labels (conflicts), "
-                    "rows per label and split, image sizes, and Vertex AI's dataset "
+                    "rows per label and split, image sizes, image problems (dark, "
+                    "blurry, grayscale, odd sizes, ...) and Vertex AI's dataset "
                     "warnings. Exit code 0; with --fail-on, 3 when any of the named "
                     "findings is there, so that a data pipeline can stop on it; 2 when "
                     "the folder is not a whole conversion.")
     p.add_argument("output_dir", help="a directory written by tfrecorder convert")
     p.add_argument("--fail-on", "--fail_on", metavar="KINDS", default=None,
                    help="comma-separated findings that make the exit code 3: "
-                        "leaks, duplicates, conflicts, warnings (e.g. leaks,conflicts)")
+                        "leaks, duplicates, conflicts, warnings, issues (any image "
+                        "problem), or an image problem by name: dark, light, blurry, "
+                        "low_information, low_detail, grayscale, odd_aspect_ratio, odd_size "
+                        "(e.g. leaks,conflicts,dark)")
 
 
 #: The exit code of ``report --fail-on`` when a named finding is there.

@@ -240,7 +240,7 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
             # Only retirements: nothing for workers to write, the last step runs here.
             looks = [versions.kept_look(output_dir, split, j - len(kept), info,
                                         run.settings.label_names, opts.near_duplicates,
-                                        pending=folder)[0]
+                                        pending=folder, distance=opts.near_distance)[0]
                      for split, kept in decided.update.kept.items()
                      for j, info in enumerate(kept)]
             output.finish(run.settings.run, run.spec, looks, [],
@@ -387,6 +387,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
         rows_in=table.rows_in if rows_in is None else rows_in,
         max_error_fraction=opts.max_error_fraction, image_options=image_options,
         fail_in_pipeline=cloud, near_duplicates=opts.near_duplicates,
+        near_distance=opts.near_distance,
         source=source_name(source), mode=opts.mode or "convert", key=opts.key,
         update=update)
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
@@ -397,7 +398,8 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
     settings = shard.WriteSettings(
         folder, table.columns, check=image.image_check(opts.check),
         max_image_bytes=opts.max_image_bytes, sizing=sizing, index=opts.write_index,
-        near_duplicates=opts.near_duplicates, **_row_settings(opts, table, schema),
+        near_duplicates=opts.near_duplicates, near_distance=opts.near_distance,
+        **_row_settings(opts, table, schema),
         # Pre-sizing and the report's small decodes are CPU work that Pillow does without
         # the GIL: a run in the calling process has its shard writer use every worker as
         # a thread, rather than Beam's multi-threaded mode.

@@ -53,6 +53,7 @@ class DatasetSpec:
     # a failing step's traceback to the user's stderr.
     fail_in_pipeline: bool = True
     near_duplicates: bool = False    # the data report pairs near duplicates too
+    near_distance: int = 6           # ... within this many bits (quality.MAX_DISTANCE)
     # The version's story (Manifest.source, .mode, .key); ``update`` is the
     # ``versions.Update`` an update publishes, None for a conversion (version 1).
     source: str | None = None
@@ -194,7 +195,8 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
     # ones' digests come from their rows files); also the latest report at the top.
     files[layout.QUALITY] = json_bytes(quality.build(
         stats + kept_stats, *matches, label_names=names, multi_label=manifest.multi_label,
-        near_duplicates=spec.near_duplicates, row_json=strict_json, version=version))
+        near_duplicates=spec.near_duplicates, row_json=strict_json, version=version,
+        near_distance=spec.near_distance))
     if manifest.quality != layout.QUALITY:
         files[manifest.quality] = files[layout.QUALITY]
     files[DATASET_INFO] = json_bytes(tfds_dataset_info(manifest))

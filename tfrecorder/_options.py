@@ -113,6 +113,14 @@ class Options:
             "each image is decoded small and hashed (a 64-bit difference hash), and pairs "
             "within a few bits are listed, across splits as leaks; see docs/quality.md. "
             "Exact duplicates, conflicts and statistics are always reported"))
+    near_distance: int = _option(
+        6, "bits within which two images' hashes make a near-duplicate candidate",
+        cli={"type": int, "metavar": "BITS"}, doc=(
+            "with `near_duplicates`, two images whose 64-bit hashes differ in at most this "
+            "many bits are compared by their thumbnails, and listed when those agree too; "
+            "0 to 16. Higher finds more distant copies (heavier re-encodes, grey or "
+            "slightly cropped copies) at the cost of more candidates; docs/quality.md "
+            "gives what each distance finds"))
     split_fractions: Mapping[str, float] = _option(
         help="how UNASSIGNED rows are split: {'train': .8, 'validation': .1, 'test': .1}",
         factory=lambda: dict(splits.DEFAULT_FRACTIONS), doc=(
@@ -268,6 +276,10 @@ class Options:
                               f"one per split)")
         if not isinstance(self.near_duplicates, bool):
             raise ConfigError(f"near_duplicates={self.near_duplicates!r}; use True or False")
+        if (isinstance(self.near_distance, bool) or not isinstance(self.near_distance, int)
+                or not 0 <= self.near_distance <= 16):
+            raise ConfigError(f"near_distance={self.near_distance!r}; use a whole number "
+                              f"of bits from 0 to 16 (6 by default)")
         if not isinstance(self.write_index, bool):
             raise ConfigError(f"write_index={self.write_index!r}; use True or False")
         for name in ("seed", "max_image_bytes"):

@@ -14,10 +14,13 @@ from tfrecorder import (
     _view as view)
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 
-#: What ``--fail-on`` (``Report.found``) can name.
-KINDS = ("leaks", "duplicates", "conflicts", "warnings")
+#: What ``--fail-on`` (``Report.found``) can name: the findings, every image problem
+#: together (``issues``), or each by its name.
+KINDS = ("leaks", "duplicates", "conflicts", "warnings", "issues", *quality.ISSUES)
 #: Pairs and conflicts shown with thumbnails in a notebook; the rest are counted.
 HTML_ROWS = 12
+#: Records of one group shown, as a strip of thumbnails or on one line of text.
+GROUP_STRIP = 8
 _THUMB = 96
 
 _SIDE = ("split", "row", "image_uri", "label", "position")
@@ -38,10 +41,20 @@ class Report:
     - ``leaks``: pairs of records in different splits whose images are the same bytes
       (``kind="exact"``) or near duplicates (``"near"``, ``distance`` in bits);
     - ``duplicates``: such pairs within one split;
+    - ``groups``: the records that are copies of one image (the same bytes, or near
+      duplicates), together: one row per record, ``group`` numbering the groups,
+      ``kind`` ``"exact"`` (every member the same bytes) or ``"near"``; how a user acts
+      on them (keep one, move the rest);
     - ``conflicts``: records whose images are the same bytes under different labels,
-      one row per record, ``group`` numbering each set of records with the same bytes;
+      one row per record, ``group`` numbering each set of records with the same bytes,
+      ``labels`` each record's whole set of labels;
     - ``stats``: rows per split and label; ``splits``: per split its rows, records,
       formats, image sizes, bytes and, where the images were decoded, channel mean/std;
+    - ``issues``: image problems, CleanVision's (``dark``, ``light``, ``blurry``,
+      ``low_information``, ``grayscale``, ``odd_aspect_ratio``, ``odd_size``) and
+      ``low_detail`` (too plain to match as a near duplicate), one row per record and
+      problem with its ``score`` (0..1, lower is worse); those that need pixels only
+      where the conversion decoded its images;
     - ``warnings``: Vertex AI's dataset warnings (few images for a label, imbalance);
     - ``counts``: every finding counted, also beyond what the file lists (``truncated``).
 
@@ -59,6 +72,8 @@ class Report:
         self.leaks = frame[across].reset_index(drop=True)
         self.duplicates = frame[~across].reset_index(drop=True)
         self.conflicts = self._conflicts_frame(data.get("conflicts", []))
+        self.groups = self._groups_frame(data.get("groups", []))
+        self.issues = self._issues_frame(data.get("issues", []))
         self.counts: dict = data.get("counts", {})
         self.truncated: dict = data.get("truncated", {})
         self.warnings: list[dict] = list(data.get("warnings", []))
@@ -75,10 +90,27 @@ class Report:
         import pandas as pd
 
         rows = [[g, c["sha256"], *(r.get(k) for k in ("split", "row", "image_uri", "label",
-                                                       "position"))]
+                                                       "position")), _labels(r)]
                 for g, c in enumerate(conflicts) for r in c["rows"]]
         return pd.DataFrame(rows, columns=["group", "sha256", "split", "row", "image_uri",
-                                           "label", "position"])
+                                           "label", "position", "labels"])
+
+    @staticmethod
+    def _issues_frame(issues: list[dict]):
+        import pandas as pd
+
+        rows = [[i["issue"], *(i.get(k) for k in ("split", "row", "image_uri", "label")),
+                 i["score"], i.get("position")] for i in issues]
+        return pd.DataFrame(rows, columns=["issue", "split", "row", "image_uri", "label",
+                                           "score", "position"])
+
+    @staticmethod
+    def _groups_frame(groups: list[dict]):
+        import pandas as pd
+
+        rows = [[n, g["kind"], *(r.get(k) for k in _SIDE)]
+                for n, g in enumerate(groups) for r in g["rows"]]
+        return pd.DataFrame(rows, columns=["group", "kind", *_SIDE])
 
     @property
     def stats(self):
@@ -125,7 +157,9 @@ class Report:
         c = self.counts
         n = {"leaks": sum(c.get("leaks", {}).values()),
              "duplicates": sum(c.get("duplicates", {}).values()),
-             "conflicts": c.get("conflicts", 0), "warnings": len(self.warnings)}
+             "conflicts": c.get("conflicts", 0), "warnings": len(self.warnings),
+             "issues": sum(c.get("issues", {}).values()),
+             **{k: c.get("issues", {}).get(k, 0) for k in quality.ISSUES}}
         unknown = [k for k in kinds if k not in n]
         if unknown:
             raise ConfigError(f"{', '.join(map(repr, unknown))}: not a finding of the data "
@@ -142,7 +176,15 @@ class Report:
             return f"{name}: {', '.join(parts) if parts else 0}"
 
         near = "" if self.near_duplicates else " (near duplicates not searched)"
-        return (f"{pair('leaks')}; {pair('duplicates')}; conflicts: {c.get('conflicts', 0)}; "
+        # a group counts records: rows, where each record is one row of the table
+        whole = all(s.get("records") in (None, s.get("rows"))
+                    for s in self.data.get("stats", {}).values())
+        copies = _copies_text(self.data.get("groups", []), "rows" if whole else "records")
+        problems = ", ".join(f"{n} {k}" for k, n in c.get("issues", {}).items())
+        return (f"{pair('leaks')}; {pair('duplicates')}; "
+                f"{'copies: ' + copies + '; ' if copies else ''}"
+                f"conflicts: {c.get('conflicts', 0)}; "
+                f"{'issues: ' + problems + '; ' if problems else ''}"
                 f"warnings: {len(self.warnings)}{near}")
 
     # --- text -------------------------------------------------------------------------
@@ -154,26 +196,44 @@ class Report:
             if s.get("width"):
                 size = (f", {s['width'][1]}x{s['height'][1]} px median "
                         f"({s['width'][0]}x{s['height'][0]} to {s['width'][2]}x{s['height'][2]})")
-            lines.append(f"  {split}: {s.get('rows')} rows{size}")
+            # a record holds several rows in a multi-label or detection table: both named
+            held = (f"{s.get('records')} records ({s.get('rows')} rows)"
+                    if s.get("records") not in (None, s.get("rows")) else f"{s.get('rows')} rows")
+            lines.append(f"  {split}: {held}{size}")
             labels = s.get("labels", {})
             for label, n in sorted(labels.items(), key=lambda kv: (-kv[1], kv[0])):
                 lines.append(f"    {label:<20} {n:>8}")
             if "mean" in s:
                 lines.append(f"    mean {s['mean']}  std {s.get('std')}")
-        for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
-            counted = sum(self.counts.get(title, {}).values())
-            if len(frame) or counted:
-                lines.append(f"  {title}:")
-                lines += [f"    {_pair_text(r)}" for r in frame.head(20).itertuples()]
-                lines += _more(len(frame), 20, counted)
+        groups = self.data.get("groups")
+        if groups is None:  # a report written before groups: its pairs
+            for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
+                counted = sum(self.counts.get(title, {}).values())
+                if len(frame) or counted:
+                    lines.append(f"  {title}:")
+                    lines += [f"    {_pair_text(r)}" for r in frame.head(20).itertuples()]
+                    lines += _more(len(frame), 20, counted)
+        elif groups:
+            lines.append("  copies (each line one image; report.leaks and report.duplicates "
+                         "pair them):")
+            for g in groups[:20]:
+                lines.append(f"    {_group_text(g)}")
+            lines += _more(len(groups), 20, sum(self.counts.get("groups", {}).values()))
         if len(self.conflicts):
             lines.append("  conflicts (the same bytes under different labels):")
             groups = self.data.get("conflicts", [])
             for g in groups[:20]:
                 lines.append("    " + "; ".join(
-                    f"{r['split']} row {r['row']} {r['label']!r} {r['image_uri']}"
+                    f"{r['split']} row {r['row']} {_labels_text(r)} {r['image_uri']}"
                     for r in g["rows"]))
             lines += _more(len(groups), 20, self.counts.get("conflicts", 0))
+        if len(self.issues):
+            lines.append("  image problems (score 0..1, lower is worse):")
+            for issue, frame in self.issues.groupby("issue", sort=False):
+                lines.append(f"    {issue} ({self.counts.get('issues', {}).get(issue, 0)}): "
+                             + "; ".join(f"{r.split} row {r.row} {r.image_uri} {r.score}"
+                                         for r in frame.head(5).itertuples())
+                             + (" ..." if len(frame) > 5 else ""))
         for w in self.warnings:
             lines.append(f"  warning: {_warning_text(w)}")
         if self.truncated.get("members"):
@@ -191,8 +251,25 @@ class Report:
         parts = [f"<div><b>data report</b> of <code>{esc(self.output_dir)}</code>: "
                  f"{esc(self.summary())}</div>", self._bars_svg()]
         thumbs = _Thumbnails(self.output_dir)
+        groups = self.data.get("groups")
+        if groups:
+            # a group is one strip of thumbnails: the image and where each copy is
+            parts.append("<h4>copies</h4><table>")
+            for g in groups[:HTML_ROWS]:
+                cells = "".join(thumbs.cell(r["split"], r.get("position"), r["row"], r["label"])
+                                for r in g["rows"][:GROUP_STRIP])
+                more = g["size"] - min(len(g["rows"]), GROUP_STRIP)
+                parts.append(f"<tr><td>{esc(g['kind'])}, {esc(str(g['size']))} records"
+                             f"{', ' + esc(' and '.join(_splits(g))) if len(_splits(g)) > 1 else ''}"
+                             f"</td>{cells}"
+                             f"{f'<td>... and {more} more</td>' if more > 0 else ''}</tr>")
+            parts.append("</table>")
+            if len(groups) > HTML_ROWS:
+                more = sum(self.counts.get("groups", {}).values()) - HTML_ROWS
+                parts.append(f"<div>... and {esc(str(more))} more</div>")
         for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
-            if not len(frame) and not sum(self.counts.get(title, {}).values()):
+            if groups is not None or (
+                    not len(frame) and not sum(self.counts.get(title, {}).values())):
                 continue
             parts.append(f"<h4>{title}</h4><table>")
             for r in frame.head(HTML_ROWS).itertuples():
@@ -211,12 +288,20 @@ class Report:
             parts.append("<h4>conflicts</h4><table>")
             for g in groups[:HTML_ROWS]:
                 parts.append("<tr>" + "".join(
-                    thumbs.cell(r["split"], r.get("position"), r["row"], r["label"])
+                    thumbs.cell(r["split"], r.get("position"), r["row"], _labels_text(r))
                     for r in g["rows"][:6]) + "</tr>")
             parts.append("</table>")
             if len(groups) > HTML_ROWS:
                 more = self.counts.get("conflicts", 0) - HTML_ROWS
                 parts.append(f"<div>... and {esc(str(more))} more</div>")
+        if len(self.issues):
+            parts.append("<h4>image problems</h4><table>")
+            for issue, frame in self.issues.groupby("issue", sort=False):
+                n = self.counts.get("issues", {}).get(issue, 0)
+                cells = "".join(thumbs.cell(r.split, r.position, r.row, r.label)
+                                for r in frame.head(GROUP_STRIP).itertuples())
+                parts.append(f"<tr><td>{esc(str(issue))}: {esc(str(n))}</td>{cells}</tr>")
+            parts.append("</table>")
         for w in self.warnings:
             parts.append(f"<div><i>warning</i>: {esc(_warning_text(w))}</div>")
         return "\n".join(parts)
@@ -259,6 +344,55 @@ def _pair_text(r) -> str:
     how = "same bytes" if r.kind == "exact" else f"near, {r.distance} bits"
     return (f"{r.split_a} row {r.row_a} ({r.label_a!r}) {r.image_uri_a}  ~  "
             f"{r.split_b} row {r.row_b} ({r.label_b!r}) {r.image_uri_b}  [{how}]")
+
+
+def _labels(side: dict) -> list:
+    """A record's whole set of labels: ``labels`` where the report keeps it (conflicts),
+    else its ``label``."""
+    if "labels" in side:
+        return list(side["labels"])
+    label = side.get("label")
+    return list(label) if isinstance(label, list) else [] if label is None else [label]
+
+
+def _labels_text(side: dict) -> str:
+    labels = _labels(side)
+    return "[" + ", ".join(labels) + "]" if "labels" in side else repr(side.get("label"))
+
+
+def _splits(group: dict) -> list[str]:
+    return sorted({r["split"] for r in group["rows"]}, key=layout.split_order)
+
+
+def _group_text(g: dict) -> str:
+    where = "; ".join(f"{r['split']} row {r['row']} ({r['label']!r}) {r['image_uri']}"
+                      for r in g["rows"][:GROUP_STRIP])
+    more = g["size"] - min(len(g["rows"]), GROUP_STRIP)
+    return (f"{g['kind']}, {g['size']} records in {' and '.join(_splits(g))}: {where}"
+            f"{f'; ... and {more} more' if more > 0 else ''}")
+
+
+def _copies_text(groups: list[dict], unit: str = "rows") -> str:
+    """The groups counted as a user reads them: ``13 images appear 12 times each: 156
+    rows; 1 group spans train and test``."""
+    if not groups:
+        return ""
+    sizes: dict[int, int] = {}
+    for g in groups:
+        sizes[g["size"]] = sizes.get(g["size"], 0) + 1
+    parts = []
+    for size, n in sorted(sizes.items(), key=lambda kv: -kv[0]):
+        times = "twice" if size == 2 else f"{size} times"
+        parts.append(f"{n} image{'s' if n > 1 else ''} appear{'' if n > 1 else 's'} {times}"
+                     f"{' each' if n > 1 else ''}: {n * size} {unit}")
+    spans: dict[tuple, int] = {}
+    for g in groups:
+        splits = tuple(_splits(g))
+        if len(splits) > 1:
+            spans[splits] = spans.get(splits, 0) + 1
+    for splits, n in sorted(spans.items(), key=lambda kv: [layout.split_order(s) for s in kv[0]]):
+        parts.append(f"{n} group{'s span' if n > 1 else ' spans'} {' and '.join(splits)}")
+    return "; ".join(parts)
 
 
 def _more(shown: int, limit: int, total: int) -> list[str]:

@@ -65,6 +65,9 @@ class ConversionResult(_Keys):
     label_counts: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     #: One record per image holding every label of its rows: records are fewer than rows.
     multi_label: bool = False
+    #: Object detection: one record per image, holding the boxes of its rows (a row per
+    #: box, and one per image without any): the splits count images, the table boxes.
+    detection: bool = False
     #: What reading the source did not convert, or decided, that the output does not
     #: show, one line each: the keys of a Vertex AI JSON Lines or COCO file that no
     #: record holds; lines whose ml_use differs from their file's split.
@@ -183,6 +186,7 @@ class ConversionResult(_Keys):
             job_id=job_id,
             label_counts={sp: dict(i.label_counts) for sp, i in m.splits.items()},
             multi_label=m.multi_label,
+            detection=any(k.startswith("objects/") for k in m.features),
             report=_report.report(output_dir) if m.quality else None,
             version=m.version,
             mode=m.mode,
@@ -280,6 +284,10 @@ class ConversionResult(_Keys):
             unit = "records"
             lines[0] += (f" as {sum(self.rows_per_split.values())} records (multi-label: one "
                          f"record per image, with the labels of all its rows)")
+        elif self.detection:
+            unit = "images"
+            lines[0] += (f" as {sum(self.rows_per_split.values())} records (object detection: "
+                         f"one record per image, with the boxes of all its rows)")
         for split, n in self.rows_per_split.items():
             lines.append(f"  {split:<11} {n:>9} {unit} in {self.shards_per_split[split]} shard(s)")
         lines.append(f"  {'bytes':<11} {human_bytes(self.bytes_written):>9}")
@@ -317,8 +325,11 @@ class ConversionResult(_Keys):
              f"<b>tfrecorder</b>: version {self.version}, {esc(self._version_rows())}, in ")
             + f"<code>{esc(self.output_dir)}</code> ({human_bytes(self.bytes_written)})"
             + (f" as {sum(self.rows_per_split.values())} records (<b>multi-label</b>: one "
-               f"record per image)" if self.multi_label else ""),
-            f"<table><tr><th>split</th><th>{'records' if self.multi_label else 'rows'}</th>"
+               f"record per image)" if self.multi_label else "")
+            + (f" as {sum(self.rows_per_split.values())} records (<b>object detection</b>: "
+               f"one record per image, with its boxes)" if self.detection else ""),
+            f"<table><tr><th>split</th><th>"
+            f"{'records' if self.multi_label else 'images' if self.detection else 'rows'}</th>"
             f"<th>shards</th></tr>", rows, "</table>",
         ]
         if self.unchanged or (self.version or 0) > 1:

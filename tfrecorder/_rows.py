@@ -8,6 +8,8 @@ edited table are unchanged without opening a shard or an image again. No Beam he
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import gzip
 import io
@@ -26,19 +28,23 @@ DEFAULT_KEY = "image_uri"
 
 
 def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
-          stamp: int | None = None, sha256: str | None = None, phash: int | None = None,
+          stamp: int | None = None, sha256: str | None = None, phash: tuple | None = None,
           width: int | None = None, height: int | None = None, fmt: str | None = None,
           features: dict | None = None, image_uri: str | None = None,
           hashed: bool = False, px: tuple | None = None, measured: bool = False,
-          rows: int = 1) -> dict:
+          rows: int = 1, issues: dict | None = None) -> dict:
     """One record's line; image fields only for rows with an image, ``features`` only
     where the table has other columns, ``image_uri`` only where the key is another
     column than the image's. Where near duplicates are searched (``hashed``), ``phash``
-    (null: the image did not decode small); where pixels are measured (``measured``),
+    and ``thumb``, the ``(dhash, thumbnail)`` of ``quality.Looker.measure``, as 16 hex
+    digits and base64 (``phash`` null: the image did not decode small; ``thumb`` null:
+    neither, or too little detail to match); where pixels are measured (``measured``),
     ``px``: the channel sums of ``quality.channel_sums`` as ``[pixels, R, G, B, R², G²,
     B²]`` (null: not decodable). An update carries them for the records it keeps.
     ``rows``: the input rows the record holds, written where more than one (the rows
-    of one image in a multi-label or detection table)."""
+    of one image in a multi-label or detection table). ``issues``: the image problems
+    found in it (``quality.Looker.add``), written where there is one, so that an update
+    reports them for the records it keeps."""
     out = {"row": row, "key": key, "split": split, "label": list(labels)}
     if rows != 1:
         out["rows"] = rows
@@ -47,9 +53,13 @@ def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
     if sha256 is not None:
         out.update(size=size, stamp=stamp, sha256=sha256, w=width, h=height, format=fmt)
         if hashed or phash is not None:
-            out["phash"] = None if phash is None else f"{phash:016x}"
+            h, thumb = phash or (None, None)
+            out["phash"] = None if h is None else f"{h:016x}"
+            out["thumb"] = None if thumb is None else base64.b64encode(thumb).decode()
         if measured or px is not None:
             out["px"] = None if px is None else [px[0], *px[1], *px[2]]  # px_sums reads it
+        if issues:
+            out["issues"] = dict(issues)
     if features:
         out["features"] = features
     return out
@@ -191,16 +201,36 @@ _TYPES = {
     "label": (list,), "rows": (int, _Absent), "image_uri": (str, _Absent),
     "size": (int, _NONE, _Absent), "stamp": (int, _NONE, _Absent), "sha256": (str, _Absent),
     "w": (int, _NONE, _Absent), "h": (int, _NONE, _Absent), "format": (str, _NONE, _Absent),
-    "phash": (str, _NONE, _Absent), "px": (list, _NONE, _Absent), "features": (dict, _Absent)}
+    "phash": (str, _NONE, _Absent), "thumb": (str, _NONE, _Absent), "px": (list, _NONE, _Absent),
+    "features": (dict, _Absent), "issues": (dict, _Absent)}
 #: What a field is, in the message that names a line where it is not.
 _WHAT = {"row": "a row number or index label", "key": "text or null", "split": "text",
          "label": "a list of label names", "rows": "a whole number", "image_uri": "text",
          "size": "a whole number or null", "stamp": "a whole number or null",
          "sha256": "text", "w": "a whole number or null", "h": "a whole number or null",
          "format": "text or null", "phash": "16 hex digits or null",
+         "thumb": "64 bytes in base64 or null",
+         "issues": "an object of image problems and their scores",
          "px": "7 numbers or null", "features": "an object"}
 _SCALARS = (int, float, str, bool, _NONE)
 _HEX = frozenset("0123456789abcdef")
+
+
+def _thumb(v: str) -> bool:
+    try:
+        return len(base64.b64decode(v, validate=True)) == 64
+    except (binascii.Error, ValueError):
+        return False
+
+
+def _problems(v: dict) -> bool:
+    return all(type(k) is str and type(x) in (int, float) for k, x in v.items())
+
+
+def thumb(e: dict) -> bytes | None:
+    """A line's ``thumb`` as bytes (``quality.fingerprint``), None where it has none."""
+    t = e.get("thumb")
+    return None if t is None else base64.b64decode(t)
 
 
 def _wrong(entries: list[dict]) -> str | None:
@@ -216,6 +246,8 @@ def _wrong(entries: list[dict]) -> str | None:
     listed_rows = [e["row"] for e in entries if type(e["row"]) is list]
     hashes = [p for p in (e.get("phash") for e in entries) if p is not None]
     sums = [x for x in (e.get("px") for e in entries) if x is not None]
+    thumbs = [t for t in (e.get("thumb") for e in entries) if t is not None]
+    problems = [p for p in (e.get("issues") for e in entries) if p is not None]
     checks = [
         ("row", set(map(type, chain(listed_rows))) <= set(_SCALARS),
          lambda v: type(v) is not list or all(type(x) in _SCALARS for x in v)),
@@ -223,6 +255,8 @@ def _wrong(entries: list[dict]) -> str | None:
          lambda v: all(type(x) is str for x in v)),
         ("phash", set(map(len, hashes)) <= {16} and _HEX.issuperset("".join(hashes)),
          lambda v: v is None or (len(v) == 16 and _HEX.issuperset(v))),
+        ("thumb", all(map(_thumb, thumbs)), lambda v: v is None or _thumb(v)),
+        ("issues", all(map(_problems, problems)), lambda v: v is None or _problems(v)),
         ("px", set(map(len, sums)) <= {7} and set(map(type, chain(sums))) <= {int, float},
          lambda v: v is None or (len(v) == 7 and all(type(x) in (int, float) for x in v)))]
     for field, whole, ok in checks:

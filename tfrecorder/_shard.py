@@ -110,6 +110,7 @@ class WriteSettings:
     # stored as image_uri. None: the resolved path is stored.
     image_column: int | None = None
     near_duplicates: bool = False    # hash every image for the data report's near pairs
+    near_distance: int = quality.MAX_DISTANCE  # ... within this many bits
     # The rows file of each shard (rows.py): the label names of the ids, where the match
     # key is in a row's values (None: the image's value as stored in image_uri), and
     # which values are other features of the row (written under "features").
@@ -308,6 +309,7 @@ def write(task: ShardTask, settings: WriteSettings,
     # The report's statistics need pixels where the images are decoded anyway (pre-sizing)
     # or hashed; each is then seen small, never decoded twice at full size.
     look = stats.look = quality.Looker(near=settings.near_duplicates,
+                                       distance=settings.near_distance,
                                        pixels=settings.sizing is not None)
     wants_image = look.wants_image()
     if settings.sizing is not None or wants_image or settings.check == "decode":
@@ -327,7 +329,7 @@ def write(task: ShardTask, settings: WriteSettings,
                                          seen=decoded.append if wants_image else None)
         except image.ImageProblem as e:
             return e
-        measured = ((digests.add(data), None, None) if digests is not None
+        measured = ((digests.add(data), None, None, {}) if digests is not None
                     else look.measure(data, decoded[0] if decoded else None))
         return stored, info, measured, len(data), file_size, file_stamp
 
@@ -357,13 +359,14 @@ def write(task: ShardTask, settings: WriteSettings,
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
-                sha, phash, sums = look.add(
+                sha, phash, sums, problems = look.add(
                     (row.split, task.index, stats.num_examples, row.row,
                      row.image_uri if written is None else written, tuple(row.labels)),
-                    info.width, info.height, measured)
+                    info.width, info.height, measured, info.channels)
                 seen = dict(size=file_size, stamp=file_stamp, sha256=sha, phash=phash,
                             width=info.width, height=info.height, fmt=info.format,
-                            hashed=look.near, px=sums, measured=wants_image)
+                            hashed=look.near, px=sums, measured=wants_image,
+                            issues=problems)
                 stats.source_bytes += source_size
                 stats.channels[info.channels] = stats.channels.get(info.channels, 0) + 1
                 stats.formats[info.format] = stats.formats.get(info.format, 0) + 1

@@ -38,7 +38,8 @@ def write_shard(index: int, task_dir: str, settings: shard.WriteSettings,
         with gc_paused():
             return versions.kept_look(s.run.output_dir, split, number, kept, s.label_names,
                                       s.near_duplicates, pending=s.run.folder,
-                                      entries=(rows_read or {}).get(kept.rows))
+                                      entries=(rows_read or {}).get(kept.rows),
+                                      distance=s.near_distance)
     with gc_paused():
         task = staging.read_task(tasks[index])
         return shard.write(task, settings, progress.reporter(progress_dir, task.filename))
@@ -63,10 +64,12 @@ def match_keys(written, buckets: int = 1):
     stats, bad = written
     look = stats.look
     if look is not None:
-        stats = dataclasses.replace(stats, look=dataclasses.replace(look, seen=[]))
+        # only the ends of its sizes can be odd: the rest stay here (``Looker.extremes``)
+        stats = dataclasses.replace(stats, look=dataclasses.replace(
+            look, seen=[], sizes=look.extremes()))
     yield ("s", stats.split, stats.index), (stats, bad)
     if look is not None:
-        yield from quality.keyed(look.seen, look.near, buckets)
+        yield from quality.keyed(look.seen, look.near, buckets, look.distance)
 
 
 def matches(group):

@@ -159,13 +159,14 @@ def label_feature(features: dict, label_column: str | None) -> str | None:
 
 def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
               label_names: tuple, near: bool, pending: str | None = None,
-              entries: list | None = None):
+              entries: list | None = None, distance: int = 6):
     """What the data report needs of a shard an update keeps, from its rows file and
     its live index (no record or image is read): ``(ShardStats, [])`` with
     ``kept=True`` and a Looker holding each live record's digest and hash. ``number``
     places it before the update's own shards in its split (negative); ``pending``: the
     run's folder, which holds the live indexes the update has not published yet;
-    ``entries``: its rows file's, where they were read already."""
+    ``entries``: its rows file's, where they were read already; ``distance``: the bits
+    its hashes are compared within (``quality.MAX_DISTANCE`` by default)."""
     from tfrecorder._quality import Looker
     from tfrecorder._shard import ShardStats
 
@@ -174,10 +175,10 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     # The live records' bytes from the index; the whole file's where every one is live.
     live, full = index.live_entries(output_dir, shard, pending)
     ids = {name: i for i, name in enumerate(label_names)}
-    look = Looker(near=near)
+    look = Looker(near=near, distance=distance)
     stats = ShardStats(split, number, 0, shard.file, 0, 0, look=look, kept=True)
     # Counted in local dicts (Counter-like, one lookup each), then stored.
-    label_counts, formats, widths, heights = {}, {}, {}, {}
+    label_counts, formats = {}, {}
     seen = look.seen
     source_bytes = 0
     input_rows = 0
@@ -198,12 +199,11 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
         fmt = e.get("format")
         if fmt:
             formats[fmt] = formats.get(fmt, 0) + 1
-        w, h = e["w"], e["h"]
-        widths[w] = widths.get(w, 0) + 1
-        heights[h] = heights.get(h, 0) + 1
+        ref = (split, number, rank, row, uri, labels)
+        # its size, and the image problems found when it was written
+        look.add_size(ref, e["w"], e["h"], e.get("issues") or {})
         phash = e.get("phash") if near else None
-        seen.append((sha, int(phash, 16) if phash else None,
-                     (split, number, rank, row, uri, labels)))
+        seen.append((sha, (int(phash, 16), rows.thumb(e)) if phash else None, ref))
         # "px": null was measured and did not decode; no "px", never measured
         px = e.get("px")
         if px:
@@ -216,7 +216,6 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     stats.num_bytes = sum(full[p][1] for p in live) if full else shard.num_bytes
     stats.source_bytes = source_bytes
     stats.labels, stats.formats = label_counts, formats
-    look.widths, look.heights = widths, heights
     return stats, []
 
 
@@ -598,7 +597,9 @@ def _check_hashed(output_dir: str, parent: Manifest, every: list) -> None:
             continue
         name = c.shard.rows
         seen = files.setdefault(name, [False, True, False])
-        hashed = "phash" in e
+        # A thumbnail confirms each near pair: a line written before thumbnails were
+        # kept ("phash" without "thumb") cannot be matched either.
+        hashed = "thumb" in e
         seen[0] |= hashed
         seen[1] &= hashed
         seen[2] |= "px" in e
@@ -612,7 +613,7 @@ def _check_hashed(output_dir: str, parent: Manifest, every: list) -> None:
                 f"{output_dir}: near_duplicates=True, but records of {name} (version "
                 f"{parent.version or 1} keeps them) were written without near duplicates: "
                 f"its record of row {e.get('row')!r} ({e.get('image_uri', e.get('key'))}) "
-                "has no perceptual hash, so new rows could not be compared with the records "
+                "has no perceptual hash and thumbnail, so new rows could not be compared with the records "
                 "the update keeps. Convert the whole table again with near_duplicates=True "
                 "and overwrite=True (CLI: --near-duplicates --overwrite), or update "
                 "without near_duplicates")
