@@ -56,7 +56,8 @@ def index_work(out: str) -> float:
     """Seconds to do again, in this process, what writing the index files of ``out`` adds
     to a conversion: a list of framed lengths per shard, turned into offsets and text,
     written beside the shards. Machine noise hides it in whole-process timings."""
-    from tfrecorder import _index as index, _metadata as metadata, _storage as storage
+    from tfrecorder import _storage as storage
+    from tfrecorder._folder import index, metadata
 
     m = metadata.read_manifest(out)
     lengths = {s.file: [n for _, n in index.read(out, s.file)]

@@ -55,7 +55,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from tfrecorder import _quality as q  # noqa: E402
+from tfrecorder._report import quality as q  # noqa: E402
 
 RASTER = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp")
 COPY, VARIANT = "copy", "variant"

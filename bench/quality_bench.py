@@ -91,7 +91,7 @@ def main() -> None:
         # The callback is registered where the command registers its own: once the
         # package is imported (pandas with it), before Beam is.
         return ("import gc\n"
-                "import tfrecorder._cli as c, tfrecorder._runners as r\n"
+                "import tfrecorder._cli as c, tfrecorder._writer.runners as r\n"
                 "frozen = []\n"
                 "def survivors(phase, info):\n"
                 f"    if {freeze} and phase == 'stop' and info['generation'] == 2 \\\n"
@@ -104,7 +104,7 @@ def main() -> None:
                 "from apache_beam.runners.worker import statesampler\n"
                 f"statesampler.StateSampler.__init__.__defaults__ = ({tick},)")
 
-    from tfrecorder._runners import SAMPLER_TICK_MS
+    from tfrecorder._writer.runners import SAMPLER_TICK_MS
 
     writers = {
         "before": convert(args.before),
@@ -174,7 +174,7 @@ def main() -> None:
 #: rows files (what updates compare) and the counts of rows and labels stay.
 NO_REPORT = """\
 import itertools
-import tfrecorder._quality as quality, tfrecorder._shard as shard, tfrecorder._steps as steps
+import tfrecorder._report.quality as quality, tfrecorder._writer.shard as shard, tfrecorder._writer.steps as steps
 shard._digest_all = lambda batch: ["" for _ in batch]
 quality.Looker.add = lambda self, ref, width, height, measured, channels=3: measured
 keys = steps.match_keys  # the shard's own element comes first

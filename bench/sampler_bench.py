@@ -29,7 +29,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import tfrecorder
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
 
     short = runners.SAMPLER_TICK_MS
     out = os.path.join(args.work or tempfile.mkdtemp(prefix="tfr-sampler-"), "out")

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tfrecorder import _arguments as arguments, _spill as spill  # noqa: E402
+from tfrecorder._inputs import arguments, spill  # noqa: E402
 from tests.conftest import encode  # noqa: E402
 
 

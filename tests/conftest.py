@@ -131,7 +131,7 @@ def read_examples(tf, files, compression=None):
 
 def split_files(out, split, manifest=None) -> list[str]:
     """The shard paths of ``split`` in output directory ``out``, as its manifest lists them."""
-    from tfrecorder import _metadata as metadata
+    from tfrecorder._folder import metadata
 
     m = manifest or metadata.read_manifest(str(out))
     return [os.path.join(str(out), f) for f in m.files(split)]
@@ -140,7 +140,7 @@ def split_files(out, split, manifest=None) -> list[str]:
 def read_split(tf, out, split=None):
     """Every record of ``split`` (None: of every split, in split order) in ``out``,
     parsed by TensorFlow into dicts of value lists."""
-    from tfrecorder import _metadata as metadata
+    from tfrecorder._folder import metadata
 
     m = metadata.read_manifest(str(out))
     compression = (m.compression or "").upper()
@@ -238,7 +238,7 @@ def docs_snippets(doc: str, heading: str) -> list[str]:
 
 def validate(frame, row_ids, schema, *, base_dir=None, **kw):
     """A table in memory checked as a conversion checks it (``spill.validate``)."""
-    from tfrecorder import _sources as sources, _spill as spill
+    from tfrecorder._inputs import sources, spill
 
     return spill.validate(sources.Table(frame, list(row_ids), base_dir, "dataframe"), schema,
                           **kw)
@@ -247,7 +247,8 @@ def validate(frame, row_ids, schema, *, base_dir=None, **kw):
 def stage_rows(rows, folder, *, name="d", num_shards=1, seed=0):
     """Stages hand-made ``plan.Row`` as a conversion stages a table's rows; returns the
     staged shard tasks, read back, in plan order."""
-    from tfrecorder import _plan as plan, _spill as spill, _staging as staging
+    from tfrecorder._writer import plan, staging
+    from tfrecorder._inputs import spill
 
     writer = spill._Writer()
     by_split = {}

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import access, _index as index, _layout as layout, _metadata as metadata
+from tfrecorder import access
+from tfrecorder._folder import index, layout, metadata
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tests.conftest import BUCKET, SAMPLES, encode, split_files
 

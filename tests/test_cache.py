@@ -1,4 +1,4 @@
-"""The shard cache under every random-access reader of gs:// (tfrecorder._cache): one
+"""The shard cache under every random-access reader of gs:// (tfrecorder._readers.cache): one
 fetch per shard per machine, bounded, never stale, never half, never anything not its own.
 
 Fetches are counted by the requests a logging proxy (bench/latency_proxy.py, no delay)
@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import tfrecorder
-from tfrecorder import _cache, access
+from tfrecorder import access
+from tfrecorder._readers import cache as _cache
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tests.conftest import BUCKET, _free_port, convert_ids
 

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import (
-    _example as example, _layout as layout, _metadata as metadata, _output as output,
-    _records as records, _shard as shard, _storage as storage)
-from tfrecorder._plan import Row, ShardTask
+from tfrecorder import _storage as storage
+from tfrecorder._writer import example, records, shard
+from tfrecorder._folder import layout, metadata, output
+from tfrecorder._writer.plan import Row, ShardTask
 from tests.conftest import encode
 
 from tests.conftest import BUCKET
@@ -216,7 +216,7 @@ def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp
 
 @pytest.mark.slow
 def test_a_given_wheel_is_staged_instead(gcs, tmp_path):
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
 
     wheel = runners.build_wheel(str(tmp_path / "mine"))
     renamed = str(tmp_path / "tfrecorder-9.9.9-py3-none-any.whl")
@@ -227,13 +227,13 @@ def test_a_given_wheel_is_staged_instead(gcs, tmp_path):
 
 @pytest.mark.slow
 def test_the_staged_wheel_installs_and_imports(tmp_path):
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
 
     wheel = runners.build_wheel(str(tmp_path))
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                     "--target", str(target), wheel], check=True)
-    code = "import tfrecorder._shard, tfrecorder._records; print(tfrecorder.__file__)"
+    code = "import tfrecorder._writer.shard, tfrecorder._writer.records; print(tfrecorder.__file__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(target)}, cwd=str(tmp_path),
                          check=True).stdout
@@ -273,8 +273,8 @@ class _FinishedJob:
 
 
 def test_waiting_for_a_job_gives_the_directrunner_result(tmp_path):
-    from tfrecorder._runners import console_url
-    from tfrecorder._result import DataflowJob
+    from tfrecorder._writer.runners import console_url
+    from tfrecorder._writer.result import DataflowJob
 
     out = str(tmp_path / "out")
     local = tfrecorder.convert(os.path.join(os.path.dirname(__file__), "..", "samples",

@@ -8,8 +8,9 @@ import os
 import pytest
 
 import tfrecorder
-from tfrecorder import _example as example, _spill as spill, _splits as splits
-from tfrecorder._schema import IMAGE_CSV_SCHEMA
+from tfrecorder._writer import example
+from tfrecorder._inputs import spill, splits
+from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA
 from tfrecorder.access import Reader
 from tests.conftest import encode
 
@@ -387,7 +388,7 @@ def test_a_file_whose_first_images_are_missing_still_finds_its_folder(tmp_path):
     # The first images of the file are gone, the rest are beside it: the folder is
     # right, and the missing rows are the run's to quarantine (within its error
     # budget), not a reason to refuse the file before it runs.
-    from tfrecorder import _coco as coco
+    from tfrecorder._inputs import coco
     from tfrecorder._errors import Problems
 
     images = [{"id": i, "file_name": f"{i}.jpg", "width": 4, "height": 4} for i in range(200)]

@@ -7,8 +7,9 @@ import json
 import pytest
 
 import tfrecorder
-from tfrecorder import _layout as layout, access
-from tfrecorder._result import human_bytes
+from tfrecorder import access
+from tfrecorder._folder import layout
+from tfrecorder._writer.result import human_bytes
 from tests.test_update import LABELS, _converted_on_gcs, _digests, _images, _listed, _table
 
 

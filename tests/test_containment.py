@@ -11,8 +11,9 @@ import stat
 import pytest
 
 import tfrecorder
-from tfrecorder import _layout as layout, _output as output, _staging as staging
-from tfrecorder._plan import Row
+from tfrecorder._folder import layout, output
+from tfrecorder._writer import staging
+from tfrecorder._writer.plan import Row
 from tests.conftest import BUCKET, encode, stage_rows
 
 
@@ -175,7 +176,7 @@ def _shard0(m: dict) -> dict:
         "a later version's report"])
 def test_every_name_a_manifest_lists_is_checked_against_what_it_declares(
         samples_converted, edit, said):
-    from tfrecorder._manifest import Manifest
+    from tfrecorder._folder.manifest import Manifest
 
     folder = samples_converted(num_shards=2)[0]
     with open(os.path.join(folder, layout.MANIFEST)) as f:

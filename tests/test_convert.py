@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _metadata as metadata
+from tfrecorder._folder import metadata
 from tests.conftest import SAMPLES, encode, read_examples, split_files, timeless
 
 
@@ -238,7 +238,7 @@ def test_webp_is_kept_and_what_re_encoding_cost_is_in_the_summary(tf, tmp_path, 
         for (fmt, sources), ext in zip(cost.items(), (".tif", ".webp"))}
     source = sum(c["source_bytes"] for c in result.reencoded.values())
     written = sum(c["stored_bytes"] for c in result.reencoded.values())
-    from tfrecorder._result import human_bytes
+    from tfrecorder._writer.result import human_bytes
 
     assert (f"  RE-ENCODED          3 image(s) stored as PNG (tiff 2, webp 1): "
             f"{human_bytes(source)} of files became {human_bytes(written)}, "
@@ -414,7 +414,9 @@ def _tabular(tmp_path, image_table):
 ], ids=["images", "tabular", "detection"])
 def test_every_record_holds_exactly_the_features_the_manifest_declares(tmp_path, image_table,
                                                                       make):
-    from tfrecorder import _example as example, _inspection as inspection, _view as view
+    from tfrecorder._writer import example
+    from tfrecorder._readers import inspection
+    from tfrecorder._folder import view
 
     source, schema = make(tmp_path, image_table)
     out = str(tmp_path / "out")
@@ -488,7 +490,7 @@ def _unassigned_images(folder, n):
 
 def _split_of_each_image(out):
     """Each record's split by its image's file name, from the rows files."""
-    from tfrecorder import _rows as rows
+    from tfrecorder._folder import rows
 
     return {os.path.basename(e["key"]): e["split"]
             for path in sorted((out / "rows").iterdir()) for e in rows.read(str(path))}

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import tfrecorder
-from tfrecorder import access, _index as index, _metadata as metadata
+from tfrecorder import access
+from tfrecorder._folder import index, metadata
 from tests.conftest import SAMPLES, docs_snippets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

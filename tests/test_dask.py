@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _layout as layout, _runners as runners
+from tfrecorder._folder import layout
+from tfrecorder._writer import runners
 from tests.conftest import SAMPLES, _free_port, timeless, write_images
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,7 +109,7 @@ def test_a_conversion_on_a_dask_cluster_equals_the_direct_runners(dask_cluster_s
     assert [n for n in os.listdir(out) if n.startswith(".")] == []  # no run folder left
     assert all(w.poll() is None for w in dask_cluster.workers)  # the cluster is still up
     with Client(dask_cluster.address) as client:  # the shards were written by its workers
-        imported = client.run(lambda: (os.getpid(), "tfrecorder._shard" in sys.modules))
+        imported = client.run(lambda: (os.getpid(), "tfrecorder._writer.shard" in sys.modules))
     assert any(done for pid, done in imported.values())
     assert os.getpid() not in {pid for pid, _ in imported.values()}
 
@@ -192,7 +193,7 @@ def test_from_a_notebook_with_a_connected_client(dask_cluster, tmp_path):
             f"{str(out)!r}, runner='DaskRunner', num_shards=3, progress=False)\n"
             f"print(result.rows_written, result.runner)"),
         nbformat.v4.new_code_cell("import os, sys\n"
-                                  "print(sorted(client.run(lambda: 'tfrecorder._shard' in "
+                                  "print(sorted(client.run(lambda: 'tfrecorder._writer.shard' in "
                                   "sys.modules).values()))"),
     ])
     NotebookClient(nb, timeout=600, kernel_name="python3",

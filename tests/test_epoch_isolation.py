@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import tfrecorder
-from tfrecorder import _index as index
+from tfrecorder._folder import index
 
 RECORDS, SHARDS = 2000, 64
 

@@ -1,6 +1,6 @@
 import pytest
 
-from tfrecorder import _example as example
+from tfrecorder._writer import example
 
 
 def _tf_example(tf, features):

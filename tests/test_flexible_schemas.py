@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _metadata as metadata, types
+from tfrecorder import types
+from tfrecorder._folder import metadata
 from tfrecorder.input_schema import Schema
 from tests.conftest import encode, read_split, split_files
 

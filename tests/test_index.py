@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from tfrecorder import _index as index, _records as records
+from tfrecorder._folder import index
+from tfrecorder._writer import records
 from tfrecorder._errors import CorruptRecordError
 
 
@@ -76,7 +77,8 @@ import shutil  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import tfrecorder  # noqa: E402
-from tfrecorder import _layout as layout, _metadata as metadata, _storage as storage# noqa: E402
+from tfrecorder import _storage as storage# noqa: E402
+from tfrecorder._folder import layout, metadata
 from tests.conftest import BUCKET, SAMPLES, encode  # noqa: E402
 
 DATA = os.path.join(SAMPLES, "data.csv")
@@ -264,7 +266,8 @@ def test_build_index_on_a_tfrecorder_2_folder_gives_its_counts(tmp_path):
 
 @pytest.mark.slow
 def test_index_files_and_reader_parts_on_cloud_storage(gcs, tmp_path):
-    from tfrecorder import _partition as partition, _records as records
+    from tfrecorder._readers import partition
+    from tfrecorder._writer import records
 
     out = f"gs://{BUCKET}/indexed"
     tfrecorder.convert(DATA, out, num_shards={"train": 3, "validation": 1, "test": 1})
@@ -297,7 +300,7 @@ def test_index_files_and_reader_parts_on_cloud_storage(gcs, tmp_path):
 
 
 def test_index_files_a_dead_run_left_under_their_final_names_are_cleared(tmp_path):
-    from tfrecorder import _output as output
+    from tfrecorder._folder import output
 
     # What a run killed on an object store leaves: files under their final names,
     # listed in its ledger, and no manifest.

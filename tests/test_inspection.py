@@ -96,7 +96,7 @@ def test_inspect_csv_holds_no_cell_a_spreadsheet_would_run(tmp_path, image_table
     ("\rx", "'\rx"), ("a=b", "a=b"), ("", ""), (-3, -3), (2.5, 2.5), ([-1, 2], "[-1, 2]"),
 ])
 def test_a_cell_that_would_start_a_formula_gets_a_quote(value, cell):
-    from tfrecorder._inspection import _cell
+    from tfrecorder._readers.inspection import _cell
 
     assert _cell(value) == cell
 

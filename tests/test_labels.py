@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from tfrecorder import _labels as labels, _layout as layout
+from tfrecorder._inputs import labels
+from tfrecorder._folder import layout
 
 
 @pytest.mark.parametrize("value,expected", [

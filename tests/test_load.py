@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _loading as load_module
-from tfrecorder import _metadata as metadata
+from tfrecorder._readers import loading as load_module
+from tfrecorder._folder import metadata
 from tests.conftest import SAMPLES
 
 

@@ -198,6 +198,6 @@ def test_an_inspection_shows_its_summary_not_image_bytes(tmp_path):
 @pytest.mark.parametrize("n, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"),
                                      (126_773_248, "120.9 MiB"), (3 * 2**40, "3.0 TiB")])
 def test_byte_counts_read_as_people_read_them(n, text):
-    from tfrecorder._result import human_bytes
+    from tfrecorder._writer.result import human_bytes
 
     assert human_bytes(n) == text

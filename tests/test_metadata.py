@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from tfrecorder import _layout as layout, _metadata as metadata, _output as output
+from tfrecorder._folder import layout, metadata, output
 from tfrecorder._errors import ConversionError, IncompleteOutputError
-from tfrecorder._layout import FeatureSpec
-from tfrecorder._shard import Quarantined, ShardStats
+from tfrecorder._folder.layout import FeatureSpec
+from tfrecorder._writer.shard import Quarantined, ShardStats
 
 FEATURES = {"image": FeatureSpec("bytes", [], "image"), "label": FeatureSpec("int64", [], "label"),
             "image_name": FeatureSpec("bytes", [], "image_info")}

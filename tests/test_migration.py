@@ -14,7 +14,8 @@ import pytest
 from PIL import Image
 
 import tfrecorder
-from tfrecorder import _cli as cli, _example as example, input_schema, _records as records, types
+from tfrecorder import _cli as cli, input_schema, types
+from tfrecorder._writer import example, records
 from tests.conftest import BUCKET, SAMPLES, encode, write_images
 
 
@@ -359,7 +360,7 @@ def test_notebook_loading_a_tf_dataset(tmp_path):
 def test_notebook_dataflow(gcs, tmp_path):
     # df with gs:// image URIs, then to_tfr(output_dir, runner='DataflowRunner', project=...,
     # region=..., tfrecorder_wheel=...); the Dataflow job is built offline (dry run).
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
 
     wheel = runners.build_wheel(str(tmp_path))
     df = pd.DataFrame({"split": ["TRAIN", "VALIDATION", "TEST"] * 2,

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import (
-    _inspection as inspection, _layout as layout, _metadata as metadata, _output as output,
-    _storage as storage)
+from tfrecorder import _storage as storage
+from tfrecorder._readers import inspection
+from tfrecorder._folder import layout, metadata, output
 from tests.conftest import BUCKET, SAMPLES, encode, read_split
 
 
@@ -153,7 +153,7 @@ def _killed_holding_the_lock(out, runner: str, detached: bool = False) -> dict:
     without releasing it. Returns the lock's content."""
     take = "sys.argv[1], 'killed', sys.argv[2]" + (", detached=True" if detached else "")
     subprocess.run([sys.executable, "-c", (
-        f"import os, sys; from tfrecorder import _lock; _lock.acquire({take}); "
+        f"import os, sys; from tfrecorder._folder import lock as _lock; _lock.acquire({take}); "
         "os._exit(0)"), str(out), runner], check=True)
     return json.loads((out / layout.LOCK).read_text())
 
@@ -383,8 +383,8 @@ def test_the_index_files_overwrite_removes_are_those_a_conversion_names():
     # What a previous output's index files are is derived from its shard names, never
     # taken from the manifest's "index" entries (which the manifest's own check also
     # refuses unless they are these names): "notes.txt" stays the user's.
-    from tfrecorder import _index as index
-    from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
+    from tfrecorder._folder import index
+    from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo
 
     shard = "data-train.tfrecord-00000-of-00001"
     listed = ShardInfo(shard, 1, 10, index="notes.txt")

@@ -127,11 +127,12 @@ def test_options_document_every_field_once_and_the_cli_offers_each():
 
 
 def _import_graph(package: pathlib.Path) -> dict[str, set[str]]:
-    """Each module of the (flat) tfrecorder package in ``package`` -> the tfrecorder
-    modules it imports anywhere in its source, function-level imports included."""
-    modules = {p.stem for p in package.glob("*.py")}
+    """Each module of the tfrecorder package in ``package`` (dotted below it, as
+    ``_writer.runners``) -> the tfrecorder modules it imports anywhere in its source,
+    function-level imports included."""
+    modules = _modules(package)
     graph = {}
-    for path in package.glob("*.py"):
+    for name, path in modules.items():
         imported = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -142,12 +143,29 @@ def _import_graph(package: pathlib.Path) -> dict[str, set[str]]:
                 names = [base] + [f"{base}.{a.name}" for a in node.names]
             else:
                 continue
-            for name in names:
-                parts = name.split(".")
-                if parts[0] == "tfrecorder" and len(parts) > 1 and parts[1] in modules:
-                    imported.add(parts[1])
-        graph[path.stem] = imported - {path.stem}
+            for dotted in names:
+                parts = dotted.split(".")
+                if parts[0] != "tfrecorder":
+                    continue
+                # the longest prefix below the package that is a module of it
+                for end in range(len(parts), 1, -1):
+                    if ".".join(parts[1:end]) in modules:
+                        imported.add(".".join(parts[1:end]))
+                        break
+        graph[name] = imported - {name}
     return graph
+
+
+def _modules(package: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Every module below ``package`` by its dotted name there (a subpackage by its own
+    name, the package's ``__init__`` as ``__init__``)."""
+    modules = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package).with_suffix("").parts
+        if len(parts) > 1 and parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
 
 
 def _strongly_connected(graph: dict[str, set[str]]) -> dict[str, int]:
@@ -219,13 +237,13 @@ def test_only_the_runner_code_imports_beam():
     # steps (pipeline) and running them (runners) import it, anywhere in their source.
     package = pathlib.Path(tfrecorder.__file__).parent
     importers = set()
-    for path in package.glob("*.py"):
+    for name, path in _modules(package).items():
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(n == "apache_beam" or n.startswith("apache_beam.") for n in names):
-                importers.add(path.stem)
-    assert importers == {"_pipeline", "_runners"}
+                importers.add(name)
+    assert importers == {"_writer.pipeline", "_writer.runners"}
 
 
 def test_no_install_line_asks_the_package_index_for_another_projects_tfrecorder():
@@ -233,7 +251,7 @@ def test_no_install_line_asks_the_package_index_for_another_projects_tfrecorder(
     # "tfrecorder" or "tfrecorder[extra]" by name would give a user that project.
     import importlib.metadata
 
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
 
     root = pathlib.Path(__file__).resolve().parent.parent
     installed = importlib.metadata.distribution(runners.DISTRIBUTION)
@@ -266,7 +284,7 @@ def test_pytest_hides_other_packages_deprecations_and_shows_every_warning_of_our
         "    warn(PendingDeprecationWarning, 'apache_beam.io')\n"
         "    warn(DeprecationWarning, 'multiprocessing.popen_fork')\n\n"
         "def test_ours():\n"
-        "    warn(DeprecationWarning, 'tfrecorder._loading')\n"
+        "    warn(DeprecationWarning, 'tfrecorder._readers.loading')\n"
         "    warn(UserWarning, 'tfrecorder')\n"
         "    warn(DeprecationWarning, 'tests.test_load')\n"
         "    warn(UserWarning, 'keras.src.trainers')  # not a deprecation: shown\n"
@@ -276,7 +294,7 @@ def test_pytest_hides_other_packages_deprecations_and_shows_every_warning_of_our
                         str(tmp_path / "test_w.py")],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "2 passed, 5 warnings" in p.stdout, p.stdout[-3000:]
-    for shown in ["DeprecationWarning from tfrecorder._loading", "UserWarning from tfrecorder",
+    for shown in ["DeprecationWarning from tfrecorder._readers.loading", "UserWarning from tfrecorder",
                   "ResourceWarning from tfrecorder.access",
                   "DeprecationWarning from tests.test_load", "UserWarning from keras.src.trainers"]:
         assert shown in p.stdout

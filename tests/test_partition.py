@@ -2,7 +2,7 @@
 
 import pytest
 
-from tfrecorder import _partition as partition
+from tfrecorder._readers import partition
 from tfrecorder._errors import ConfigError
 
 

@@ -5,11 +5,10 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecorder import (
-    _example as example, _metadata as metadata, _output as output, _pipeline as pipeline,
-    _plan as plan, _shard as shard, _staging as staging)
-from tfrecorder._layout import FeatureSpec
-from tfrecorder._plan import Row
+from tfrecorder._writer import example, pipeline, plan, shard, staging
+from tfrecorder._folder import metadata, output
+from tfrecorder._folder.layout import FeatureSpec
+from tfrecorder._writer.plan import Row
 from tests.conftest import encode, read_split, stage_rows
 
 COLUMNS = ("split", "image_uri", "label")

@@ -1,6 +1,6 @@
 import pytest
 
-from tfrecorder import _plan as plan
+from tfrecorder._writer import plan
 
 GiB = 1 << 30
 MiB = 1 << 20

@@ -9,7 +9,7 @@ import termios
 
 import pytest
 
-from tfrecorder import _progress as progress
+from tfrecorder._writer import progress
 from tests.conftest import SAMPLES
 
 

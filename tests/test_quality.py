@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _quality as quality
+from tfrecorder._report import quality
 
 
 def _photo(seed: int, size=(160, 120)) -> "Image":
@@ -118,7 +118,7 @@ def test_worker_processes_write_the_report_one_worker_writes(table, tmp_path, mo
 
 
 def test_conflicts_come_in_the_order_of_their_first_record_whatever_the_shards_order():
-    from tfrecorder import _shard, _steps
+    from tfrecorder._writer import shard as _shard, steps as _steps
 
     def written(index, shas):  # train shard ``index``: label ``index`` for every record
         stats = _shard.ShardStats("train", index, len(shas), f"s{index}", 0, 0)
@@ -311,7 +311,7 @@ def _exact_group(shards, sha="f00d" * 16):
 def test_a_large_group_is_counted_in_full_and_listed_within_bounds(monkeypatch):
     """300 records with the same bytes, 200 in train and 100 in test: every pair is
     counted, the first GROUP_LIMIT records are listed, and at most MAX_PAIRS pairs."""
-    from tfrecorder._shard import ShardStats
+    from tfrecorder._writer.shard import ShardStats
 
     monkeypatch.setattr(quality, "MAX_PAIRS", 50)
     refs = [("train" if i < 200 else "test", 0, i % 200, i + 1, f"{i}.jpg", (0,))
@@ -389,7 +389,7 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
     """301 records with the same bytes, 300 in train and the last in test: the group is
     cut to GROUP_LIMIT records, the test one among them, so its 300 leaks are listed and
     not only counted."""
-    from tfrecorder._shard import ShardStats
+    from tfrecorder._writer.shard import ShardStats
 
     refs = [("train", 0, i, i + 1, f"{i}.jpg", (0,)) for i in range(300)]
     refs.append(("test", 0, 0, 302, "t.jpg", (0,)))
@@ -417,7 +417,7 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
 def test_few_images_warns_of_labels_with_rows_only():
     """Integer labels 0 and 1000 make a vocabulary of the 1,001 ids between them, and a
     fixed vocabulary may name a label no row has: neither is a label with few images."""
-    from tfrecorder._shard import ShardStats
+    from tfrecorder._writer.shard import ShardStats
 
     names = ["big", "small", "ghost"]
     by_split = {"train": [ShardStats("train", 0, 1, "d", 20, 1, rows=20,
@@ -483,7 +483,7 @@ def test_a_damaged_report_is_named_with_its_fix(table, tmp_path, run_cli):
 def test_the_html_report_shows_every_value_of_the_file_as_text(tmp_path):
     """Labels, splits, rows and URIs come from the table: in the notebook they are text,
     never markup (a pair's distance is a number, or the file is not read)."""
-    from tfrecorder._report import Report
+    from tfrecorder._report.findings import Report
 
     tag = "<script>alert(1)</script>"
     side = {"split": tag, "row": tag, "image_uri": tag, "label": tag, "position": None}
@@ -616,8 +616,8 @@ def test_near_distance_sets_the_bits_within_which_hashes_are_compared(tmp_path):
 def test_copies_are_counted_and_shown_as_groups_not_pairs():
     """13 pictures stored under 12 names each are 13 groups of 12, not 858 pairs; a near
     pair joins the group of its exact copies; one group spans train and test."""
-    from tfrecorder._report import HTML_ROWS, Report
-    from tfrecorder._shard import ShardStats
+    from tfrecorder._report.findings import HTML_ROWS, Report
+    from tfrecorder._writer.shard import ShardStats
 
     exact = []
     for p in range(13):
@@ -658,8 +658,8 @@ def test_copies_are_counted_and_shown_as_groups_not_pairs():
 
 def test_a_conflict_shows_each_records_whole_set_of_labels():
     """A detection image's boxes: [sky] against [sky, tree], not 'sky' against 'sky'."""
-    from tfrecorder._report import Report
-    from tfrecorder._shard import ShardStats
+    from tfrecorder._report.findings import Report
+    from tfrecorder._writer.shard import ShardStats
 
     refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 5, "a_again.jpg", (0, 1))]
     counts = quality._pair_counts([(0, "exact", *refs)])

@@ -2,7 +2,8 @@ import io
 
 import pytest
 
-from tfrecorder import _layout as layout, _records as records
+from tfrecorder._folder import layout
+from tfrecorder._writer import records
 from tfrecorder._errors import CorruptRecordError
 
 

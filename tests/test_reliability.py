@@ -15,7 +15,8 @@ import pytest
 from PIL import Image
 
 import tfrecorder
-from tfrecorder import _layout as layout, _metadata as metadata, _records as records
+from tfrecorder._folder import layout, metadata
+from tfrecorder._writer import records
 from tests.conftest import SAMPLES, encode, read_split, timeless
 
 
@@ -234,7 +235,7 @@ def test_half_written_files_of_ours_are_removed_and_the_users_kept(tmp_path, ima
 # finished, then waits to be killed: the test waits on that signal, not on the clock.
 _KILL_SCRIPT = """
 import os, sys, threading, tfrecorder
-from tfrecorder import _records as records
+from tfrecorder._writer import records
 signal_fd, written = int(sys.argv[3]), []
 real = records.write_record_parts
 def write_then_signal(file, parts, *rest):

@@ -8,7 +8,7 @@ import re
 import pytest
 
 import tfrecorder
-from tfrecorder import _metadata as metadata
+from tfrecorder._folder import metadata
 from tests.conftest import SAMPLES, read_split, timeless
 
 
@@ -99,7 +99,7 @@ def test_a_dask_address_that_is_not_the_scheduler_fails_in_seconds_and_locks_not
     import sys
     import threading
 
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
 
     web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
     threading.Thread(target=web.serve_forever, daemon=True).start()
@@ -146,7 +146,7 @@ print(json.dumps([tried, rows]))
 
 
 def test_a_dask_workers_address_is_refused_naming_the_schedulers(dask_in_process):
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
 
     worker = next(iter(dask_in_process.workers.values())).address
     with pytest.raises(tfrecorder.ConfigError, match=re.escape(
@@ -179,7 +179,8 @@ def test_beams_state_sampler_ticks_short_while_a_conversion_runs_here(tmp_path, 
     # the sampler's sleep (docs/performance.md). Seen from inside the bundle, as Beam
     # runs it: the tracker of the step that reads the images.
     from apache_beam.runners.worker import statesampler
-    from tfrecorder import _runners as runners, _storage as storage
+    from tfrecorder import _storage as storage
+    from tfrecorder._writer import runners
 
     beams = statesampler.StateSampler.__init__.__defaults__
     assert beams == (200,) and runners.SAMPLER_TICK_MS < 200
@@ -201,7 +202,7 @@ def test_beams_state_sampler_ticks_short_while_a_conversion_runs_here(tmp_path, 
 
 def test_a_beam_whose_sampler_takes_its_period_otherwise_is_left_as_it_is(monkeypatch):
     from apache_beam.runners.worker import statesampler
-    from tfrecorder._runners import short_sampler_ticks
+    from tfrecorder._writer.runners import short_sampler_ticks
 
     class Other:  # one int default, but not the period's
         def __init__(self, prefix, counter_factory, sampling_period_ms, ratio=300):
@@ -215,7 +216,7 @@ def test_a_beam_whose_sampler_takes_its_period_otherwise_is_left_as_it_is(monkey
 
 def test_the_samplers_period_is_put_back_by_the_last_run_in_progress_failed_or_not():
     from apache_beam.runners.worker import statesampler
-    from tfrecorder._runners import SAMPLER_TICK_MS, short_sampler_ticks
+    from tfrecorder._writer.runners import SAMPLER_TICK_MS, short_sampler_ticks
 
     init = statesampler.StateSampler.__init__
     beams = init.__defaults__

@@ -1,8 +1,9 @@
 import os
 
-from tfrecorder import _example as example, _layout as layout, _output as output, _shard as shard
-from tfrecorder._plan import ShardTask
-from tfrecorder._plan import Row
+from tfrecorder._writer import example, shard
+from tfrecorder._folder import layout, output
+from tfrecorder._writer.plan import ShardTask
+from tfrecorder._writer.plan import Row
 from tests.conftest import encode, read_examples
 
 
@@ -40,7 +41,7 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     assert bad[0].values == {"split": "TRAIN", "image_uri": str(tmp_path / "missing.jpg"), "label": 0}
     assert sorted(os.listdir(out)) == [task.filename, "index", "rows"]  # .part renamed
     # The index file, from the lengths the writer framed: the shard's own framing.
-    from tfrecorder import _index as index
+    from tfrecorder._folder import index
 
     assert stats.index_file == index.name(task.filename)
     with open(out / task.filename, "rb") as f:
@@ -55,7 +56,7 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
 def test_the_rows_file_holds_one_line_per_record_in_file_order(tmp_path, image_table):
     import hashlib
 
-    from tfrecorder import _rows as rows
+    from tfrecorder._folder import rows
 
     good = image_table("a.jpg", encode("RGB", fmt="JPEG"))
     png = image_table("b.png", encode("RGBA", fmt="PNG", seed=1))
@@ -137,7 +138,7 @@ def test_read_all_prepares_images_in_its_threads_and_keeps_their_order():
 
 
 def test_a_pre_sized_shard_is_the_same_prepared_in_one_thread_or_several(tmp_path, image_table):
-    from tfrecorder import _image as image
+    from tfrecorder._writer import image
 
     uris = [image_table(f"{i}.jpg", encode("RGB", size=(90 + i, 60), fmt="JPEG", seed=i))
             for i in range(12)]

@@ -3,7 +3,7 @@ import os
 import pandas as pd
 import pytest
 
-from tfrecorder import _sources as sources
+from tfrecorder._inputs import sources
 from tfrecorder._errors import ConfigError, Problems, SchemaError
 from tests.conftest import validate
 
@@ -105,7 +105,7 @@ def test_a_relative_image_directory_gives_absolute_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     t = sources.read("tree")
     assert t.frame["image_uri"].tolist() == [str(p)]
-    from tfrecorder import _schema as schemas
+    from tfrecorder._inputs import schema as schemas
     checked = validate(t.frame, t.row_ids, schemas.IMAGE_CSV_SCHEMA, base_dir=t.base_dir)
     assert checked.rows[0].image_uri == str(p)
 

@@ -7,9 +7,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import (
-    _labels as labels, _metadata as metadata, _output as output, _schema as schema,
-    _spill as spill)
+from tfrecorder._inputs import labels, schema, spill
+from tfrecorder._folder import metadata, output
 from tests.conftest import SAMPLES, encode, timeless
 
 
@@ -132,7 +131,7 @@ def test_an_image_directory_is_listed_as_a_stream(tmp_path, tiny_chunks):
     (["a", None, "a"], ["x", "y", "z"], True),            # found among nulls too
 ])
 def test_the_tally_finds_an_image_with_two_labels_across_chunks(keys, names, multi):
-    from tfrecorder import _sources as sources
+    from tfrecorder._inputs import sources
 
     chunks = [sources.Table(sources.ColumnFrame(
         {"split": ["TRAIN"], "image_uri": [k], "label": [v]}, 1), [i], None, "csv")
@@ -151,7 +150,7 @@ def test_the_tally_finds_an_image_with_two_labels_across_chunks(keys, names, mul
     (["x", ["y", "z"], "x", None], True),  # a list cell: multi-label by itself
 ])
 def test_the_tally_keeps_no_first_rows_when_every_image_is_named_once(names, multi):
-    from tfrecorder import _sources as sources
+    from tfrecorder._inputs import sources
 
     chunks = [sources.Table(sources.ColumnFrame(
         {"split": ["TRAIN"] * 2, "image_uri": [f"gs://b/{i}.jpg", f"gs://b/{i} .jpg"],

@@ -2,7 +2,7 @@ import collections
 
 import pytest
 
-from tfrecorder import _splits as splits
+from tfrecorder._inputs import splits
 
 
 @pytest.mark.parametrize("value,expected", [

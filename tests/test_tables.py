@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tfrecorder
-from tfrecorder import _schema as schemas
-from tfrecorder import _spill as spill
+from tfrecorder._inputs import schema as schemas
+from tfrecorder._inputs import spill
 from tests.conftest import encode
 
 

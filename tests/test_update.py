@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _layout as layout, _rows as rows
+from tfrecorder._folder import layout, rows
 from tests.conftest import encode
 
 LABELS = ["cat", "dog"]
@@ -641,7 +641,7 @@ def _edited_twice(tmp_path, folder):
 @pytest.mark.slow
 def test_a_small_update_runs_its_steps_without_beam_and_writes_the_same_files(
         tmp_path, monkeypatch):
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
     from tests.conftest import timeless
 
     here, beam, edited = _edited_twice(tmp_path, "out")
@@ -771,14 +771,14 @@ def test_update_shard_names_format_and_parse_with_their_version():
     (b"0\r16\n", False), (b"0\x0b16\n", False), (b"0\x0c16\n16 16\n", False),
     (b"0 16\n16 x\n", False), (b"0 16\n17 16\n", False), (b"0 15\n", False)])
 def test_an_index_line_that_is_not_offset_and_length_is_refused_by_its_line(data, gaps):
-    from tfrecorder import _index as index
+    from tfrecorder._folder import index
 
     with pytest.raises(tfrecorder.CorruptRecordError, match=r"x.idx, line \d"):
         index.parse(data, "x.idx", gaps=gaps)
 
 
 def test_sound_index_files_read_the_same_whole_or_line_by_line():
-    from tfrecorder import _index as index
+    from tfrecorder._folder import index
 
     assert index.parse(b"0 16\n16 20\n") == [(0, 16), (16, 20)]
     assert index.parse(b"0 16\r\n16 20\r\n") == [(0, 16), (16, 20)]   # read line by line
@@ -1491,7 +1491,7 @@ def test_an_update_spelling_the_paths_another_way_writes_nothing(tmp_path, monke
 @pytest.mark.slow
 def test_a_folder_whose_splits_hashed_the_spelled_paths_keeps_them_in_every_update(
         tmp_path):
-    from tfrecorder import _splits as splits
+    from tfrecorder._inputs import splits
 
     # As a release that hashed the path as the CSV spelled it wrote the folder: each
     # unassigned row in the split of that hash, its key the spelled path.
@@ -1519,7 +1519,7 @@ def test_a_new_image_named_like_a_stored_one_takes_its_own_split(tmp_path):
     # A folder of unassigned images stored by bare names (a CSV beside them); an update
     # adds other images of the same names from another folder: they are new images, so
     # each takes the split its own hash gives, not the stored namesake's.
-    from tfrecorder import _splits as splits
+    from tfrecorder._inputs import splits
 
     folder = tmp_path / "data"
     _images(folder, 30)

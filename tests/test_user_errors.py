@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _cli as cli, _layout as layout
+from tfrecorder import _cli as cli
+from tfrecorder._folder import layout
 from tests.conftest import SAMPLES, encode, write_images
 
 

@@ -8,8 +8,8 @@ import os
 import pytest
 
 import tfrecorder
-from tfrecorder import _sources as sources, _spill as spill, _splits as splits, _vertex as vertex
-from tfrecorder._schema import IMAGE_CSV_SCHEMA
+from tfrecorder._inputs import sources, spill, splits, vertex
+from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA
 from tfrecorder.access import Reader
 from tests.conftest import encode
 

@@ -20,7 +20,8 @@ import shutil
 import pytest
 
 import tfrecorder
-from tfrecorder import _index as index, _layout as layout, _output as output, access
+from tfrecorder import access
+from tfrecorder._folder import index, layout, output
 from tfrecorder._errors import ConfigError, CorruptRecordError
 from tests.conftest import BUCKET, SAMPLES
 
@@ -147,7 +148,7 @@ def versioned(tf, tmp_path_factory, converted):
 
 
 def _names(records) -> list[str]:
-    from tfrecorder import _example as example
+    from tfrecorder._writer import example
 
     return [example.parse(r)["image_name"][1][0].decode() for r in records]
 

@@ -12,7 +12,8 @@ import zipfile
 import pytest
 
 import tfrecorder
-from tfrecorder import _layout as layout, _runners as runners
+from tfrecorder._folder import layout
+from tfrecorder._writer import runners
 from tests.conftest import BUCKET, SAMPLES, timeless, timeless_data
 
 pytestmark = pytest.mark.slow  # creating the environment takes minutes (docs/runners.md)

@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import _labels as labels, _metadata as metadata, types
+from tfrecorder import types
+from tfrecorder._inputs import labels
+from tfrecorder._folder import metadata
 from tfrecorder.input_schema import Schema
 from tests.conftest import encode, read_split, write_images
 

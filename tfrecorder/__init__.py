@@ -25,7 +25,7 @@ else:
     from tfrecorder import _accessor  # noqa: F401  (registers df.tensorflow)
 from tfrecorder import input_schema, types
 from tfrecorder._convert import convert, convert_and_load, create_tfrecords
-from tfrecorder._folder import Folder, open
+from tfrecorder._folder.folder import Folder, open
 from tfrecorder._errors import (
     ConfigError,
     ConversionError,
@@ -38,20 +38,20 @@ from tfrecorder._errors import (
     SchemaError,
     TFRecorderError,
 )
-from tfrecorder._inspection import Inspection, Verification, check_tfrecords, inspect, verify
-from tfrecorder._layout import FeatureSpec
-from tfrecorder._loading import Datasets, info, load
-from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
+from tfrecorder._readers.inspection import Inspection, Verification, check_tfrecords, inspect, verify
+from tfrecorder._folder.layout import FeatureSpec
+from tfrecorder._readers.loading import Datasets, info, load
+from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo
 from tfrecorder._options import Options
-from tfrecorder._output import build_index, vacuum
-from tfrecorder._compact import compact
-from tfrecorder._preview import Preview, show
-from tfrecorder._read import read
-from tfrecorder._report import Report, report
-from tfrecorder._result import ConversionResult, DataflowJob
-from tfrecorder._sources import create_image_csv
-from tfrecorder._versions import versions
-from tfrecorder._vertex import from_vertex
+from tfrecorder._folder.output import build_index, vacuum
+from tfrecorder._folder.compact import compact
+from tfrecorder._readers.preview import Preview, show
+from tfrecorder._readers.read import read
+from tfrecorder._report.findings import Report, report
+from tfrecorder._writer.result import ConversionResult, DataflowJob
+from tfrecorder._inputs.sources import create_image_csv
+from tfrecorder._folder.versions import versions
+from tfrecorder._inputs.vertex import from_vertex
 
 __version__ = "0.1.0"
 

@@ -112,7 +112,7 @@ def _per_split_or_one(value: str):
 
 
 def _is_split(name: str) -> bool:
-    from tfrecorder import _splits as splits
+    from tfrecorder._inputs import splits
 
     return splits.ALIASES.get(name.strip().lower()) is not None
 
@@ -212,7 +212,7 @@ def _run_convert(args, beam_flags) -> int:
                if f.metadata["cli"] is not None}
     _check_beam_flags(beam_flags)
     if args.from_vertex:
-        from tfrecorder._vertex import from_vertex
+        from tfrecorder._inputs.vertex import from_vertex
 
         source, output_dir = from_vertex(), args.source
     else:
@@ -239,7 +239,7 @@ def _check_beam_flags(flags: list[str]) -> None:
         return
     import difflib
 
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
 
     unknown, beam = runners.unknown_flags(flags)
     if not unknown:
@@ -275,7 +275,7 @@ def _inspect_parser(sub) -> None:
 
 
 def _run_inspect(args, _beam_flags) -> int:
-    from tfrecorder._inspection import inspect
+    from tfrecorder._readers.inspection import inspect
 
     folder = args.tfrecord_dir or args.tfrecord_dir_flag
     if folder is None or (args.tfrecord_dir and args.tfrecord_dir_flag
@@ -299,7 +299,7 @@ def _csv_parser(sub) -> None:
 
 
 def _run_csv(args, _beam_flags) -> int:
-    from tfrecorder._sources import create_image_csv
+    from tfrecorder._inputs.sources import create_image_csv
 
     n = create_image_csv(args.image_dir, args.csv_file)
     print(f"wrote {n} rows to {args.csv_file}")
@@ -317,7 +317,7 @@ def _index_parser(sub) -> None:
 
 
 def _run_index(args, _beam_flags) -> int:
-    from tfrecorder._output import build_index
+    from tfrecorder._folder.output import build_index
 
     written = build_index(args.output_dir)
     print(f"wrote {len(written)} index files in {args.output_dir}")
@@ -343,7 +343,7 @@ def _version_flag(p) -> None:
 
 
 def _run_verify(args, _beam_flags) -> int:
-    from tfrecorder._inspection import verify
+    from tfrecorder._readers.inspection import verify
 
     done = verify(args.output_dir, version=args.version)
     per_split = ", ".join(f"{split} {n}" for split, n in done.records_per_split.items())
@@ -377,7 +377,7 @@ FOUND = 3
 
 
 def _run_report(args, _beam_flags) -> int:
-    from tfrecorder._report import KINDS, report
+    from tfrecorder._report.findings import KINDS, report
 
     kinds = [k.strip() for k in (args.fail_on or "").split(",") if k.strip()]
     if args.fail_on is not None and not kinds:
@@ -404,7 +404,7 @@ def _versions_parser(sub) -> None:
 def _run_versions(args, _beam_flags) -> int:
     import pandas as pd
 
-    from tfrecorder._versions import versions
+    from tfrecorder._folder.versions import versions
 
     frame = versions(args.output_dir)
     with pd.option_context("display.width", 200, "display.max_columns", None):
@@ -425,7 +425,7 @@ def _vacuum_parser(sub) -> None:
 
 
 def _run_vacuum(args, _beam_flags) -> int:
-    from tfrecorder._output import vacuum
+    from tfrecorder._folder.output import vacuum
 
     print(f"{args.output_dir}: {vacuum(args.output_dir, args.keep)}")
     return 0
@@ -444,7 +444,7 @@ def _compact_parser(sub) -> None:
 
 
 def _run_compact(args, _beam_flags) -> int:
-    from tfrecorder._compact import compact
+    from tfrecorder._folder.compact import compact
 
     print(compact(args.output_dir, args.split))
     return 0
@@ -508,7 +508,7 @@ def _tfrecorder_command(argv: list[str]) -> list[str]:
     folder = values.get("tfrecord_dir") or (kept.pop(0) if kept else "")
     split = values.get("split", "train")
     if "file_pattern" in values:  # /path/to/tfrecords/train*.tfrecord.gz
-        from tfrecorder._inspection import pattern_target
+        from tfrecorder._readers.inspection import pattern_target
 
         folder, split = pattern_target(values["file_pattern"], split)
     return ["inspect", folder, "--split", split, "-n", values.get("num_records", "1"),

@@ -12,17 +12,18 @@ import dataclasses
 import errno
 import logging
 import os
-from tfrecorder import (
-    _arguments as arguments, _image as image, _index as index, _layout as layout,
-    _metadata as metadata, _output as output, _plan as plan, _quality as quality,
-    _runners as runners)
-from tfrecorder import (
-    _rows as rows, _shard as shard, _spill as spill, _splits as splits,
-    _staging as staging, _storage as storage, _versions as versions)
+from tfrecorder._inputs import arguments
+from tfrecorder._writer import image, plan, runners
+from tfrecorder._folder import index, layout, metadata, output
+from tfrecorder._report import quality
+from tfrecorder import _storage as storage
+from tfrecorder._folder import rows, versions
+from tfrecorder._writer import shard, staging
+from tfrecorder._inputs import spill, splits
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._options import Options
-from tfrecorder._plan import gc_paused
-from tfrecorder._result import ConversionResult
+from tfrecorder._writer.plan import gc_paused
+from tfrecorder._writer.result import ConversionResult
 
 log = logging.getLogger(__name__)
 
@@ -416,7 +417,7 @@ def create_tfrecords(input_data, output_dir: str = "./tfrecords", **kwargs):
 def convert_and_load(*args, load_options=None, **kwargs):
     """Converts like ``convert`` (same arguments), then returns
     ``load(output_dir, **load_options)``: every split's dataset."""
-    from tfrecorder._loading import load
+    from tfrecorder._readers.loading import load
 
     result = convert(*args, **kwargs)
     return load(result["tfrecord_dir"], **(load_options or {}))

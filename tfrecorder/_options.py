@@ -15,9 +15,10 @@ import json
 import os
 from typing import Any, Mapping, Sequence
 
-from tfrecorder import _image as image, _splits as splits
+from tfrecorder._writer import image
+from tfrecorder._inputs import splits
 from tfrecorder._errors import ConfigError
-from tfrecorder._layout import NAME_PATTERN
+from tfrecorder._folder.layout import NAME_PATTERN
 
 #: The runners tfrecorder treats specially; any other Beam runner works too.
 RUNNERS = ("DirectRunner", "DataflowRunner")
@@ -358,7 +359,7 @@ class Options:
 def _runner_name(name) -> str:
     """The Beam runner called ``name``, in any case ("DataFlowRunner", as TFRecorder's
     README spells it, or "flink"), or a runner class by its dotted path."""
-    from tfrecorder import _runners as runners
+    from tfrecorder._writer import runners
 
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"runner={name!r}; give a Beam runner name such as 'DirectRunner'")

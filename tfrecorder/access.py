@@ -43,9 +43,10 @@ from typing import Sequence
 
 import numpy as np
 
-from tfrecorder import (
-    _cache, _example as example, _layout as layout, _partition as partition, _records as records,
-    _storage as storage, _view)
+from tfrecorder import _storage as storage
+from tfrecorder._readers import cache as _cache, partition
+from tfrecorder._writer import example, records
+from tfrecorder._folder import layout, view as _view
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 
 

@@ -5,7 +5,7 @@
 """
 
 from tfrecorder import types
-from tfrecorder._schema import IMAGE_CSV_SCHEMA, Schema
+from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA, Schema
 
 #: TFRecorder's names for the default AutoML image classification schema and its map.
 image_csv_schema = IMAGE_CSV_SCHEMA

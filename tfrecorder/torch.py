@@ -21,7 +21,8 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from tfrecorder import _image, access
+from tfrecorder import access
+from tfrecorder._writer import image as _image
 from tfrecorder._errors import ConfigError
 
 __all__ = ["Dataset", "Sampler"]

@@ -1,0 +1,158 @@
+"""``tfrecorder.open(out)``: an output folder at one version, as one object.
+
+Every reader and verb of a ``Folder`` sees the version it was opened at, as
+``lance.dataset(uri, version=)`` and Delta's ``DeltaTable`` do: an update published
+meanwhile changes nothing a ``Folder`` reads, and ``tfrecorder.open(out)`` again sees it.
+The free functions (``tfrecorder.load``, ``read``, ``report``, ...) stay as they are; a
+``Folder`` passes its version to each.
+"""
+
+from __future__ import annotations
+
+from tfrecorder._folder import view
+from tfrecorder._errors import ConfigError
+from tfrecorder._folder.manifest import Manifest
+
+
+class Folder:
+    """An output folder at one version: ``tfrecorder.open(out, version=None)``.
+
+    ======================  ===============================================
+    ``folder.version``      the version it reads (the latest when opened)
+    ``folder.manifest``     that version's ``Manifest`` (splits, labels, ...)
+    ``folder.read(split)``  its records as a pandas table (``tfrecorder.read``)
+    ``folder.load(split)``  a ``tf.data`` pipeline (``tfrecorder.load``)
+    ``folder.reader(split)``  random access (``tfrecorder.access.Reader``)
+    ``folder.report()``     its data report (``tfrecorder.report``)
+    ``folder.verify()``     every record checked (``tfrecorder.verify``)
+    ``folder.inspect()``    a few records shown (``tfrecorder.inspect``)
+    ``folder.versions()``   every version of the folder
+    ``folder.update(t)``    an update by the table ``t``; ``compact()``, ``vacuum(keep)``
+    ======================  ===============================================
+
+    The verbs that publish a new version (``update``, ``compact``) or remove old ones
+    (``vacuum``) act on the folder's latest version, and are refused on a ``Folder``
+    opened at an earlier one; they return what the free function returns, and the
+    ``Folder`` keeps its version (``tfrecorder.open(out)`` again for the new one).
+    ``cache_dir`` and ``cache_limit`` apply to every reader of a ``gs://`` folder
+    (docs/bucket.md).
+    """
+
+    def __init__(self, path: str, version: int | None = None, *,
+                 cache_dir: str | None = None, cache_limit: int | str | None = None):
+        opened = view.open_version(str(path), version)
+        self.path = str(path)
+        self.manifest: Manifest = opened.manifest
+        self.version: int = opened.number
+        self.cache_dir = cache_dir
+        self.cache_limit = cache_limit
+
+    def __repr__(self) -> str:
+        splits = ", ".join(f"{name} {info.num_examples}"
+                           for name, info in self.manifest.splits.items())
+        return f"tfrecorder.open({self.path!r}, version={self.version})  # records: {splits}"
+
+    @property
+    def splits(self) -> list[str]:
+        """The splits of this version, in split order."""
+        return list(self.manifest.splits)
+
+    # --- reading --------------------------------------------------------------------
+
+    def read(self, split: str | None = None, images: bool = False, *,
+             chunksize: int | None = None):
+        """This version's records as a pandas DataFrame (``tfrecorder.read``)."""
+        from tfrecorder._readers.read import read
+
+        return read(self.path, split, images, chunksize=chunksize, version=self.version)
+
+    def load(self, split: str | None = None, **options):
+        """A ``tf.data`` pipeline of this version (``tfrecorder.load``'s options)."""
+        from tfrecorder._readers.loading import load
+
+        options.setdefault("cache_dir", self.cache_dir)
+        options.setdefault("cache_limit", self.cache_limit)
+        return load(self.path, split, version=self._given(options), **options)
+
+    def reader(self, split: str = "train", **options):
+        """Random access to a split of this version (``tfrecorder.access.Reader``)."""
+        from tfrecorder.access import Reader
+
+        options.setdefault("cache_dir", self.cache_dir)
+        options.setdefault("cache_limit", self.cache_limit)
+        return Reader(self.path, split, version=self._given(options), **options)
+
+    def report(self):
+        """This version's data report (``tfrecorder.report``)."""
+        from tfrecorder._report.findings import report
+
+        return report(self.path, version=self.version)
+
+    def verify(self):
+        """Every record of this version read and checked (``tfrecorder.verify``)."""
+        from tfrecorder._readers.inspection import verify
+
+        return verify(self.path, version=self.version)
+
+    def inspect(self, split: str = "train", num_records: int = 5,
+                output_dir: str | None = None):
+        """A few records of a split of this version (``tfrecorder.inspect``)."""
+        from tfrecorder._readers.inspection import inspect
+
+        return inspect(self.path, split, num_records, output_dir, version=self.version)
+
+    def versions(self):
+        """Every version of the folder, as ``tfrecorder.versions`` lists them."""
+        from tfrecorder._folder.versions import versions
+
+        return versions(self.path)
+
+    # --- what publishes or removes versions -------------------------------------------
+
+    def update(self, table, mode: str = "update", **options):
+        """``tfrecorder.convert(table, folder, mode=mode)``: an update (or, with
+        ``mode="append"``, an append) of this version, the latest."""
+        from tfrecorder._convert import convert
+
+        if mode not in ("update", "append"):
+            raise ConfigError(f"mode={mode!r}: a folder is updated with mode='update' or "
+                              f"'append'; tfrecorder.convert writes a folder anew")
+        self._latest("update")
+        return convert(table, self.path, mode=mode, **options)
+
+    def compact(self, splits=None):
+        """``tfrecorder.compact`` of this version, the latest."""
+        from tfrecorder._folder.compact import compact
+
+        self._latest("compact")
+        return compact(self.path, splits)
+
+    def vacuum(self, keep: int):
+        """``tfrecorder.vacuum``: the versions older than the last ``keep`` removed."""
+        from tfrecorder._folder.output import vacuum
+
+        self._latest("vacuum")
+        return vacuum(self.path, keep)
+
+    def _given(self, options: dict) -> int:
+        given = options.pop("version", self.version)
+        if given != self.version:
+            raise ConfigError(f"version={given!r}, but this Folder reads version "
+                              f"{self.version}: tfrecorder.open({self.path!r}, "
+                              f"version={given!r}) reads that one")
+        return self.version
+
+    def _latest(self, verb: str) -> None:
+        latest = view.open_version(self.path).number
+        if latest != self.version:
+            raise ConfigError(
+                f"{verb} acts on the folder's latest version ({latest}), and this Folder "
+                f"reads version {self.version}: call it on tfrecorder.open({self.path!r})")
+
+
+def open(path: str, version: int | None = None, *, cache_dir: str | None = None,
+         cache_limit: int | str | None = None) -> Folder:
+    """The output folder ``path`` at ``version`` (None: its latest): a ``Folder`` whose
+    every reader and verb sees that version. IncompleteOutputError where no conversion
+    finished there; ConfigError for a version it does not hold (naming those it does)."""
+    return Folder(path, version, cache_dir=cache_dir, cache_limit=cache_limit)

@@ -1,0 +1,476 @@
+"""One view of a split's live records, for every reader.
+
+Every reader (``load()``'s tf.data pipelines, ``access.Reader`` and the torch, Grain
+and DALI adapters over it, ``read()``, ``inspect()``, ``verify()``) opens a folder
+here, and the policies around reading live here once:
+
+- which manifest: the latest version's (``tfrecorder.json``) or version ``k``'s
+  (``versions/0000k.json``); a folder converted before versions existed has only
+  version 1, its ``tfrecorder.json`` (docs/format.md, "Versions and the data report");
+- which split: a name in any case, TFRecorder's aliases too, else a ConfigError
+  listing the splits there are;
+- which records: each shard's live records, from its live index where the version
+  retired some (``live_index``), else from its index file, else from a scan of the
+  shard's length fields (a folder converted before index files existed);
+- which conversion: the version's manifest file and its ``generation``, which a
+  reader pins and checks (``Version.pin``, ``stamp``, ``open_pin``).
+
+The format-2 fields of a shard (``live``, ``live_index``, ``rows``) and the
+``-vKKKKK`` shard names are read here from the manifest's JSON, so a reader needs
+nothing more from ``manifest`` than today's Manifest::
+
+    version = open_version("out/", version=2)
+    view = version.view("train")
+    len(view), view.counts, view.entries(0)     # live records, per shard, (offset, length)
+    view.index_files                            # live index where there is one (DALI)
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import operator
+import os
+
+from tfrecorder import _storage as storage
+from tfrecorder._folder import index, layout, metadata
+from tfrecorder._inputs import splits
+from tfrecorder._errors import (ConfigError, CorruptRecordError, IncompleteOutputError,
+                               OutputChangedError)
+from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, check_names, loads
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One shard file as a version sees it."""
+
+    file: str                 # its name in the folder
+    path: str                 # its path (local or gs://)
+    num_examples: int         # records the file holds (-1: not recorded, TFRecorder 2.0)
+    num_bytes: int
+    live: int                 # records of it the version reads
+    index: str                # path of its index file (present or not)
+    live_index: str | None    # path of the version's live index, where it retired some
+    rows: str | None = None   # its rows file's name, where there is one
+
+    @property
+    def reader_index(self) -> str:
+        """The index file that lists exactly the live records: what DALI is given."""
+        return self.live_index or self.index
+
+
+@dataclasses.dataclass(frozen=True)
+class Version:
+    """One published version of a folder: its manifest and its shards' live records."""
+
+    output_dir: str
+    number: int
+    manifest: Manifest        # splits' num_examples are live records
+    shards: dict              # split -> list[Shard], in file order
+    #: The manifest file a reader pins: ``versions/KKKKK.json``, or ``tfrecorder.json``
+    #: for a folder without versions (or one whose version file is not there).
+    pin: str
+    #: The manifest's generation ("" before it existed, None for TFRecorder 2.0).
+    generation: str | None
+    #: Every file the version lists, relative to the folder (shards, their index, live
+    #: index and rows files, labels, metadata, its manifest files).
+    files: frozenset = frozenset()
+
+    def split_name(self, split) -> str:
+        """The split's name on disk; ConfigError naming the splits there are."""
+        try:
+            name = splits.canonical(split)
+        except splits.UnknownSplit:
+            name = None
+        if name is None:
+            name = str(split).strip().lower()
+        if name not in self.manifest.splits:
+            raise ConfigError(f"split {split!r} is not in {self.output_dir}"
+                              f"{self._which}; it has {sorted(self.manifest.splits)}")
+        return name
+
+    @property
+    def _which(self) -> str:
+        return f" (version {self.number})" if self.manifest.format_version >= 2 else ""
+
+    def view(self, split) -> "View":
+        return View(self, self.split_name(split))
+
+    @property
+    def label_names(self) -> list[str]:
+        return self.manifest.label_names
+
+
+class View:
+    """The live records of one split of one version: ``len``, per shard counts and
+    ``(offset, framed length)`` entries, and the index files a reader that knows
+    nothing of us is handed. Record ``i`` is the split's ``i``-th live record in file
+    order. Entries are read once per shard, when first asked for."""
+
+    def __init__(self, version: Version, split: str):
+        self.version = version
+        self.split = split
+        self.shards: list[Shard] = list(version.shards[split])
+        #: Live records of each shard, in file order.
+        self.counts = [s.live for s in self.shards]
+        self.starts = [0]
+        for n in self.counts:
+            self.starts.append(self.starts[-1] + n)
+        self._entries: list = [None] * len(self.shards)
+
+    @property
+    def output_dir(self) -> str:
+        return self.version.output_dir
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.version.manifest
+
+    @property
+    def files(self) -> list[str]:
+        return [s.path for s in self.shards]
+
+    @property
+    def index_files(self) -> list[str]:
+        """Per shard, the index file listing its live records: the version's live
+        index where it retired some, else the shard's index file."""
+        return [s.reader_index for s in self.shards]
+
+    @property
+    def counts_known(self) -> bool:
+        return all(s.num_examples >= 0 for s in self.shards)
+
+    @property
+    def retired(self) -> bool:
+        """True when some shard of the split has records this version does not read."""
+        return any(s.live_index for s in self.shards)
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    def position(self, i: int) -> tuple[int, int]:
+        """``(shard, live record of it)`` of the split's live record ``i`` (0 <= i < len)."""
+        shard = bisect.bisect_right(self.starts, i) - 1
+        return shard, i - self.starts[shard]
+
+    def entries(self, shard: int) -> list[tuple[int, int]]:
+        """``(offset, framed length)`` of each live record of shard ``shard``."""
+        got = self._entries[shard]
+        if got is None:
+            got = self._entries[shard] = self.read_entries(shard)
+        return got
+
+    def known(self, shard: int) -> list[tuple[int, int]] | None:
+        """The entries of shard ``shard`` if they were read already, else None."""
+        return self._entries[shard]
+
+    def keep(self, shard: int, entries: list[tuple[int, int]]) -> None:
+        """Keeps ``entries`` as shard ``shard``'s (read and checked by the caller)."""
+        self._entries[shard] = entries
+
+    def read_entries(self, shard: int) -> list[tuple[int, int]]:
+        """The entries of shard ``shard``, read now (not kept): the live index where
+        there is one, else the index file, else a scan of the shard's length fields.
+        ConfigError for gzip shards and for shards without counts (TFRecorder 2.0)."""
+        s = self.shards[shard]
+        root = self.output_dir
+        if self.manifest.compression:
+            raise ConfigError(
+                f"{root}: shard {s.file} has no index file, which reading single records "
+                f"needs: {self.manifest.compression} shards cannot be indexed (a "
+                f"{self.manifest.compression} stream cannot be entered at a record's "
+                f"offset). Convert again without compression (the default).")
+        if s.num_examples < 0:
+            raise ConfigError(
+                f"{root} does not record how many records each shard holds (TFRecorder "
+                f"2.0), which reading by position needs; write index files with "
+                f"`tfrecorder index {root}`")
+        size = s.num_bytes if s.num_bytes >= 0 else None
+        if s.live_index:
+            try:
+                data = storage.read_bytes(s.live_index)
+            except FileNotFoundError:
+                raise CorruptRecordError(
+                    f"{s.live_index}: the live index of {s.file} in version "
+                    f"{self.version.number} is missing; a version's files are never "
+                    f"removed but by overwrite or vacuum: open another version") from None
+            return index.parse(data, s.live_index, count=s.live, size=size, gaps=True)
+        try:
+            return index.parse(storage.read_bytes(s.index), s.index, count=s.num_examples,
+                               size=size)
+        except FileNotFoundError:
+            # Written before index files existed: the shard's length fields, read once.
+            with storage.open_file(s.path, "rb") as f:
+                entries = list(index.scan(f, s.path))
+            if len(entries) != s.num_examples:
+                raise CorruptRecordError(
+                    f"{s.path}: holds {len(entries)} records, the manifest says "
+                    f"{s.num_examples}; the shard was truncated or replaced") from None
+            return entries
+
+    def contiguous(self, shard: int, first: int, n: int) -> list[tuple[int, int]]:
+        """Live records ``first`` to ``first + n`` of shard ``shard`` as runs the file
+        holds back to back: ``(byte offset, records)`` each; a retired record between
+        two live ones ends a run."""
+        entries = self.entries(shard)[first:first + n]
+        out: list[list[int]] = []
+        end = None
+        for offset, length in entries:
+            if offset == end:
+                out[-1][1] += 1
+            else:
+                out.append([offset, 1])
+            end = offset + length
+        return [(at, k) for at, k in out]
+
+    def refuse_retired(self, shard: int) -> None:
+        """ConfigError when shard ``shard`` has retired records and cannot be entered at
+        a record's offset (gzip): its live records cannot be told from the others."""
+        s = self.shards[shard]
+        if s.live_index and self.manifest.compression:
+            raise ConfigError(
+                f"{self.output_dir}: version {self.version.number} retired records of "
+                f"{s.file}, a {self.manifest.compression} shard, whose records cannot be "
+                f"read by offset; read version {self.version.number} with "
+                f"compression=None shards (convert again without compression)")
+
+
+# --- opening a version ----------------------------------------------------------------
+
+def versions(output_dir: str) -> list[int]:
+    """The numbers of the versions ``output_dir`` holds: those of ``versions/*.json``,
+    or ``[1]`` for a folder converted before versions existed."""
+    folder = storage.join(output_dir, layout.VERSIONS_DIR)
+    try:
+        names = storage.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        names = []
+    found = sorted(k for n in names if (k := layout.parse_version_manifest(
+        f"{layout.VERSIONS_DIR}/{n.rstrip('/').rsplit('/', 1)[-1]}")) is not None)
+    return found or [1]
+
+
+def check_version(version) -> int | None:
+    """``version`` as an int, or None; ConfigError unless a whole number >= 1."""
+    if version is None:
+        return None
+    try:
+        if isinstance(version, bool) or type(version).__name__ == "bool_":
+            raise TypeError
+        number = operator.index(version)  # an int, or NumPy's
+    except TypeError:
+        number = 0
+    if number < 1:
+        raise ConfigError(f"version={version!r}; give a version number (1, 2, ...), or None "
+                          f"for the latest")
+    return number
+
+
+def open_version(output_dir: str, version: int | None = None) -> Version:
+    """Version ``version`` of ``output_dir`` (None: the latest, ``tfrecorder.json``).
+
+    ConfigError for a version the folder does not hold (naming those it does);
+    IncompleteOutputError when it holds no finished conversion."""
+    output_dir = str(output_dir)
+    version = check_version(version)
+    for _ in range(3):  # the manifest and its generation read from one conversion
+        opened = _open_once(output_dir, version)
+        if opened.generation is None or _generation(opened.pin) == opened.generation:
+            return opened
+    raise OutputChangedError(f"{output_dir} is being written again and again while a "
+                             f"reader opens it; open it once it is done")
+
+
+def _open_once(output_dir: str, version: int | None) -> Version:
+    latest = storage.join(output_dir, layout.MANIFEST)
+    if version is not None:
+        path = storage.join(output_dir, layout.version_manifest(version))
+        try:
+            own = storage.read_bytes(path)
+        except (FileNotFoundError, NotADirectoryError):
+            own = None
+        if own is not None:  # (_version's IncompleteOutputError is a FileNotFoundError)
+            return _version(output_dir, own, path, version)
+        if version == 1:  # a folder converted before versions existed: tfrecorder.json
+            try:
+                data = storage.read_bytes(latest)
+            except (FileNotFoundError, NotADirectoryError):
+                data = None
+            if data is None or _number(data) == 1:
+                return _version(output_dir, data, latest, 1)
+        elif not storage.exists(latest):
+            metadata.read_manifest(output_dir)  # no conversion there: says so
+        held = versions(output_dir)
+        raise ConfigError(
+            f"{output_dir} has no version {version}; it has version"
+            f"{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}. Give "
+            f"{'one of them' if len(held) > 1 else 'that one'}, or version=None for the "
+            f"latest (on the command line, leave out --version)")
+    try:
+        data = storage.read_bytes(latest)
+    except (FileNotFoundError, NotADirectoryError):
+        data = None
+    number = _number(data) if data is not None else 1
+    if data is not None and number > 1 or _has_versions(output_dir, number):
+        # The version's own file is what a reader pins: tfrecorder.json is replaced by
+        # the next version, the version's file never is.
+        pinned = storage.join(output_dir, layout.version_manifest(number))
+        try:
+            own = storage.read_bytes(pinned)
+        except (FileNotFoundError, NotADirectoryError):
+            own = None
+        if own is not None and generation_of(own) == generation_of(data):
+            return _version(output_dir, own, pinned, number)
+    return _version(output_dir, data, latest, number)
+
+
+def _has_versions(output_dir: str, number: int) -> bool:
+    return storage.exists(storage.join(output_dir, layout.version_manifest(number)))
+
+
+def _number(data: bytes) -> int:
+    """The version number a manifest's text gives (1 when it has none)."""
+    try:
+        number = loads(data).get("version", 1)
+    except (ValueError, AttributeError):
+        return 1
+    return number if isinstance(number, int) and not isinstance(number, bool) else 1
+
+
+def _version(output_dir: str, data: bytes | None, pin: str, number: int) -> Version:
+    """A Version from a manifest's text (None: no tfrecorder.json, which
+    ``metadata.read_manifest`` explains, or reads as TFRecorder 2.0's)."""
+    if data is None:
+        manifest = metadata.read_manifest(output_dir)  # IncompleteOutputError, or legacy
+        shards = {name: [_shard(output_dir, s.file, s.num_examples, s.num_bytes,
+                                s.num_examples, s.index, None, None)
+                         for s in info.shards] for name, info in manifest.splits.items()}
+        return Version(output_dir, 1, manifest, shards, pin, None,
+                       frozenset(s.file for v in shards.values() for s in v))
+    try:
+        d = loads(data)
+        manifest, shards, files = _parse(output_dir, d)
+        if d.get("format_version", 1) >= 2 and d.get("version", number) != number:
+            raise ValueError(f"it says it is version {d.get('version')!r}")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise IncompleteOutputError(
+            f"{pin} is not a complete tfrecorder manifest ({type(e).__name__}: {e}); the "
+            f"conversion that wrote it did not finish cleanly. Convert again with "
+            f"overwrite=True.") from None
+    if pin.endswith(layout.version_manifest(number)):
+        files = files | {layout.version_manifest(number)}
+    return Version(output_dir, number, manifest, shards, pin, generation_of(data), files)
+
+
+def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
+    """The Manifest, shards and listed files of a manifest's JSON, format 1 or 2. The
+    format-2 fields are read here; every name is checked to be one its conversion
+    writes (``manifest.check_names``), since readers read what a manifest lists and
+    overwrite removes it."""
+    check_names(d)
+    splits_json, files, indexed = {}, set(), set()
+    shards: dict[str, list[Shard]] = {}
+    for name, s in d["splits"].items():
+        listed = []
+        for x in s["shards"]:
+            file = x.get("file")
+            live_index, rows = x.get("live_index"), x.get("rows")
+            n = int(x["num_examples"])
+            live = int(x.get("live", n))
+            if live_index is None and live != n or live < 0 or (n >= 0 and live > n):
+                raise ValueError(f"shard {file}: live {live} of {n} records"
+                                 + ("" if live_index else " without a live index"))
+            listed.append(_shard(output_dir, file, n, int(x["num_bytes"]), live,
+                                 x.get("index"), live_index, rows))
+            if x.get("index") is not None:
+                indexed.add(file)
+            files.add(file)
+            files.update(v for v in (x.get("index"), live_index, rows) if v)
+        shards[name] = listed
+        total = sum(sh.live for sh in listed) if listed else s["num_examples"]
+        splits_json[name] = {**s, "num_examples": total, "shards": []}
+    quality = d.get("quality")
+    base = Manifest.from_json({**d, "splits": splits_json, "quality": None})
+    split_infos = {
+        name: SplitInfo(info.name, info.num_examples, info.num_bytes,
+                        [ShardInfo(sh.file, sh.num_examples, sh.num_bytes,
+                                   index.name(sh.file) if sh.file in indexed else None)
+                         for sh in shards[name]],
+                        info.label_counts)
+        for name, info in base.splits.items()}
+    manifest = dataclasses.replace(base, splits=split_infos, quality=quality)
+    files.update({layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES})
+    files.update(layout.labels_file(k) for k in manifest.vocabularies)
+    if quality:
+        files.add(quality)
+    return manifest, {name: shards[name] for name in base.splits}, frozenset(files)
+
+
+def _shard(output_dir, file, n, size, live, listed_index, live_index, rows) -> Shard:
+    return Shard(file=file, path=storage.join(output_dir, file), num_examples=n,
+                 num_bytes=size, live=live,
+                 index=storage.join(output_dir, listed_index or index.name(file)),
+                 live_index=storage.join(output_dir, live_index) if live_index else None,
+                 rows=rows)
+
+
+# --- the conversion a reader pinned ---------------------------------------------------
+
+def _generation(path: str):
+    """The ``generation`` field of the manifest file at ``path``, or None when it has
+    none or is gone."""
+    try:
+        data = storage.read_bytes(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return generation_of(data)
+
+
+def generation_of(data: bytes | None):
+    """The ``generation`` field of a manifest's text, or None."""
+    if data is None:
+        return None
+    try:
+        return loads(data).get("generation")
+    except (ValueError, AttributeError):
+        return None  # the manifest's reader says what is wrong with it
+
+
+def stamp(path: str):
+    """What identifies the manifest file at ``path`` now: its inode, size and change
+    time locally, its object generation on an object store; None when it is gone."""
+    try:
+        if storage.is_remote(path):
+            fs = storage._fs(path)
+            fs.invalidate_cache(path)
+            info = fs.info(path)
+            return info.get("generation"), info.get("size"), info.get("updated")
+        st = os.stat(storage._local(path))
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+    except FileNotFoundError:
+        return None
+
+
+def open_pin(path: str):
+    """``(open file or None, stamp, bytes)`` of the manifest file at ``path``, all of
+    one file: locally it is opened, stamped from the open file and read from it; on
+    an object store the stamp is taken before the read (a stamp older than the bytes
+    is only checked again)."""
+    if storage.is_remote(path):
+        now = stamp(path)
+        if now is None:
+            raise FileNotFoundError(path)
+        return None, now, storage.read_bytes(path)
+    fd = os.open(storage._local(path), os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return fd, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), \
+            b"".join(chunks)
+    except BaseException:
+        os.close(fd)
+        raise
+
+

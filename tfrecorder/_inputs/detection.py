@@ -1,0 +1,175 @@
+"""Object-detection tables, as AutoML Vision writes them: reading and validation.
+
+One CSV row per bounding box, ``split,image_uri,label`` and eight coordinate fields,
+either the two-vertex form ``x_min,y_min,,,x_max,y_max,,`` or all four vertices. The
+rows of one image become one record with ``objects/bbox`` (ymin, xmin, ymax, xmax per
+box, relative coordinates, flattened) and ``objects/label`` (ids). Vertex AI's JSON
+Lines (``vertex``) and COCO files (``coco``) are read into the same table, a COCO one
+with a per-box column more (``is_crowd``, written as ``objects/is_crowd``).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from tfrecorder._writer import example
+from tfrecorder._inputs import labels, splits
+from tfrecorder._folder import layout
+from tfrecorder._errors import Problems
+from tfrecorder._folder.layout import FeatureSpec
+
+#: Columns of an object-detection table, one row per box.
+COLUMNS = ["split", "image_uri", "label", "x_min", "y_min", "x_max", "y_max"]
+BBOX = "objects/bbox"
+LABEL = "objects/label"
+#: Per-box whole-number columns a table may have beside COLUMNS, and the feature each
+#: becomes (one value per box, like ``objects/label``): COCO's ``iscrowd``, under TFDS's
+#: name for it. Values are 0 or 1.
+BOX_FLAGS = {"is_crowd": "objects/is_crowd"}
+
+
+def columns(frame) -> list[str]:
+    """The columns of a detection table ``frame``: COLUMNS and its BOX_FLAGS columns."""
+    return COLUMNS + [c for c in BOX_FLAGS if c in frame.columns]
+
+
+def _number(text) -> bool:
+    try:
+        float(text)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def is_detection_row(fields: list) -> bool:
+    """AutoML Vision object detection: 11 fields, the last 8 numbers or empty."""
+    return len(fields) == 11 and all(f is None or _number(f) for f in fields[3:])
+
+
+def rows_of(records: list[tuple[int, list]], problems: Problems) -> tuple[dict, list]:
+    """CSV records ``(line, fields)`` -> the columns of ``COLUMNS`` and the rows' line
+    numbers; records that are not detection rows go to ``problems``."""
+    rows, ids = [], []
+    for lineno, f in records:
+        if not is_detection_row(f):
+            problems.add(lineno, None, ",".join(x or "" for x in f),
+                         "not an object-detection row (split,image_uri,label and 8 "
+                         "coordinate fields, as AutoML Vision writes them)")
+            continue
+        coords = f[3:]
+        present = [c is not None for c in coords]
+        if not any(present):
+            box = [None] * 4
+        elif present == [True, True, False, False, True, True, False, False]:
+            box = [float(coords[0]), float(coords[1]), float(coords[4]), float(coords[5])]
+        elif all(present):
+            xs = [float(c) for c in coords[0::2]]
+            ys = [float(c) for c in coords[1::2]]
+            box = [min(xs), min(ys), max(xs), max(ys)]
+        else:
+            problems.add(lineno, None, ",".join(x or "" for x in f),
+                         "coordinates in neither AutoML form: give x_min,y_min,,,"
+                         "x_max,y_max,, or all four vertices")
+            continue
+        rows.append([f[0], f[1], f[2], *box])
+        ids.append(lineno)
+    return {c: [r[i] for r in rows] for i, c in enumerate(COLUMNS)}, ids
+
+
+def vocabulary(distinct: set, label_vocabulary: Sequence[str] | None) -> list[str]:
+    """The names of the box labels (line i = id i): ``label_vocabulary``, or the sorted
+    distinct labels of the rows that have a box."""
+    return list(label_vocabulary) if label_vocabulary is not None else labels.vocabulary_of(distinct)
+
+
+def check(frame, row_ids: Sequence, index: Mapping[str, int], problems: Problems):
+    """The rows of a detection chunk (one row per box), checked: ``(split or None, image
+    key, (label name, box, flags) or None, values)`` per row, as columns. Coordinates
+    outside [0, 1], a minimum above its maximum, boxes without a label, labels without a
+    box, labels not in ``index`` and flags other than 0 or 1 go to ``problems``."""
+    names = columns(frame)
+    flag_names = names[len(COLUMNS):]
+    values = list(zip(*(frame[c].tolist() for c in names)))
+    row_splits, keys, boxes = [], [], []
+    for rid, row in zip(row_ids, values):
+        split, uri, label, *box = row[:len(COLUMNS)]
+        try:
+            row_splits.append(splits.canonical(split))
+        except splits.UnknownSplit as e:
+            problems.add(rid, "split", split, str(e))
+            row_splits.append(None)
+        if labels.is_null(uri):
+            problems.add(rid, "image_uri", None, "empty image URI")
+            keys.append(None)
+            boxes.append(None)
+            continue
+        keys.append(uri.strip())
+        found = _box(rid, label, box, problems)
+        if found is not None:
+            found += (_flags(rid, flag_names, row[len(COLUMNS):], problems),)
+        boxes.append(found)
+    for rid, b in zip(row_ids, boxes):
+        if b and b[0] is not None and b[0] not in index:
+            problems.add(rid, "label", b[0], "label not in label_vocabulary")
+    jsonable = [tuple(labels.jsonable(v) for v in row) for row in values]
+    return row_splits, keys, boxes, jsonable
+
+
+def record(members: Sequence[int], boxes: Sequence, index: Mapping[str, int],
+           names: Sequence[str] = COLUMNS):
+    """The features and label ids of one image's record from its rows' boxes (in row
+    order; boxes whose label has no id are left out); ``names``: the table's columns."""
+    found = [boxes[i] for i in members if boxes[i] is not None and boxes[i][0] in index]
+    ids = tuple(index[b[0]] for b in found)
+    features = {
+        BBOX: example.float_feature([c for b in found for c in b[1]]),
+        LABEL: example.int64_feature(ids),
+    }
+    for k, name in enumerate(names[len(COLUMNS):]):
+        features[BOX_FLAGS[name]] = example.int64_feature([b[2][k] for b in found])
+    return features, ids
+
+
+def feature_specs(names: Sequence[str] = COLUMNS) -> dict[str, FeatureSpec]:
+    """Every feature a detection record of a table with columns ``names`` holds."""
+    features = layout.image_feature_specs()
+    features[BBOX] = FeatureSpec(example.FLOAT, [-1, 4], "bbox")
+    features[LABEL] = FeatureSpec(example.INT64, None, "label")
+    for name in names[len(COLUMNS):]:
+        features[BOX_FLAGS[name]] = FeatureSpec(example.INT64, None, "feature")
+    return features
+
+
+def _flags(rid, names: Sequence[str], values: Sequence, problems: Problems) -> tuple:
+    """The BOX_FLAGS values of one box, 0 or 1 each (a missing one is 0)."""
+    out = []
+    for name, v in zip(names, values):
+        flag = (0 if labels.is_null(v) else int(v) if isinstance(v, bool)
+                else labels.as_whole_number(v))
+        if flag not in (0, 1):
+            problems.add(rid, name, labels.jsonable(v), "not 0 or 1")
+            flag = 0
+        out.append(flag)
+    return tuple(out)
+
+
+def _box(rid, label, box, problems: Problems):
+    """``(label name or None, (ymin, xmin, ymax, xmax))`` of one row, or None without a box."""
+    if all(b is None for b in box):
+        if not labels.is_null(label):
+            problems.add(rid, "label", label, "a label without a box")
+        return None
+    if labels.is_null(label):
+        problems.add(rid, "label", None, "a box without a label")
+    elif labels.has_line_break(labels.name_of(label)):
+        problems.add(rid, "label", label, labels.LINE_BREAK)
+    x_min, y_min, x_max, y_max = box
+    for name, v in zip(("x_min", "y_min", "x_max", "y_max"), box):
+        if not 0.0 <= v <= 1.0:
+            problems.add(rid, name, v, "relative coordinate outside [0, 1]")
+    if x_min > x_max:
+        problems.add(rid, "x_min", x_min, f"x_min is above x_max ({x_max})")
+    if y_min > y_max:
+        problems.add(rid, "y_min", y_min, f"y_min is above y_max ({y_max})")
+    return (labels.name_of(label) if not labels.is_null(label) else None,
+            (y_min, x_min, y_max, x_max))
