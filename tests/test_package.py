@@ -214,6 +214,18 @@ def test_no_module_imports_itself_back():
         sorted(cycles))
 
 
+@pytest.mark.slow
+def test_the_version_is_one_value(tmp_path):
+    from tfrecorder import _runners as runners, _version
+
+    root = pathlib.Path(tfrecorder.__file__).parent.parent
+    said = subprocess.run([sys.executable, "setup.py", "--version"], cwd=root,
+                          capture_output=True, text=True, check=True).stdout.split()[-1]
+    assert tfrecorder.__version__ == _version.__version__ == said
+    assert pathlib.Path(runners.build_wheel(str(tmp_path))).name == (
+        f"{runners.DISTRIBUTION.replace('-', '_')}-{said}-py3-none-any.whl")
+
+
 def test_only_the_runner_code_imports_beam():
     # Reading, checking, planning, staging and writing need no Beam: only the job's
     # steps (pipeline) and running them (runners) import it, anywhere in their source.

@@ -50,10 +50,9 @@ from tfrecorder._read import read
 from tfrecorder._report import Report, report
 from tfrecorder._result import ConversionResult, DataflowJob
 from tfrecorder._sources import create_image_csv
+from tfrecorder._version import __version__
 from tfrecorder._versions import versions
 from tfrecorder._vertex import from_vertex
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",

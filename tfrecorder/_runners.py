@@ -682,7 +682,7 @@ DISTRIBUTION = "tfrecorder-tables"
 def build_wheel(dest_dir: str) -> str:
     """Writes ``tfrecorder_tables-<version>-py3-none-any.whl`` into ``dest_dir``; returns
     its path."""
-    from tfrecorder import __version__ as version
+    from tfrecorder._version import __version__ as version
 
     package_dir = os.path.dirname(os.path.abspath(__file__))
     stem = f"{DISTRIBUTION.replace('-', '_')}-{version}"
