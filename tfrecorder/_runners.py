@@ -315,7 +315,7 @@ class Run:
         pipeline options of the user's: its steps run here without starting Beam
         (``steps.run_here``), whose start-up costs more than a small update's work."""
         return (self.update and self.opts.runner == "DirectRunner" and self.workers == 1
-                and not self.opts.pipeline_options and WITHOUT_BEAM)
+                and not self.opts.pipeline_options)
 
     @property
     def output_dir(self) -> str:
@@ -433,10 +433,6 @@ def run_dataflow(run: Run, lock: output.Lock):
 
 
 # --- DirectRunner ---------------------------------------------------------------------
-
-#: Whether an update small enough to run in this process skips Beam (Run.without_beam).
-WITHOUT_BEAM = True
-
 
 def run_direct(run: Run) -> str:
     """Runs the conversion from this process (the DirectRunner, or any Beam runner but
