@@ -82,6 +82,22 @@ def test_the_public_surface_is_what_is_documented():
         reachable - set(tfrecorder.__all__) - _public_modules())
 
 
+def test_access_lists_every_name_the_docs_use_of_it():
+    # tfrecorder.access is public under its own name: its __all__ is what the docs use
+    # of it (tfrecorder.access.Reader, access.part, from tfrecorder.access import ...).
+    from tfrecorder import access
+
+    docs = _documentation()
+    used = set(re.findall(r"\baccess\.([A-Za-z]\w*)", docs)) - {"py", "md"}
+    for names in re.findall(r"from tfrecorder\.access import \(?([\w, ]+)", docs):
+        used |= {n.strip() for n in names.split(",") if n.strip()}
+    assert "Reader" in used and "shard_order" in used
+    assert access.__all__ == sorted(access.__all__)
+    assert set(access.__all__) == used, (used - set(access.__all__), set(access.__all__) - used)
+    for name in access.__all__:
+        assert getattr(access, name).__module__ == "tfrecorder.access", name
+
+
 def test_internal_modules_stay_internal_in_the_docs():
     # The docs' Python blocks import public names only.
     for block in re.findall(r"```python\n(.*?)```", _documentation(), re.S):

@@ -48,6 +48,7 @@ from tfrecorder import (
     _storage as storage, _view)
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 
+__all__ = ["Reader", "part", "permutation", "shard_order", "values"]
 
 
 class Reader:
