@@ -8,7 +8,6 @@ import re
 import pytest
 
 import tfrecorder
-from tfrecorder import _metadata as metadata
 from tests.conftest import SAMPLES, read_split, timeless
 
 
