@@ -1,10 +1,17 @@
+import re
+
 from setuptools import find_packages, setup
+
+# One version, tfrecorder/_version.py's, read as text: setup.py must not import the
+# package (its dependencies may not be installed yet).
+with open("tfrecorder/_version.py", encoding="utf-8") as f:
+    VERSION = re.search(r'^__version__ = "([^"]+)"$', f.read(), re.M).group(1)
 
 setup(
     # The import name is tfrecorder; the package index's "tfrecorder" is another project
     # (Google's TFRecorder, archived), so the distribution has a name of its own.
     name="tfrecorder-tables",
-    version="0.1.0",
+    version=VERSION,
     description="Convert image and tabular datasets (CSV or pandas) to sharded TFRecord files, and load them back.",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

@@ -12,7 +12,7 @@ and the file system synced first:
 
 - ``before``: ``tfrecorder convert`` of the package at ``--before`` (no report);
 - ``before tuned``: the same with two changes this package made since, to Beam's state
-  sampler and to the command's cycle collector (``SAMPLER_TICK_MS``, ``freeze_survivors``):
+  sampler and to the command's cycle collector (``--beam-sampler-ms``, ``freeze_survivors``):
   the like of ``report`` but for what this release adds;
 - ``no report``: this package's with the report's own work left out (``NO_REPORT``:
   no digests, nothing keyed for the matching), for the measurement only;
@@ -77,17 +77,18 @@ def main() -> None:
         return lambda out: ["env", f"PYTHONPATH={package}", sys.executable, "-m", "tfrecorder",
                             "convert", args.csv, out, "--overwrite", *flags]
 
-    def patched(package: str, code: str):
+    def patched(package: str, code: str, *flags: str):
         # ``package``'s command, ``code`` run first in its process
         snippet = f"import runpy, sys\n{code}\nsys.argv[0] = 'tfrecorder'\n" \
                   "runpy.run_module('tfrecorder', run_name='__main__')\n"
-        return lambda out: [*convert(package)(out)[:3], "-c", snippet,
-                            *convert(package)(out)[5:]]
+        return lambda out: [*convert(package, *flags)(out)[:3], "-c", snippet,
+                            *convert(package, *flags)(out)[5:]]
 
     def tuned(tick: int, freeze: bool) -> str:
         # Beam's state sampler ticking at most every ``tick`` ms and, with ``freeze``,
         # what survives a full collection frozen, whatever the package itself does
-        # (tfrecorder/_runners.short_sampler_ticks, tfrecorder/_cli.freeze_survivors)
+        # (tfrecorder/_runners.short_sampler_ticks, tfrecorder/_cli.freeze_survivors);
+        # ``SAMPLER_TICK_MS`` is where packages before ``beam_sampler_ms`` read it.
         # The callback is registered where the command registers its own: once the
         # package is imported (pandas with it), before Beam is.
         return ("import gc\n"
@@ -104,14 +105,14 @@ def main() -> None:
                 "from apache_beam.runners.worker import statesampler\n"
                 f"statesampler.StateSampler.__init__.__defaults__ = ({tick},)")
 
-    from tfrecorder._writer.runners import SAMPLER_TICK_MS
+    short_ticks = 20  # the command's --beam-sampler-ms
 
     writers = {
         "before": convert(args.before),
-        "before tuned": patched(args.before, tuned(SAMPLER_TICK_MS, True)),
+        "before tuned": patched(args.before, tuned(short_ticks, True)),
         "no report": patched(ROOT, NO_REPORT),
         "report": convert(ROOT),
-        "report untuned": patched(ROOT, tuned(200, False)),
+        "report untuned": patched(ROOT, tuned(200, False), "--beam-sampler-ms", "200"),
         "near": convert(ROOT, "--near-duplicates"),
         "near before": convert(args.before, "--near-duplicates"),
         "sized before": convert(args.before, *sized),

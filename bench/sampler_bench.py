@@ -1,12 +1,12 @@
 """What Beam's state sampler costs a conversion in this process, and what the shorter
-ticks tfrecorder sets while its pipeline runs (``_runners.short_sampler_ticks``) give.
+ticks of ``beam_sampler_ms`` (``_runners.short_sampler_ticks``) give.
 
     python bench/make_corpus.py /tmp/corpus --images 10000
     python bench/sampler_bench.py /tmp/corpus/data.csv [--runs 10]
 
 One process converts the CSV ``2 * runs + 1`` times (the first, a warm-up, is not
-counted), alternating Beam's own ticks (at most 200 ms; ``SAMPLER_TICK_MS`` set to 200
-for the run) with tfrecorder's (at most ``SAMPLER_TICK_MS``), the output folder removed
+counted), alternating Beam's own ticks (at most 200 ms; ``beam_sampler_ms=None``) with
+shorter ones (``--short``, 20 ms by default: the command's), the output folder removed
 and the file system synced before each. Prints both series of walls, their medians,
 the median of the per-pair ratios (short / Beam's) and the ratio of the medians.
 """
@@ -25,22 +25,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", help="data.csv made by bench/make_corpus.py")
     ap.add_argument("--runs", type=int, default=10, help="conversions of each kind")
+    ap.add_argument("--short", type=int, default=20, help="the shorter ticks, ms (default: 20)")
     ap.add_argument("--work", default=None, help="folder for the output (default: a temp dir)")
     args = ap.parse_args()
 
     import tfrecorder
-    from tfrecorder._writer import runners
 
-    short = runners.SAMPLER_TICK_MS
+    short = args.short
     out = os.path.join(args.work or tempfile.mkdtemp(prefix="tfr-sampler-"), "out")
     walls: dict[int, list[float]] = {200: [], short: []}
 
     def convert(tick: int) -> float:
         shutil.rmtree(out, ignore_errors=True)
         os.sync()
-        runners.SAMPLER_TICK_MS = tick
         start = time.perf_counter()
-        tfrecorder.convert(args.csv, out, progress=False)
+        tfrecorder.convert(args.csv, out, progress=False,
+                           beam_sampler_ms=None if tick == 200 else tick)
         return time.perf_counter() - start
 
     try:
@@ -50,7 +50,6 @@ def main() -> None:
                 walls[tick].append(convert(tick))
                 print(f"run {i + 1} ticks <= {tick:3d} ms  {walls[tick][-1]:6.3f} s", flush=True)
     finally:
-        runners.SAMPLER_TICK_MS = short
         shutil.rmtree(out, ignore_errors=True)
     print(f"\n{args.runs} conversions each, in one process:")
     for tick, ws in walls.items():

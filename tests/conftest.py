@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -236,12 +237,37 @@ def docs_snippets(doc: str, heading: str) -> list[str]:
     return blocks
 
 
-def validate(frame, row_ids, schema, *, base_dir=None, **kw):
-    """A table in memory checked as a conversion checks it (``spill.validate``)."""
-    from tfrecorder._inputs import sources, spill
+@dataclasses.dataclass
+class Checked:
+    """A table checked and grouped as a conversion checks it, its records in memory."""
 
-    return spill.validate(sources.Table(frame, list(row_ids), base_dir, "dataframe"), schema,
-                          **kw)
+    rows: list                               # plan.Row, split by split, in spill order
+    columns: tuple[str, ...]                 # names of Row.values
+    features: dict                           # every feature an Example holds
+    vocabularies: dict[str, list[str]]       # feature -> names (line i = id i)
+
+
+def check_table(source, schema, header="infer", names=None, **kw) -> Checked:
+    """``source`` checked exactly as a conversion checks it (``spill.read``, which takes
+    ``kw``), its records read back from the spill: what a conversion would write."""
+    from tfrecorder._folder import layout
+    from tfrecorder._inputs import spill
+
+    spilled = spill.read(source, schema, header, names, **kw)
+    try:
+        rows = [row for split in sorted(spilled.counts, key=layout.split_order)
+                for row in spilled.rows(split)]
+    finally:
+        spilled.remove()
+    return Checked(rows, spilled.columns, spilled.features, spilled.vocabularies)
+
+
+def validate(frame, row_ids, schema, *, base_dir=None, **kw) -> Checked:
+    """A table in memory checked as a conversion checks it (``check_table``)."""
+    from tfrecorder._inputs import sources
+
+    return check_table(sources.Table(frame, list(row_ids), base_dir, "dataframe"), schema,
+                       **kw)
 
 
 def stage_rows(rows, folder, *, name="d", num_shards=1, seed=0):

@@ -12,7 +12,7 @@ from tfrecorder._writer import example
 from tfrecorder._inputs import spill, splits
 from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA
 from tfrecorder.access import Reader
-from tests.conftest import encode
+from tests.conftest import check_table, encode
 
 SIZES = [(40, 30), (20, 50), (32, 32), (16, 24)]  # width, height of each image
 
@@ -161,7 +161,7 @@ def test_file_names_start_from_images_dir_else_the_json_files_folder(tmp_path):
 def test_a_file_without_splits_is_split_as_unassigned_rows_are(tmp_path):
     _images(tmp_path)
     src = _write(tmp_path / "instances.json", _coco(ANNOTATIONS))
-    checked = spill.validate(src, IMAGE_CSV_SCHEMA)
+    checked = check_table(src, IMAGE_CSV_SCHEMA)
     where = {os.path.basename(r.image_uri): r.split for r in checked.rows}
     assert len(where) == 4
     for name, split in where.items():
@@ -213,7 +213,7 @@ def test_a_box_ending_a_rounding_past_the_images_edge_is_cut_at_it(tmp_path):
     # the tool that wrote the file rounded: x + width is 40.005 on an image 40 wide
     src = _write(tmp_path / "instances.json",
                  _coco([_ann(1, 100, 1, [0.1, 0.2, 39.905, 29.8])]))
-    (row,) = [r for r in spill.validate(src, IMAGE_CSV_SCHEMA).rows if r.labels]
+    (row,) = [r for r in check_table(src, IMAGE_CSV_SCHEMA).rows if r.labels]
     _, box = example.parse(example.serialize(row.features))["objects/bbox"]
     assert box == pytest.approx([0.2 / 30, 0.1 / 40, 30 / 30, 1.0])  # xmax cut at 1
     past = _write(tmp_path / "past.json", _coco([_ann(1, 100, 1, [0.1, 0.2, 39.92, 29.8])]))
@@ -338,15 +338,15 @@ def test_files_that_are_not_coco(tmp_path, text, message):
     path = tmp_path / "x.json"
     path.write_text(text)
     with pytest.raises(tfrecorder.SchemaError, match=message):
-        spill.validate(str(path), IMAGE_CSV_SCHEMA)
+        check_table(str(path), IMAGE_CSV_SCHEMA)
 
 
 def test_a_dict_source_names_splits_and_coco_files(tmp_path):
     src = _write(tmp_path / "a.json", _coco([]))
     with pytest.raises(tfrecorder.ConfigError, match="give each file's split"):
-        spill.validate({"holdout": src}, IMAGE_CSV_SCHEMA)
+        check_table({"holdout": src}, IMAGE_CSV_SCHEMA)
     with pytest.raises(tfrecorder.ConfigError, match="COCO .json file"):
-        spill.validate({"train": str(tmp_path / "a.csv")}, IMAGE_CSV_SCHEMA)
+        check_table({"train": str(tmp_path / "a.csv")}, IMAGE_CSV_SCHEMA)
     with pytest.raises(tfrecorder.ConfigError, match="leave schema= and names= out"):
         tfrecorder.convert(src, str(tmp_path / "o"), schema={"image_uri": "ImageUri"})
     with pytest.raises(tfrecorder.ConfigError, match="a folder per split is for COCO files"):

@@ -8,7 +8,6 @@ import re
 import pytest
 
 import tfrecorder
-from tfrecorder._folder import metadata
 from tests.conftest import SAMPLES, read_split, timeless
 
 
@@ -174,16 +173,12 @@ def test_dask_runner_names():
         assert tfrecorder.Options(runner=given).runner == "DaskRunner"
 
 
-def test_beams_state_sampler_ticks_short_while_a_conversion_runs_here(tmp_path, monkeypatch):
-    # The bundle that writes the shards would otherwise wait up to 200 ms at its end for
-    # the sampler's sleep (docs/performance.md). Seen from inside the bundle, as Beam
-    # runs it: the tracker of the step that reads the images.
+def _sampling_periods(monkeypatch) -> list[int]:
+    """The state sampler's period as each image is read, seen from inside the bundle as
+    Beam runs it: the tracker of the step that reads the images."""
     from apache_beam.runners.worker import statesampler
     from tfrecorder import _storage as storage
-    from tfrecorder._writer import runners
 
-    beams = statesampler.StateSampler.__init__.__defaults__
-    assert beams == (200,) and runners.SAMPLER_TICK_MS < 200
     periods = []
     read = storage.read_file_stamped
 
@@ -192,12 +187,46 @@ def test_beams_state_sampler_ticks_short_while_a_conversion_runs_here(tmp_path, 
         return read(*args, **kwargs)
 
     monkeypatch.setattr(storage, "read_file_stamped", reading)
+    return periods
+
+
+@pytest.mark.slow
+def test_beams_state_sampler_is_changed_only_when_asked(tmp_path, monkeypatch):
+    # The bundle that writes the shards would otherwise wait up to 200 ms at its end for
+    # the sampler's sleep (docs/performance.md); shorter ticks change Beam's default for
+    # every pipeline of the process while the run lasts, so only a user's choice does it.
+    from apache_beam.runners.worker import statesampler
+
+    beams = statesampler.StateSampler.__init__.__defaults__
+    assert beams == (200,)
+    periods = _sampling_periods(monkeypatch)
     try:
-        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"))
-        assert len(periods) == 36 and set(periods) == {runners.SAMPLER_TICK_MS}
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "beams"))
+        assert len(periods) == 36 and set(periods) == {200}
+        periods.clear()
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "asked"),
+                           beam_sampler_ms=20)
+        assert len(periods) == 36 and set(periods) == {20}
         assert statesampler.StateSampler.__init__.__defaults__ == beams  # put back after
     finally:
         statesampler.StateSampler.__init__.__defaults__ = beams
+
+
+@pytest.mark.parametrize("given", [0, -5, 2.5, "20", True])
+def test_a_sampler_period_that_is_no_whole_number_of_ms_is_refused(given):
+    with pytest.raises(tfrecorder.ConfigError, match=re.escape(
+            f"beam_sampler_ms={given!r}; use a whole number of milliseconds from 1")):
+        tfrecorder.Options(beam_sampler_ms=given)
+
+
+def test_the_command_asks_for_short_sampler_ticks_in_its_own_process():
+    from tfrecorder import _cli as cli
+
+    parser = cli.build_parser()
+    assert tfrecorder.Options().beam_sampler_ms is None
+    assert parser.parse_args(["convert", "a.csv", "out"]).beam_sampler_ms == 20
+    assert parser.parse_args(["convert", "a.csv", "out", "--beam-sampler-ms", "50"]
+                             ).beam_sampler_ms == 50
 
 
 def test_a_beam_whose_sampler_takes_its_period_otherwise_is_left_as_it_is(monkeypatch):
@@ -209,28 +238,35 @@ def test_a_beam_whose_sampler_takes_its_period_otherwise_is_left_as_it_is(monkey
             pass
 
     monkeypatch.setattr(statesampler, "StateSampler", Other)
-    with short_sampler_ticks():
+    with short_sampler_ticks(20):
         assert Other.__init__.__defaults__ == (300,)
     assert Other.__init__.__defaults__ == (300,)
 
 
-def test_the_samplers_period_is_put_back_by_the_last_run_in_progress_failed_or_not():
+def test_the_samplers_period_is_the_least_asked_and_put_back_by_the_last_run():
     from apache_beam.runners.worker import statesampler
-    from tfrecorder._writer.runners import SAMPLER_TICK_MS, short_sampler_ticks
+    from tfrecorder._writer.runners import short_sampler_ticks
 
     init = statesampler.StateSampler.__init__
     beams = init.__defaults__
     try:
-        first, second = short_sampler_ticks(), short_sampler_ticks()
-        first.__enter__()
+        first, second = short_sampler_ticks(20), short_sampler_ticks(50)
         second.__enter__()
+        assert init.__defaults__ == (50,)
+        first.__enter__()
+        assert init.__defaults__ == (20,)
         first.__exit__(None, None, None)  # runs in two threads: the first ends first
-        assert init.__defaults__ == (SAMPLER_TICK_MS,)
+        assert init.__defaults__ == (50,)
         with pytest.raises(RuntimeError):
-            with short_sampler_ticks():
+            with short_sampler_ticks(10):
+                assert init.__defaults__ == (10,)
                 raise RuntimeError("a run that fails")
-        assert init.__defaults__ == (SAMPLER_TICK_MS,)  # the second is still on
+        assert init.__defaults__ == (50,)  # the second is still on
+        with short_sampler_ticks(500):  # never longer than Beam's own
+            assert init.__defaults__ == (50,)
         second.__exit__(None, None, None)
         assert init.__defaults__ == beams
+        with short_sampler_ticks(500):
+            assert init.__defaults__ == beams
     finally:  # the rest of the session's conversions as Beam has them
         init.__defaults__ = beams

@@ -9,7 +9,7 @@ import pytest
 import tfrecorder
 from tfrecorder._inputs import labels, schema, spill
 from tfrecorder._folder import metadata, output
-from tests.conftest import SAMPLES, encode, timeless
+from tests.conftest import SAMPLES, check_table, encode, timeless
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_grouped_records_come_in_the_order_of_their_images_first_rows(tmp_path, 
         (paths[i], "extra") for i in (11, 0, 6, 3)]
     df = pd.DataFrame({"split": "TRAIN", "image_uri": [p for p, _ in rows],
                        "label": [v for _, v in rows]})
-    checked = spill.validate(df, schema.IMAGE_CSV_SCHEMA, multi_label=True)
+    checked = check_table(df, schema.IMAGE_CSV_SCHEMA, multi_label=True)
     assert [r.row for r in checked.rows] == list(range(12))
     assert [r.merged for r in checked.rows if r.merged] == [
         ((13, ("TRAIN", paths[0], "extra")),), ((15, ("TRAIN", paths[3], "extra")),),

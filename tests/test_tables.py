@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import tfrecorder
 from tfrecorder._inputs import schema as schemas
 from tfrecorder._inputs import spill
-from tests.conftest import encode
+from tests.conftest import Checked, check_table, encode
 
 
 @pytest.fixture(scope="module")
@@ -92,13 +92,13 @@ cell = st.one_of(st.none(), st.just(float("nan")), st.text(max_size=8), st.integ
                  st.sampled_from(["TRAIN", "test", "Validate", "UNASSIGNED", "", "cat", "1.0"]))
 
 
-def _checked(source) -> spill.Checked:
+def _checked(source) -> Checked:
     """``source`` checked as ``convert`` checks it: ``spill.read`` (``sources.chunks``,
     then ``validation.check_columns`` on each chunk), its records in memory."""
-    return spill.validate(source, schemas.IMAGE_CSV_SCHEMA)
+    return check_table(source, schemas.IMAGE_CSV_SCHEMA)
 
 
-def _in_tiny_chunks(source) -> spill.Checked:
+def _in_tiny_chunks(source) -> Checked:
     """The same, two rows a chunk and two images a bucket."""
     sizes = spill.CHUNK_ROWS, spill.BUCKET_ROWS
     spill.CHUNK_ROWS = spill.BUCKET_ROWS = 2
@@ -108,7 +108,7 @@ def _in_tiny_chunks(source) -> spill.Checked:
         spill.CHUNK_ROWS, spill.BUCKET_ROWS = sizes
 
 
-def _checked_both_ways(source) -> spill.Checked:
+def _checked_both_ways(source) -> Checked:
     """``source`` checked in one chunk and in chunks of two rows: the same rows, or a
     SchemaError each with the same problems. Returns the first Checked; raises its
     SchemaError."""

@@ -8,10 +8,10 @@ import os
 import pytest
 
 import tfrecorder
-from tfrecorder._inputs import sources, spill, splits, vertex
+from tfrecorder._inputs import sources, splits, vertex
 from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA
 from tfrecorder.access import Reader
-from tests.conftest import encode
+from tests.conftest import check_table, encode
 
 ML_USE = "aiplatform.googleapis.com/ml_use"
 
@@ -60,7 +60,7 @@ def _label_names(out, key="label"):
 
 def _problems(source, **kw):
     with pytest.raises(tfrecorder.SchemaError) as e:
-        spill.validate(source, IMAGE_CSV_SCHEMA, **kw)
+        check_table(source, IMAGE_CSV_SCHEMA, **kw)
     return {(p.row, p.column): p for p in e.value.problems}
 
 
@@ -299,11 +299,11 @@ def test_an_empty_file_and_a_pattern_matching_nothing_are_errors(tmp_path):
     empty = _jsonl(tmp_path / "empty.jsonl", [])
     assert "no lines" in str(_problems(empty))
     with pytest.raises(tfrecorder.ConfigError, match="matches no file"):
-        spill.validate(str(tmp_path / "nothing-*.jsonl"), IMAGE_CSV_SCHEMA)
+        check_table(str(tmp_path / "nothing-*.jsonl"), IMAGE_CSV_SCHEMA)
     csv = tmp_path / "t.csv"
     csv.write_text("TRAIN,a.jpg,cat\n")
     with pytest.raises(tfrecorder.ConfigError, match="not a JSON Lines file"):
-        spill.validate([str(csv)], IMAGE_CSV_SCHEMA)
+        check_table([str(csv)], IMAGE_CSV_SCHEMA)
 
 
 # --- a Vertex AI custom training job ---------------------------------------------------
@@ -329,7 +329,7 @@ def test_from_vertex_takes_each_aip_pattern_as_its_split(tmp_path):
     assert source.files == ((env["AIP_TRAINING_DATA_URI"], "train"),
                             (env["AIP_VALIDATION_DATA_URI"], "validation"),
                             (env["AIP_TEST_DATA_URI"], "test"))
-    checked = spill.validate(source, IMAGE_CSV_SCHEMA)
+    checked = check_table(source, IMAGE_CSV_SCHEMA)
     by_split = {}
     for row in checked.rows:
         by_split.setdefault(row.split, []).append(os.path.basename(row.image_uri))

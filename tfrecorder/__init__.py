@@ -50,10 +50,9 @@ from tfrecorder._readers.read import read
 from tfrecorder._report.findings import Report, report
 from tfrecorder._writer.result import ConversionResult, DataflowJob
 from tfrecorder._inputs.sources import create_image_csv
+from tfrecorder._version import __version__
 from tfrecorder._folder.versions import versions
 from tfrecorder._inputs.vertex import from_vertex
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",

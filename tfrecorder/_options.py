@@ -235,6 +235,18 @@ class Options:
         cli={"flags": ["--no-progress"], "action": "store_false", "default": None}, doc=(
             "a progress bar of a local run (rows done of total, rate, time left); `None` "
             "shows it on a terminal or in a notebook only, `False` never"))
+    beam_sampler_ms: int | None = _option(
+        None, "longest sleep (ms) of Beam's state sampler while the DirectRunner runs a "
+        "conversion in this process; it holds for every Beam pipeline of the process "
+        "meanwhile. Unset: Beam's own (200 ms); the command sets 20",
+        cli={"type": int, "metavar": "MS", "default": 20}, doc=(
+            "the longest sleep, in ms, of Beam's state sampler while the DirectRunner runs "
+            "the conversion in this process: Beam waits for that sleep at the end of each "
+            "bundle, up to 200 ms. Beam has no option for it, so the default of its "
+            "sampler's constructor is changed for the process while the run lasts, and "
+            "every other Beam pipeline running in the process meanwhile ticks so too. "
+            "`None` leaves Beam as it is; `tfrecorder convert` sets 20 (it owns its "
+            "process). See [runners.md](runners.md#beams-state-sampler)"))
 
     def __post_init__(self):
         object.__setattr__(self, "runner", _runner_name(self.runner))
@@ -310,6 +322,10 @@ class Options:
             object.__setattr__(self, "split_fractions", splits.check_fractions(self.split_fractions))
         except (ValueError, TypeError, AttributeError) as e:
             raise ConfigError(str(e)) from None
+        ms = self.beam_sampler_ms
+        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, int) or ms < 1):
+            raise ConfigError(f"beam_sampler_ms={ms!r}; use a whole number of milliseconds "
+                              f"from 1, e.g. 20, or None to leave Beam's sampler as it is")
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "Options":

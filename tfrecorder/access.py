@@ -49,6 +49,7 @@ from tfrecorder._writer import example, records
 from tfrecorder._folder import layout, view as _view
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 
+__all__ = ["Reader", "part", "permutation", "shard_order", "values"]
 
 
 class Reader:

@@ -126,30 +126,6 @@ def subset(table: Spilled, picked: dict, look: bool = False) -> Spilled:
     return writer.spilled(table.columns, table.features, table.vocabularies, rows_in)
 
 
-@dataclasses.dataclass
-class Checked:
-    """A table checked and grouped, its records in memory: what ``validate`` gives."""
-
-    rows: list[Row]                          # split by split, in spill order
-    columns: tuple[str, ...]                 # names of Row.values
-    features: dict                           # every feature an Example holds
-    vocabularies: dict[str, list[str]]       # feature -> names (line i = id i)
-
-
-def validate(source, schema, header="infer", names=None, *, label_vocabulary=None,
-             split_fractions=splits.DEFAULT_FRACTIONS, multi_label=None) -> Checked:
-    """``source`` checked exactly as a conversion checks it (``read``), with its records
-    in memory: for small tables and for looking at what a conversion would write."""
-    spilled = read(source, schema, header, names, label_vocabulary=label_vocabulary,
-                   split_fractions=split_fractions, multi_label=multi_label)
-    try:
-        rows = [row for split in sorted(spilled.counts, key=layout.split_order)
-                for row in spilled.rows(split)]
-    finally:
-        spilled.remove()
-    return Checked(rows, spilled.columns, spilled.features, spilled.vocabularies)
-
-
 class _Writer:
     """Appends Blocks to the split files of a new spill folder, counting rows and
     keeping the first rows of each split as its sample; with ``look``, also where the

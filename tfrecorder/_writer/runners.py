@@ -315,7 +315,7 @@ class Run:
         pipeline options of the user's: its steps run here without starting Beam
         (``steps.run_here``), whose start-up costs more than a small update's work."""
         return (self.update and self.opts.runner == "DirectRunner" and self.workers == 1
-                and not self.opts.pipeline_options and WITHOUT_BEAM)
+                and not self.opts.pipeline_options)
 
     @property
     def output_dir(self) -> str:
@@ -434,10 +434,6 @@ def run_dataflow(run: Run, lock: output.Lock):
 
 # --- DirectRunner ---------------------------------------------------------------------
 
-#: Whether an update small enough to run in this process skips Beam (Run.without_beam).
-WITHOUT_BEAM = True
-
-
 def run_direct(run: Run) -> str:
     """Runs the conversion from this process (the DirectRunner, or any Beam runner but
     Dataflow), with a progress bar where one shows."""
@@ -497,7 +493,8 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
         try:
             # The pipeline runs when ``p`` exits, inside the other context.
             with (dask_in_notebooks() if name == "DaskRunner"
-                  else short_sampler_ticks() if name == "DirectRunner"
+                  else short_sampler_ticks(run.opts.beam_sampler_ms)
+                  if name == "DirectRunner" and run.opts.beam_sampler_ms is not None
                   else contextlib.nullcontext()), p:
                 pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec,
                                progress_dir, kept=run.kept)
@@ -595,28 +592,28 @@ def _remove_local_tempdir(p) -> None:
     shutil.rmtree(getattr(p, "local_tempdir", ""), ignore_errors=True)
 
 
-#: The longest sleep (ms) of Beam's state sampler while our pipeline runs in this process.
-SAMPLER_TICK_MS = 20
 _sampler = threading.Lock()
-_sampler_runs = 0  # runs in progress inside short_sampler_ticks
+_sampler_asked: list[int] = []  # the periods asked by the runs in progress
 _sampler_beams: tuple = ()  # Beam's own default, while they run
 
 
 @contextlib.contextmanager
-def short_sampler_ticks():
-    """Beam's state sampler ticks at most every ``SAMPLER_TICK_MS`` while this runs.
+def short_sampler_ticks(ms: int):
+    """Beam's state sampler ticks at most every ``ms`` while this runs (the user's
+    ``beam_sampler_ms``).
 
     Each bundle Beam runs in this process starts a thread that samples which step is
     running, sleeping 2 ms between samples at first, then 1.2 times longer each time, up
     to 200 ms; when the bundle ends, Beam waits for that sleep to end. The conversion's
     writing step lasts about a second, by which time the sleep is 200 ms: it waited 0 to
     200 ms for nothing, 100 ms on average (docs/performance.md). Beam has no option for
-    the period: the default of ``StateSampler``'s constructor is set for the run and put
-    back by the last of the runs in progress. A Beam whose sampler takes its period some
-    other way is left as it is. Worker processes (``num_workers`` > 1, Dataflow) keep
-    Beam's period.
+    the period: the default of ``StateSampler``'s constructor is set for the run, to the
+    least period the runs in progress asked for, and put back by the last of them. That
+    changes it for every pipeline of the process meanwhile, which is why it is only done
+    when asked. A Beam whose sampler takes its period some other way is left as it is.
+    Worker processes (``num_workers`` > 1, Dataflow) keep Beam's period.
     """
-    global _sampler_runs, _sampler_beams
+    global _sampler_beams
     try:
         from apache_beam.runners.worker import statesampler
         init = statesampler.StateSampler.__init__
@@ -627,18 +624,18 @@ def short_sampler_ticks():
         known = False
     if known:
         with _sampler:
-            if _sampler_runs == 0:
+            if not _sampler_asked:
                 _sampler_beams = init.__defaults__
-                init.__defaults__ = (min(SAMPLER_TICK_MS, _sampler_beams[0]),)
-            _sampler_runs += 1
+            _sampler_asked.append(ms)
+            init.__defaults__ = (min(*_sampler_asked, _sampler_beams[0]),)
     try:
         yield
     finally:
         if known:
             with _sampler:
-                _sampler_runs -= 1
-                if _sampler_runs == 0:
-                    init.__defaults__ = _sampler_beams
+                _sampler_asked.remove(ms)
+                init.__defaults__ = ((min(*_sampler_asked, _sampler_beams[0]),)
+                                     if _sampler_asked else _sampler_beams)
 
 
 def _local_runner(beam_options):
@@ -682,7 +679,7 @@ DISTRIBUTION = "tfrecorder-tables"
 def build_wheel(dest_dir: str) -> str:
     """Writes ``tfrecorder_tables-<version>-py3-none-any.whl`` into ``dest_dir``; returns
     its path."""
-    from tfrecorder import __version__ as version
+    from tfrecorder._version import __version__ as version
 
     package_dir = os.path.dirname(os.path.abspath(__file__))
     stem = f"{DISTRIBUTION.replace('-', '_')}-{version}"
