@@ -42,7 +42,7 @@ from tfrecorder._inspection import Inspection, Verification, check_tfrecords, in
 from tfrecorder._layout import FeatureSpec
 from tfrecorder._loading import Datasets, info, load
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo
-from tfrecorder._options import Options
+from tfrecorder._options import Dataflow, Options
 from tfrecorder._output import build_index, vacuum
 from tfrecorder._compact import compact
 from tfrecorder._preview import Preview, show
@@ -60,6 +60,7 @@ __all__ = [
     "ConversionError",
     "ConversionResult",
     "CorruptRecordError",
+    "Dataflow",
     "DataflowJob",
     "Datasets",
     "FeatureSpec",
