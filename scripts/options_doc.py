@@ -26,7 +26,14 @@ HEADER = f"""\
 `df.tensorflow.to_tfrecord(output_dir, schema=None, **options)` and TFRecorder's
 `df.tensorflow.to_tfr(output_dir, schema=None, runner="DirectRunner", **options)` accept
 the same options, checked before anything runs (`tfrecorder.Options` holds them). An
-unknown or misspelt name is a `ConfigError` with a suggestion.
+unknown or misspelt name is a `ConfigError` with a suggestion. They are given by keyword,
+or all at once as `options=tfrecorder.Options(...)`, as TFDS's `download_and_prepare`
+takes a `DownloadConfig`; an option given by keyword beside `options=` is a
+`ConfigError` (change one with `dataclasses.replace(options, num_shards=8)`). An option
+that means something only beside another (a `dataflow` setting and
+`runner="DataflowRunner"`, `near_distance` and `near_duplicates`, `jpeg_quality` and
+`shorter_side`, `compare` and `mode="update"` or `"append"`) is a `ConfigError` without
+it, naming the option it needs.
 
 """
 

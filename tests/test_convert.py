@@ -382,7 +382,7 @@ def test_to_tfr_takes_tfrecorder_positional_order(tmp_path):
     out = str(tmp_path / "out")
     # output_dir, schema, runner, project, region, wheel, dataflow_options, job_label,
     # compression, num_shards
-    result = df.tensorflow.to_tfr(out, None, "DirectRunner", None, None, None, None, "x",
+    result = df.tensorflow.to_tfr(out, None, "DirectRunner", None, None, None, None, None,
                                   "gzip", 2)
     assert result.shards_per_split["train"] == 2
     assert metadata.read_manifest(out).compression == "gzip"
@@ -519,3 +519,59 @@ def test_unassigned_rows_land_in_the_same_split_however_their_paths_are_written(
     assert len(found["csv"]) == 60 and len(set(found["csv"].values())) == 3
     for name in tables:
         assert found[name] == found["csv"], name
+
+
+def test_one_mode_says_what_happens_to_the_folder(tmp_path):
+    csv = os.path.join(SAMPLES, "data.csv")
+    out = tmp_path / "out"
+    tfrecorder.convert(csv, str(out), num_shards=1)
+    with pytest.raises(tfrecorder.OutputExistsError):
+        tfrecorder.convert(csv, str(out), mode="create")  # the default, named
+    result = tfrecorder.convert(csv, str(out), mode="overwrite", num_shards=2)
+    assert result.shards_per_split["train"] == 2
+    assert tfrecorder.Options(overwrite=True).mode == "overwrite"  # the old spelling
+    for mode in ("update", "append"):
+        with pytest.raises(tfrecorder.ConfigError, match=f"mode='{mode}' and overwrite=True"):
+            tfrecorder.convert(csv, str(out), mode=mode, overwrite=True)
+    with pytest.raises(tfrecorder.ConfigError, match="mode='upsert'.*'create'"):
+        tfrecorder.Options(mode="upsert")
+
+
+def test_options_are_given_as_one_object_or_as_keywords_never_both(tmp_path):
+    csv = os.path.join(SAMPLES, "data.csv")
+    given = tfrecorder.Options(num_shards=1, name="flowers")
+    result = tfrecorder.convert(csv, str(tmp_path / "a"), options=given)
+    assert result.shards_per_split == {"train": 1, "validation": 1, "test": 1}
+    assert metadata.read_manifest(str(tmp_path / "a")).name == "flowers"
+    for extra in ({"num_shards": 2}, {"compression": "gzip"}, {"seed": 1}):
+        with pytest.raises(tfrecorder.ConfigError, match=f"options= and {next(iter(extra))}="):
+            tfrecorder.convert(csv, str(tmp_path / "b"), options=given, **extra)
+    assert not (tmp_path / "b").exists()
+    with pytest.raises(tfrecorder.ConfigError, match="options=.*tfrecorder.Options"):
+        tfrecorder.convert(csv, str(tmp_path / "b"), options={"num_shards": 1})
+
+
+def test_dataflow_settings_are_grouped_and_refused_with_another_runner():
+    grouped = tfrecorder.Options(runner="DataflowRunner", dataflow=tfrecorder.Dataflow(
+        project="my-project", region="us-central1", wait=True))
+    flat = tfrecorder.Options(runner="DataflowRunner", project="my-project",
+                              region="us-central1", wait=True)
+    assert grouped == flat and flat.project == "my-project" and flat.wait
+    for setting in ({"project": "p"}, {"job_label": "x"}, {"wait": True},
+                    {"dataflow": tfrecorder.Dataflow(region="us-central1")}):
+        with pytest.raises(tfrecorder.ConfigError, match="runner='DirectRunner'"):
+            tfrecorder.Options(**setting)
+    with pytest.raises(tfrecorder.ConfigError, match="project= given twice"):
+        tfrecorder.Options(runner="DataflowRunner", project="a",
+                           dataflow=tfrecorder.Dataflow(project="b"))
+
+
+def test_an_option_that_needs_another_is_refused_without_it():
+    for alone, needed in [({"near_distance": 8}, "near_duplicates=True"),
+                          ({"jpeg_quality": 80}, "shorter_side="),
+                          ({"compare": "content"}, "mode='update'")]:
+        with pytest.raises(tfrecorder.ConfigError, match=f"{next(iter(alone))}=.*{needed}"):
+            tfrecorder.Options(**alone)
+    tfrecorder.Options(near_distance=8, near_duplicates=True)
+    tfrecorder.Options(jpeg_quality=80, shorter_side=256)
+    tfrecorder.Options(compare="content", mode="append")

@@ -386,3 +386,19 @@ def test_a_damaged_errors_file_is_shown_as_far_as_it_can_be(tmp_path, image_tabl
                                mode="update")
     assert again.unchanged
     assert "&lt;b&gt;" in again._repr_html_()  # the reason shown as text, escaped
+
+
+def test_the_lock_is_released_however_its_block_ends_unless_handed_on(tmp_path):
+    from tfrecorder._folder import lock as _lock
+
+    lock_file = tmp_path / layout.LOCK
+    for ending in (KeyboardInterrupt, ValueError):
+        with pytest.raises(ending):
+            with _lock.acquire(str(tmp_path), "run-a", "DirectRunner"):
+                assert lock_file.exists()
+                raise ending()
+        assert not lock_file.exists()
+    # A submitted job goes on without this process: its last step removes the lock.
+    with _lock.acquire(str(tmp_path), "run-b", "DataflowRunner", detached=True) as lock:
+        lock.hand_over(job_id="job-1")
+    assert json.loads(lock_file.read_text())["job_id"] == "job-1"

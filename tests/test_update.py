@@ -180,13 +180,13 @@ def test_an_update_writes_only_what_changed_and_keeps_every_version(tf, tmp_path
                                           "train_kept", "train_records"]].values.tolist() == [
         [1, "convert", 9, 0, 0, 9], [2, "update", 3, 3, 6, 9]]
 
-    # check="content" opens every image: the garbage behind unchanged stamps shows.
+    # compare="content" opens every image: the garbage behind unchanged stamps shows.
     # Every row it sends through is garbage: over the error budget (of the whole table),
     # the update fails, and publishes nothing.
     published = (out / "tfrecorder.json").read_bytes()
     with pytest.raises(tfrecorder.ConversionError, match=f"{len(untouched)} of "
                        f"{len(table)} rows were quarantined.*cannot identify image"):
-        tfrecorder.convert(table, str(out), mode="update", check="content")
+        tfrecorder.convert(table, str(out), mode="update", compare="content")
     assert (out / "tfrecorder.json").read_bytes() == published
     assert not (out / "versions" / "00003.json").exists()
     assert tfrecorder.versions(str(out))["version"].tolist() == [1, 2]
@@ -1578,3 +1578,10 @@ def test_a_key_column_compares_the_image_by_where_it_is(tmp_path, monkeypatch):
     result = tfrecorder.convert(table.assign(image_uri=paths), str(out), schema=schema,
                                 key="id", mode="update")
     assert result.unchanged, result.changes
+
+
+def test_check_content_is_the_old_spelling_of_compare_content():
+    with pytest.warns(DeprecationWarning, match='compare="content"'):
+        opts = tfrecorder.Options(mode="update", check="content")
+    assert (opts.compare, opts.check) == ("content", "header")
+    assert tfrecorder.Options(mode="update").compare == "stat"

@@ -238,3 +238,16 @@ def test_beam_flags_still_pass_through(tmp_path, capsys):
                           "--max_num_workers", "4")
     assert code == 0, err
     assert "wrote 36 of 36 rows" in out
+
+
+def test_the_mode_flags_and_a_dataflow_flag_without_its_runner(tmp_path, capsys):
+    csv = os.path.join(SAMPLES, "data.csv")
+    out = str(tmp_path / "out")
+    code, _, err = _cli(capsys, "convert", csv, out, "--overwrite", "--update")
+    assert code == 2 and "mode='update' and overwrite=True" in err
+    code, _, err = _cli(capsys, "convert", csv, out, "--project", "my-project")
+    assert code == 2 and "runner='DirectRunner'" in err and "project='my-project'" in err
+    assert _cli(capsys, "convert", csv, out, "--num-shards", "1")[0] == 0
+    assert _cli(capsys, "convert", csv, out, "--num-shards", "1")[0] == 2  # create: refused
+    assert _cli(capsys, "convert", csv, out, "--mode", "overwrite", "--num-shards", "2")[0] == 0
+    assert len(tfrecorder.info(out).splits["train"].shards) == 2

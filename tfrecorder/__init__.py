@@ -42,7 +42,7 @@ from tfrecorder._readers.inspection import Inspection, Verification, check_tfrec
 from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._readers.loading import Datasets, info, load
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo
-from tfrecorder._options import Options
+from tfrecorder._options import Dataflow, Options
 from tfrecorder._folder.output import build_index, vacuum
 from tfrecorder._folder.compact import compact
 from tfrecorder._readers.preview import Preview, show
@@ -59,6 +59,7 @@ __all__ = [
     "ConversionError",
     "ConversionResult",
     "CorruptRecordError",
+    "Dataflow",
     "DataflowJob",
     "Datasets",
     "FeatureSpec",

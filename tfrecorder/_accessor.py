@@ -17,18 +17,20 @@ class TensorFlowAccessor:
         self._frame = frame
 
     def to_tfrecord(self, output_dir: str = "./tfrecords", *, schema=None, **options):
-        """Converts this DataFrame to TFRecord files; returns a ConversionResult."""
+        """Converts this DataFrame to TFRecord files; returns a ConversionResult. The
+        options are ``convert``'s: keywords (``mode="update"``), or ``options=Options(...)``."""
         from tfrecorder._convert import convert
 
         return convert(self._frame, output_dir, schema=schema, **options)
 
-    def to_tfr(self, output_dir: str, schema=None, runner: str = "DirectRunner",
+    def to_tfr(self, output_dir: str, schema=None, runner: str | None = None,
                project=None, region=None, tfrecorder_wheel=None, dataflow_options=None,
-               job_label=None, compression=None, num_shards=0, **options):
+               job_label=None, compression=None, num_shards=None, **options):
         """TFRecorder's spelling of ``to_tfrecord``, with its positional order.
 
-        The defaults are tfrecorder's (no compression); every other option of
-        ``to_tfrecord`` is accepted by keyword.
+        The defaults are tfrecorder's (the DirectRunner, no compression; None is not
+        given); every other option of ``to_tfrecord``, ``options=`` too, is accepted by
+        keyword.
         """
         return self.to_tfrecord(
             output_dir, schema=schema, runner=runner, project=project, region=region,

@@ -35,9 +35,16 @@ _FLAG_HELP = {
                    "data, 64 MiB to 1 GiB each"),
     "compression": (None, "write gzip-compressed shards (TFDS cannot read them, and "
                     "images do not shrink); the default is uncompressed"),
-    "overwrite": (None, "replace what an earlier conversion wrote in OUTPUT_DIR (other "
-                  "files there are left alone); without it a non-empty OUTPUT_DIR is "
-                  "refused"),
+    "mode": (None, "create: into an empty or new OUTPUT_DIR (the default); overwrite: "
+             "replace what an earlier conversion wrote there; update: write what changed "
+             "since its latest version, as a new version (--update); append: only add "
+             "rows with a new key (--append)"),
+    "overwrite": (None, "--mode overwrite: replace what an earlier conversion wrote in "
+                  "OUTPUT_DIR (other files there are left alone); without it a non-empty "
+                  "OUTPUT_DIR is refused"),
+    "compare": (None, "with --update or --append, how a row's image is found changed: "
+                "stat, by its file's size and modification time (the default); content, "
+                "by the SHA-256 of its bytes"),
     "label_vocabulary": ("FILE", "file of label names, one per line: line i gets id i "
                          "(default: the table's labels, sorted)"),
     "multi_label": (None, "one record per image with every label its rows give, even "
@@ -56,7 +63,8 @@ _FLAG_HELP = {
     "name": ("NAME", "dataset name that starts every shard's file name, "
              "NAME-train.tfrecord-... (default: data)"),
     "check": (None, "header: read each image's header and end (the default); decode: "
-              "decode every image"),
+              "decode every image (content, the old spelling of --compare content, is "
+              "deprecated)"),
     "max_error_fraction": ("F", "fail (exit code 1, nothing published) when more than "
                            "this share of rows is quarantined (default: 0.1); a run that "
                            "writes nothing always fails"),
@@ -127,9 +135,7 @@ def _source(value: str):
 
 
 def _convert_parser(sub) -> None:
-    import dataclasses
-
-    from tfrecorder._options import Options
+    from tfrecorder import _options as options
 
     p = sub.add_parser(
         "convert", help="convert a CSV, image directory, JSON Lines or COCO file to TFRecord files",
@@ -156,12 +162,10 @@ def _convert_parser(sub) -> None:
                    help='JSON file mapping columns to types, e.g. {"split": "SplitKey", '
                         '"image_uri": "ImageUri", "label": "StringLabel"}')
     _verbose(p)
-    # One flag per option, in both spellings (--num-shards and --num_shards).
-    for f in dataclasses.fields(Options):
-        cli = f.metadata["cli"]
-        if cli is None:
-            continue
-        cli = dict(cli)
+    # One flag per option, in both spellings (--num-shards and --num_shards); Dataflow's
+    # settings by their flat names (--project).
+    for f in options.flag_fields():
+        cli = dict(f.metadata["cli"])
         flags = cli.pop("flags", None) or [f"--{f.name.replace('_', '-')}", f"--{f.name}"]
         flags = list(dict.fromkeys(flags + [flag.replace("-", "_").replace("__", "--", 1)
                                             for flag in flags]))
@@ -172,28 +176,37 @@ def _convert_parser(sub) -> None:
         if f.name == "images_dir":
             cli["type"] = _per_split_or_one
         if f.name == "mode":
-            cli["action"] = _OneMode
+            cli.update(action=_OneMode, default=None)  # None: not given, "create"
         if metavar is not None and cli.get("action") is None and "choices" not in cli:
             cli["metavar"] = metavar
         p.add_argument(*flags, dest=f.name, help=text, **cli)
+    p.add_argument("--update", dest="mode", action=_OneMode, const="update",
+                   default=None, help="--mode update: write only the rows that changed "
+                                      "since the folder's latest version, as a new version")
     p.add_argument("--append", dest="mode", action=_OneMode, const="append",
-                   default=None, help="add only the rows whose key the folder's latest "
-                                      "version does not hold, as a new version")
+                   default=None, help="--mode append: add only the rows whose key the "
+                                      "folder's latest version does not hold, as a new "
+                                      "version")
 
 
 class _OneMode(argparse.Action):
-    """``--update`` or ``--append`` (each sets ``mode``), never both."""
+    """``--mode MODE``, ``--update`` or ``--append``: each sets ``mode``, and two that
+    disagree are refused."""
 
-    def __init__(self, option_strings, dest, const=None, default=None, help=None):
-        super().__init__(option_strings, dest, nargs=0, const=const, default=default,
-                         help=help)
+    def __init__(self, option_strings, dest, const=None, default=None, help=None,
+                 choices=None):
+        super().__init__(option_strings, dest, nargs=0 if const else None, const=const,
+                         default=default, choices=choices, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        mode = self.const or values
         given = getattr(namespace, self.dest, None)
-        if given is not None and given != self.const:
-            parser.error(f"{option_string} and --{given} together: give one of them "
-                         "(--update writes what changed, --append only adds new keys)")
-        setattr(namespace, self.dest, self.const)
+        if given is not None and given != mode:
+            parser.error(f"{option_string} {'' if self.const else mode + ' '}and mode "
+                         f"{given} together: give one of them (a mode is given by --mode, --update "
+                         f"or --append; --update writes what changed, --append only adds "
+                         f"new keys)")
+        setattr(namespace, self.dest, mode)
 
 
 def _verbose(parser) -> None:
@@ -203,13 +216,10 @@ def _verbose(parser) -> None:
 
 
 def _run_convert(args, beam_flags) -> int:
-    import dataclasses
-
+    from tfrecorder import _options
     from tfrecorder._convert import convert
-    from tfrecorder._options import Options
 
-    options = {f.name: getattr(args, f.name) for f in dataclasses.fields(Options)
-               if f.metadata["cli"] is not None}
+    options = {f.name: getattr(args, f.name) for f in _options.flag_fields()}
     _check_beam_flags(beam_flags)
     if args.from_vertex:
         from tfrecorder._inputs.vertex import from_vertex

@@ -33,10 +33,11 @@ IN_PROCESS_MAX_ROWS = 20_000
 
 
 def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer", names=None,
-            runner: str = "DirectRunner", project: str | None = None,
+            runner: str | None = None, project: str | None = None,
             region: str | None = None, tfrecorder_wheel: str | None = None,
             dataflow_options=None, job_label: str | None = None,
-            compression: str | None = None, num_shards=0, **options):
+            compression: str | None = None, num_shards=None, *,
+            options: Options | None = None, **kwargs):
     """Converts ``source`` to sharded TFRecord files in ``output_dir``.
 
     ``source`` is a pandas DataFrame, a CSV path (local or ``gs://``), an image
@@ -45,11 +46,14 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     file (``instances_train.json``, or a dict of one per split). ``schema`` defaults to
     AutoML's ``split, image_uri, label``. ``header`` and ``names`` read a CSV as
     ``pandas.read_csv`` does. The positional order is TFRecorder 2.0's; the other
-    options are those of ``tfrecorder.Options``, by keyword.
+    options are those of ``tfrecorder.Options``, by keyword, or all of them in one
+    ``options=Options(...)`` (then no other option may be given; None means not given).
 
-    ``mode="update"`` compares the table with ``output_dir``'s latest version (by
-    ``key``) and publishes a new version holding only what changed; ``"append"`` only
-    adds rows with a new key (docs/versions.md).
+    ``mode`` says what happens to what ``output_dir`` holds: ``"create"`` (the default)
+    refuses a folder with data, ``"overwrite"`` (``overwrite=True``) replaces it,
+    ``"update"`` compares the table with the latest version (by ``key``) and publishes a
+    new version holding only what changed, ``"append"`` only adds rows with a new key
+    (docs/versions.md).
 
     Returns a ConversionResult (a DataflowJob on Dataflow). Raises SchemaError (every
     problem in the table, before anything runs), ConfigError, OutputExistsError
@@ -58,20 +62,19 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     written or removed, and a run that fails leaves a previous complete output in
     ``output_dir`` as it was.
     """
-    if dataflow_options is not None:
-        options["dataflow_options"] = dataflow_options
-    opts = Options.from_kwargs(
+    opts = _options(options, dict(
         runner=runner, project=project, region=region, tfrecorder_wheel=tfrecorder_wheel,
-        job_label=job_label, compression=compression, num_shards=num_shards, **options)
+        dataflow_options=dataflow_options, job_label=job_label, compression=compression,
+        num_shards=num_shards), kwargs)
     # The checks of what was given: none reads the table or writes anything.
     runners.check(opts)  # a runner that cannot start fails now, in one line
     schema = arguments.as_schema(schema)
     output_dir = arguments.output_path(output_dir)
     vocabulary = arguments.vocabulary(opts.label_vocabulary)
     cloud = opts.runner == "DataflowRunner"
-    gzip = opts.compression == "gzip"
     named = f"name={arguments.shortened(opts.name)!r} ({len(opts.name)} characters)"
-    longest = layout.ShardName(opts.name, max(splits.SPLITS, key=len), 0, 1, gzip)
+    longest = layout.ShardName(opts.name, max(splits.SPLITS, key=len), 0, 1,
+                               opts.compression == "gzip")
     arguments.check_file_names([str(longest)], [], named)
     local_uris: list = []
     if cloud:
@@ -83,156 +86,206 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                                   if u is not None and not u.startswith("gs://"))
                 del local_uris[5:]
 
-    # An update reads the table with the stored label ids, new labels after them.
-    found = output.survey(output_dir) if opts.mode is not None else None
-    if found is not None and found.damaged:
-        # Its versions cannot be trusted: there is nothing to update, nor to convert over.
-        raise IncompleteOutputError(f"{output_dir} cannot be updated: {found.damaged}")
-    parent = found.latest if found is not None else None
-    label_column = schema.column("label")
-    if parent is not None:
-        given, vocabulary = vocabulary, versions.label_vocabulary(parent, label_column,
-                                                                  vocabulary)
-    # Unassigned rows of images the folder holds keep the split they are stored in.
-    stored_splits = versions.StoredSplits(output_dir, parent) if parent is not None else None
-    # The table, read, checked and spilled to local files: every problem at once. A
-    # conversion looks for every image file as it goes (an update, for the rows it
-    # writes only, once it knows them).
-    table = spill.read(source, schema, header, names, label_vocabulary=vocabulary,
-                       split_fractions=opts.split_fractions,
-                       per_chunk=local_images if cloud else None,
-                       multi_label=opts.multi_label, images_dir=opts.images_dir,
-                       extend_vocabulary=parent is not None and given is None,
-                       stored_splits=stored_splits, look=parent is None and _looks(opts))
-    notes = list(table.notes)
+    def read(parent=None):
+        table, stored = _read(source, schema, header, names, opts, vocabulary,
+                              local_images if cloud else None, output_dir, parent)
+        _check_read(opts, table, output_dir, local_uris)
+        return table, stored
+
+    # A new conversion reads and checks its table first: a table with problems leaves
+    # no folder behind, and a folder that holds data is refused before the lock is
+    # taken. An update reads its table with the stored label ids and splits of the
+    # version it updates, which it picks once, with the folder locked.
+    table = planned = None
     try:
-        if opts.key != rows.DEFAULT_KEY and opts.key not in table.columns:
-            raise ConfigError(
-                f"key={opts.key!r} is not a column of the table as read; give one of "
-                f"{list(table.columns)}, or, for a column of the file that the schema "
-                f"leaves out, add it to the schema (schema=, CLI --schema)")
-        if cloud:
-            runners.check_dataflow(opts, output_dir, local_uris)
-        if parent is not None:
-            versions.check_updatable(output_dir, parent, opts, table.features,
-                                     table.vocabularies, label_column)
-            return _noted(_update(opts, output_dir, table, schema, source, stored_splits),
-                          notes)
-        # The plan: shards per split from the row counts (and a sample's bytes).
-        plans = plan.split_plans(table.counts, num_shards=opts.num_shards,
-                               bytes_per_split=table.bytes_per_split(),
-                               parallel=runners.parallel_shards(opts), seed=opts.seed)
-        shards = plan.shard_names(plans, opts.name, gzip)
-        labels_files = [layout.labels_file(k) for k in table.vocabularies]
-        arguments.check_file_names(shards, [], named)
-        arguments.check_file_names([], labels_files, "a label column's name")
-        indexes = [index.name(f) for f in shards if opts.write_index and not gzip]
-        files = [*shards, *indexes, *map(layout.rows_file, shards), *labels_files,
-                 layout.version_manifest(1), layout.QUALITY,
-                 layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
-        # What this run writes: a dead run's ledger may name its files where the folder
-        # holds no manifest yet.
-        declared = layout.Declared(opts.name, frozenset(p.split for p in plans),
-                                   frozenset(table.vocabularies))
-        output.check_target(output.survey(output_dir, declared), opts.overwrite, files)
-
+        if not opts.updates:
+            table, _ = read()
+            planned = _planned(opts, table)
+            output.check_target(output.survey(output_dir, planned.declared), opts.overwrite,
+                                planned.files)
         # Nothing has been written so far. From here on the directory is this run's.
-        lock, run_id = _lock(output_dir, opts)
-        try:
-            # With the lock held the directory cannot change under us: check it again,
-            # as another run may have finished there since the first look.
-            before = output.survey(output_dir, declared)
-            output.check_target(before, opts.overwrite, files, run_id)
+        with _lock(output_dir, opts) as lock:
+            run_id = lock.holder["run_id"]
+            # With the lock held the directory cannot change under us: look (again, for
+            # a conversion, as another run may have finished there since the first look).
+            before = output.survey(output_dir, planned.declared if planned else None)
+            if opts.updates:
+                if before.damaged:
+                    # Its versions cannot be trusted: nothing to update, nor to convert over.
+                    raise IncompleteOutputError(
+                        f"{output_dir} cannot be updated: {before.damaged}")
+                parent = before.latest
+                table, stored = read(parent)
+                if parent is not None:
+                    versions.check_updatable(output_dir, parent, opts, table.features,
+                                             table.vocabularies, schema.column("label"))
+                    return _noted(_update(opts, lock, before, parent, table, schema, source,
+                                          stored), table.notes)
+                # A folder with no version yet: the update is a first conversion.
+                planned = _planned(opts, table)
+                before = output.survey(output_dir, planned.declared)
+            output.check_target(before, opts.overwrite, planned.files, run_id)
             output.clear_leftovers(before, run_id)
-            run = _run(opts, output_dir, run_id, before, table, shards, schema, source)
-            output.write_ledger(run.settings.run.folder, files)
+            run = _run(opts, output_dir, run_id, before, table, planned.shards, schema, source)
+            output.write_ledger(run.settings.run.folder, planned.files)
             _stop_over_budget(run, table)
-            # The rows go to the staged task files; the spill is removed after.
-            staging.stage(table, plans, run.task_dir, name=opts.name, gzip=gzip)
-        except BaseException:
-            lock.release()
-            raise
+            # The rows go to the staged task files; the spill is removed before the run.
+            staging.stage(table, planned.plans, run.task_dir, name=opts.name,
+                          gzip=opts.compression == "gzip")
+            notes = list(table.notes)
+            table.remove()
+            return _noted(_execute(run, lock, opts), notes)
     finally:
-        table.remove()
-    return _execute(run, lock, opts, notes, len(shards))
+        if table is not None:
+            table.remove()
 
 
-def _execute(run, lock, opts: Options, notes: list[str], shards: int):
-    """Runs the staged conversion ``run`` holding ``lock``; its result."""
+def _options(options, flat: dict, kwargs: dict) -> Options:
+    """The run's Options: ``options`` as given, or built from the keywords. Keywords
+    beside ``options`` are refused: which of the two would hold is not obvious."""
+    given = {**{k: v for k, v in flat.items() if v is not None}, **kwargs}
+    if options is None:
+        return Options.from_kwargs(**given)
+    if not isinstance(options, Options):
+        raise ConfigError(f"options={options!r}; give a tfrecorder.Options(...)")
+    if given:
+        names = ", ".join(f"{k}=" for k in given)
+        raise ConfigError(
+            f"options= and {names} given together; give every option in one of them, e.g. "
+            f"options=dataclasses.replace(options, {next(iter(given))}=...)")
+    return options
+
+
+def _read(source, schema, header, names, opts: Options, vocabulary, per_chunk,
+          output_dir: str, parent=None):
+    """The table, read, checked and spilled to local files (every problem at once), and
+    the stored splits it was read with: ``(table, StoredSplits or None)``. An update of
+    ``parent`` reads it with the stored label ids, new labels after them, and its
+    unassigned rows of images the folder holds keep the split they are stored in. A
+    conversion looks for every image file as it goes (an update, for the rows it writes
+    only, once it knows them)."""
+    label_column = schema.column("label")
+    stored = None
+    extend = False
+    if parent is not None:
+        extend = vocabulary is None
+        vocabulary = versions.label_vocabulary(parent, label_column, vocabulary)
+        stored = versions.StoredSplits(output_dir, parent)
+    table = spill.read(source, schema, header, names, label_vocabulary=vocabulary,
+                       split_fractions=opts.split_fractions, per_chunk=per_chunk,
+                       multi_label=opts.multi_label, images_dir=opts.images_dir,
+                       extend_vocabulary=extend, stored_splits=stored,
+                       look=parent is None and _looks(opts))
+    return table, stored
+
+
+def _check_read(opts: Options, table: spill.Spilled, output_dir: str, local_uris) -> None:
+    """What can be checked only once the table is read: ``key`` is one of its columns;
+    on Dataflow, every image is on gs:// (``local_uris``: the first that are not)."""
+    if opts.key != rows.DEFAULT_KEY and opts.key not in table.columns:
+        raise ConfigError(
+            f"key={opts.key!r} is not a column of the table as read; give one of "
+            f"{list(table.columns)}, or, for a column of the file that the schema "
+            f"leaves out, add it to the schema (schema=, CLI --schema)")
+    if opts.runner == "DataflowRunner":
+        runners.check_dataflow(opts, output_dir, local_uris)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Planned:
+    """What a run writes: its shard plans, their shard names, every file it writes, and
+    what it declares (a dead run's ledger may name its files where the folder holds no
+    manifest yet)."""
+
+    plans: list
+    shards: list
+    files: list
+    declared: layout.Declared
+
+
+def _planned(opts: Options, table: spill.Spilled, version: int = 1,
+             also: tuple = ()) -> _Planned:
+    """The plan of writing ``table`` as version ``version`` (a conversion's is 1): shards
+    per split from the row counts (and a sample's bytes), their names, checked for
+    length, and every file the run writes; ``also``: the files an update writes besides
+    (its live index files)."""
+    gzip = opts.compression == "gzip"
+    plans = plan.split_plans(table.counts, num_shards=opts.num_shards,
+                             bytes_per_split=table.bytes_per_split(),
+                             parallel=runners.parallel_shards(opts), seed=opts.seed)
+    shards = plan.shard_names(plans, opts.name, gzip, version)
+    labels_files = [layout.labels_file(k) for k in table.vocabularies]
+    named = f"name={arguments.shortened(opts.name)!r} ({len(opts.name)} characters)"
+    arguments.check_file_names(shards, [], named)
+    arguments.check_file_names([], labels_files, "a label column's name")
+    indexes = [index.name(f) for f in shards if opts.write_index and not gzip]
+    # A later version copies the folder's latest files into versions/.
+    copies = [layout.version_copy(version, n) for n in layout.LATEST_FILES] if version > 1 else []
+    files = [*shards, *indexes, *map(layout.rows_file, shards), *also, *labels_files,
+             layout.version_manifest(version), *copies, layout.QUALITY,
+             layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
+    declared = layout.Declared(opts.name, frozenset(p.split for p in plans),
+                               frozenset(table.vocabularies))
+    return _Planned(plans, shards, files, declared)
+
+
+def _execute(run, lock, opts: Options):
+    """Runs the staged conversion ``run`` in ``lock``'s ``with`` block: on Dataflow, the
+    submitted job takes the lock over (``runners.run_dataflow``); a local run's last step
+    releases it, and the block again, however the run ends."""
     output_dir = run.output_dir
     if opts.runner == "DataflowRunner":
         with runners.beam_quiet():
-            return _noted(runners.run_dataflow(run, lock), notes)
-    log.info("converting %d records into %d shards in %s", run.records, shards, output_dir)
+            return runners.run_dataflow(run, lock)
+    log.info("converting %d records into %d shards in %s", run.records, len(run.shards),
+             output_dir)
     try:
-        with lock.renewing(), runners.beam_quiet():
+        with runners.beam_quiet():
             job_id = runners.run_direct(run)
     except BaseException:
         runners.after_failure(run)
         raise
-    finally:
-        lock.release()
-    return _noted(ConversionResult.from_output(output_dir, opts.runner, job_id), notes)
+    return ConversionResult.from_output(output_dir, opts.runner, job_id)
 
 
-def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source,
-            stored_splits: versions.StoredSplits | None = None):
-    """The update of ``output_dir``'s latest version by ``table`` (``mode="update"`` or
-    ``"append"``): the rows that changed go through the pipeline into new shards, the
-    records they replace or that left the table are retired, and the new version is
-    published; an update that changes nothing writes nothing. ``stored_splits``: what
-    the table's unassigned rows were read with (its rows files, read once)."""
-    gzip = opts.compression == "gzip"
-    lock, run_id = _lock(output_dir, opts)
+def _update(opts: Options, lock, before: output.Survey, parent, table: spill.Spilled,
+            schema, source, stored_splits: versions.StoredSplits):
+    """The update of ``parent``, the latest version of the folder ``before`` surveyed with
+    ``lock`` held, by ``table`` (``mode="update"`` or ``"append"``): the rows that changed
+    go through the pipeline into new shards, the records they replace or that left the
+    table are retired, and the new version is published; an update that changes nothing
+    writes nothing. ``stored_splits``: what the table's unassigned rows were read with
+    (``parent``'s rows files, read once)."""
+    output_dir = before.output_dir
+    run_id = lock.holder["run_id"]
     subset = None
     try:
-        before = output.survey(output_dir)
         output.check_target(before, True, [], run_id)
-        parent = before.latest
-        if parent is None:
-            raise ConfigError(f"{output_dir} no longer holds a published version; run again")
-        versions.check_updatable(output_dir, parent, opts, table.features,
-                                 table.vocabularies, schema.column("label"))
         output.clear_leftovers(before, run_id)
         output.complete_latest(before)  # a run killed while it published
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
         rows_of = _row_settings(opts, table, schema)
         with gc_paused():  # a record of every stored row, none in a cycle (gc_paused)
-            read = (stored_splits.read if stored_splits is not None
-                    and stored_splits.parent == parent else None)
             decided = versions.plan(output_dir, parent, version, table,
                                     shard.WriteSettings(None, table.columns, **rows_of), opts,
-                                    read)
+                                    stored_splits.read)
         # New label names are a change even where no record is (an append's new label
         # on a stored row, a label_vocabulary that grew): the version lists them.
         if decided.unchanged and table.vocabularies == parent.vocabularies:
-            lock.release()
             result = ConversionResult.from_output(output_dir, opts.runner, None, parent)
             return _existing(dataclasses.replace(result, unchanged=True, changes={
                 s: {"added": 0, "retired": 0, "kept": c["kept"]}
                 for s, c in decided.update.changes.items()}), decided.update)
         subset = spill.subset(table, decided.picked, look=_looks(opts))
-        plans = plan.split_plans(subset.counts, num_shards=opts.num_shards,
-                                 bytes_per_split=subset.bytes_per_split(),
-                                 parallel=runners.parallel_shards(opts), seed=opts.seed)
-        shards = plan.shard_names(plans, opts.name, gzip, version)
-        named = f"name={arguments.shortened(opts.name)!r} ({len(opts.name)} characters)"
-        arguments.check_file_names(shards, [], named)
-        indexes = [index.name(f) for f in shards if opts.write_index and not gzip]
-        files = [*shards, *indexes, *map(layout.rows_file, shards),
-                 *decided.update.live_indexes,
-                 *(layout.labels_file(k) for k in table.vocabularies),
-                 layout.version_manifest(version),
-                 *(layout.version_copy(version, n) for n in layout.LATEST_FILES),
-                 layout.QUALITY, layout.MANIFEST, layout.ERRORS,
-                 layout.DATASET_INFO, layout.FEATURES]
-        output.check_target(before, True, files, run_id)
+        planned = _planned(opts, subset, version, tuple(decided.update.live_indexes))
+        shards = planned.shards
+        output.check_target(before, True, planned.files, run_id)
         # The error budget is the whole table's: rows quarantined before are tried again
         # in every update, and must not make a small update fail.
         run = _run(opts, output_dir, run_id, before, subset, shards, schema, source,
                    update=decided.update, rows_in=table.rows_in)
         folder = run.settings.run.folder
-        output.write_ledger(folder, files)
+        output.write_ledger(folder, planned.files)
         _stop_over_budget(run, subset)
         for name, data in decided.live_index_data.items():
             storage.write_into(storage.join(folder, name), data)
@@ -248,8 +301,8 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
                           matches=quality.matches(looks, opts.near_duplicates))
             return _existing(ConversionResult.from_output(output_dir, opts.runner, None),
                              decided.update)
-        staging.stage(subset, plans, run.task_dir, name=opts.name, gzip=gzip,
-                      version=version)
+        staging.stage(subset, planned.plans, run.task_dir, name=opts.name,
+                      gzip=opts.compression == "gzip", version=version)
         # The shards it keeps are read too (their rows files), for the data report.
         run = dataclasses.replace(run, kept=staging.stage_kept(run.task_dir,
                                                                decided.update.kept))
@@ -257,13 +310,10 @@ def _update(opts: Options, output_dir: str, table: spill.Spilled, schema, source
             run = dataclasses.replace(run, rows_read=decided.rows_read)
         else:
             decided.rows_read.clear()
-    except BaseException:
-        lock.release()
-        raise
     finally:
         if subset is not None:
             subset.remove()
-    result = _existing(_execute(run, lock, opts, [], len(shards)), decided.update)
+    result = _existing(_execute(run, lock, opts), decided.update)
     if isinstance(result, ConversionResult) and result.version == parent.version:
         # Nothing was published: every row the update tried was quarantined again.
         return dataclasses.replace(result, unchanged=True, changes={
@@ -319,8 +369,8 @@ def _noted(result, notes: list[str]):
     return dataclasses.replace(result, notes=list(notes)) if notes else result
 
 
-def _lock(output_dir: str, opts: Options):
-    """Creates the output folder and takes its lock: ``(lock, run id)``."""
+def _lock(output_dir: str, opts: Options) -> output.Lock:
+    """Creates the output folder and takes its lock, for a ``with`` block."""
     arguments.makedirs(output_dir)
     run_id = output.new_run_id()
     ttl = output.DATAFLOW_LOCK_TTL if opts.runner == "DataflowRunner" else output.LOCK_TTL
@@ -330,7 +380,7 @@ def _lock(output_dir: str, opts: Options):
         # Any runner but the DirectRunner runs the job elsewhere, which may go on
         # without this process.
         return output.acquire(output_dir, run_id, opts.runner, ttl,
-                              detached=opts.runner != "DirectRunner"), run_id
+                              detached=opts.runner != "DirectRunner")
     except OSError as e:
         if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
@@ -389,7 +439,8 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
         max_error_fraction=opts.max_error_fraction, image_options=image_options,
         fail_in_pipeline=cloud, near_duplicates=opts.near_duplicates,
         near_distance=opts.near_distance,
-        source=source_name(source), mode=opts.mode or "convert", key=opts.key,
+        source=source_name(source), mode=opts.mode if opts.updates else "convert",
+        key=opts.key,
         update=update)
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
               if opts.shorter_side is not None else None)

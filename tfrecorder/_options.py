@@ -5,6 +5,9 @@ docstring table, ``help(Options)``, the command line's flags (``--num-shards`` /
 ``--num_shards``) and the table of docs/options.md (``markdown_table``, written by
 ``python scripts/options_doc.py``) are all built from them.
 TFRecorder's ``dataflow_options=`` is accepted as another name for ``pipeline_options``.
+The settings that only DataflowRunner reads are grouped in ``Dataflow``
+(``Options(dataflow=Dataflow(project=..., region=...))``); their flat names
+(``Options(project=...)``, ``convert(..., project=...)``) are accepted too.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import inspect
 import os
+import warnings
 from typing import Any, Mapping, Sequence
 
 from tfrecorder._writer import image
@@ -22,8 +27,12 @@ from tfrecorder._folder.layout import NAME_PATTERN
 
 #: The runners tfrecorder treats specially; any other Beam runner works too.
 RUNNERS = ("DirectRunner", "DataflowRunner")
-#: Options.mode: how a conversion treats the versions already in its output folder.
-MODES = ("update", "append")
+#: Options.mode: what a conversion does with what its output folder holds.
+MODES = ("create", "overwrite", "update", "append")
+#: The modes that add a version to the folder's latest one.
+UPDATES = ("update", "append")
+#: Options.compare: how an update tells a row's image changed.
+COMPARES = ("stat", "content")
 _ALIASES = {"dataflow_options": "pipeline_options"}
 
 
@@ -33,6 +42,50 @@ def _option(default=dataclasses.MISSING, help: str = "", *, cli: dict | None = N
     ``doc`` is its longer Markdown for docs/options.md (``markdown_table``), else ``help``."""
     return dataclasses.field(default=default, default_factory=factory,
                              metadata={"help": help, "cli": cli, "doc": doc})
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataflow:
+    """The settings only DataflowRunner reads: ``Options(runner="DataflowRunner",
+    dataflow=Dataflow(project="my-project", region="us-central1"))``. Any other runner
+    refuses them (it would ignore them)."""
+
+    project: str | None = _option(
+        None, "Google Cloud project (DataflowRunner)", cli={},
+        doc="the Google Cloud project id (required)")
+    region: str | None = _option(
+        None, "Dataflow region, e.g. us-central1 (DataflowRunner)", cli={},
+        doc="the Dataflow region, e.g. `us-central1` (required)")
+    temp_location: str | None = _option(
+        None, "gs:// folder for staging (DataflowRunner); default gs://<output bucket>/"
+        "tfrecorder-tmp", cli={}, doc=(
+            "a `gs://` folder for staging; default `gs://<output bucket>/tfrecorder-tmp`"))
+    tfrecorder_wheel: str | None = _option(
+        None, "a wheel to stage instead of the one built from this install (DataflowRunner)",
+        cli={}, doc="a wheel to stage instead of the one built from this install")
+    job_label: str | None = _option(None, "DataflowRunner: a readable prefix of the job name",
+                                    cli={}, doc="a readable prefix of the job's name")
+    wait: bool = _option(False, "DataflowRunner: block until the job ends, return the result",
+                         cli={"action": "store_true"}, doc=(
+                             "block until the job ends and return its `ConversionResult` "
+                             "(else a `DataflowJob` with `job_id`, `console_url`, `wait()`)"))
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "wait":
+                if not isinstance(value, bool):
+                    raise ConfigError(f"wait={value!r}; use True or False")
+            elif value is not None and not isinstance(value, str):
+                raise ConfigError(f"{f.name}={value!r}; give a string")
+
+    def given(self) -> list[str]:
+        """The settings given a value other than their default, by name."""
+        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
+
+
+#: The flat names of Dataflow's settings, accepted by Options and convert.
+DATAFLOW_SETTINGS = tuple(f.name for f in dataclasses.fields(Dataflow))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,31 +116,46 @@ class Options:
         cli={"choices": ["gzip"]}, doc=(
             '`"gzip"` writes `.gz` shards. TFDS cannot read them, and image bytes do not '
             "shrink"))
+    mode: str = _option(
+        "create", "'create': into an empty folder; 'overwrite': replace what a conversion "
+        "wrote there; 'update': write only the rows that changed since the folder's latest "
+        "version, as a new version; 'append': only add new rows",
+        cli={"choices": list(MODES)}, doc=(
+            '`"create"` converts into an empty or new folder and refuses one that holds '
+            'data (`OutputExistsError`). `"overwrite"` replaces what an earlier conversion '
+            'wrote there and starts over at version 1 (see `overwrite`). `"update"` compares '
+            "the table with the folder's latest version by `key` and publishes a new "
+            "version: new and changed rows are written into new shards, removed and "
+            "changed ones are retired, unchanged ones are not read (`--update`); into a "
+            'folder with no version yet it converts as `"create"` does. `"append"` only adds '
+            "rows whose key is new (`--append`). See [versions.md](versions.md)"))
     overwrite: bool = _option(
-        False, "replace tfrecorder's files in a non-empty output directory",
+        False, "the old spelling of mode='overwrite'",
         cli={"action": "store_true"}, doc=(
-            "without it a non-empty output directory is refused (`OutputExistsError`). With "
+            '`True` is the old spelling of `mode="overwrite"` (`--overwrite`, beside '
+            '`--mode overwrite`); with `mode="update"` or `"append"` it is a `ConfigError`. '
+            "Without it a non-empty output directory is refused (`OutputExistsError`). With "
             "it, the files a previous conversion wrote (as its manifest lists them, or the "
             "ledger of a run that did not finish) are replaced by the run's last step, after "
             "every shard is written, the old manifest first; a failed run leaves them as they "
             "were. Other files are left alone, and one the run would have to replace is "
             "refused before anything is written"))
-    mode: str | None = _option(
-        None, "'update': write only the rows that changed since the folder's latest version "
-        "and publish a new version; 'append': only add new rows",
-        cli={"flags": ["--update"], "action": "store_const", "const": "update"}, doc=(
-            '`"update"` compares the table with the output folder\'s latest version by '
-            "`key` and publishes a new version: new and changed rows are written into new "
-            "shards, removed and changed ones are retired, unchanged ones are not read "
-            '(`--update`). `"append"` only adds rows whose key is new (`--append`). `None` '
-            "converts into an empty folder (or, with `overwrite`, starts over at version "
-            "1). See [versions.md](versions.md)"))
     key: str = _option(
         "image_uri", "the column that identifies a row across versions (mode='update')",
         cli={}, doc=(
             "the column whose value identifies a row from one version to the next "
             '(`mode="update"`, `"append"`): by default the image column\'s value as the '
-            "table gives it"))
+            "table gives it. The manifest records it for the updates to come"))
+    compare: str = _option(
+        "stat", "how an update tells that a row's image changed: 'stat' by its size and "
+        "modification time, 'content' by the SHA-256 of its bytes",
+        cli={"choices": list(COMPARES)}, doc=(
+            '`mode="update"` and `"append"` only: how a row whose key is stored is found '
+            'changed. `"stat"` compares its image file\'s size and modification time with '
+            'the stored ones; `"content"` reads every image of the table and compares the '
+            "SHA-256 of its bytes with the stored one (a copy with a new time is unchanged, "
+            "a rewrite that kept size and time is changed). `check=\"content\"` is its old "
+            "spelling (a `DeprecationWarning`)"))
     label_vocabulary: Sequence[str] | str | None = _option(
         None, "label names in id order, or a path to a file with one per line",
         cli={"metavar": "FILE"}, doc=(
@@ -147,17 +215,15 @@ class Options:
             "written, fits the 255 bytes a file name may have (179 with "
             '`compression="gzip"`)'))
     check: str = _option(
-        "header", "'header': parse headers and file ends; 'decode': decode every image; "
-        "'content': headers, and an update compares every image's bytes",
+        "header", "'header': parse headers and file ends; 'decode': decode every image",
         cli={"choices": list(image.CHECK_OPTIONS)}, doc=(
             '`"header"`: the header gives format, size and channels (read directly for '
             "JPEG, PNG, GIF and BMP, by Pillow for other formats), and the file's end is "
             "checked (JPEG end-of-image marker, PNG IEND chunk, GIF trailer, BMP size); no "
             "pixel of a JPEG, PNG, GIF or BMP is decoded (other formats are decoded to be "
             're-encoded as PNG). `"decode"`: every image is also fully decoded. '
-            '`"content"`: as `"header"`, and an update (`mode="update"`) reads every image of '
-            "the table and compares the SHA-256 of its bytes with the stored one, instead of "
-            "its size and modification time"))
+            '`"content"`, its old third value, is `compare="content"` with `"header"` '
+            "(a `DeprecationWarning`)"))
     max_error_fraction: float = _option(
         0.1, "fail the run when more than this share of rows is quarantined (a run that "
         "writes nothing always fails)", cli={"type": float}, doc=(
@@ -186,7 +252,7 @@ class Options:
     jpeg_quality: int = _option(
         90, "JPEG quality of images re-encoded by shorter_side (1-100)",
         cli={"type": int, "metavar": "Q"},
-        doc="JPEG quality (1-100) of the images `shorter_side` re-encodes")
+        doc="JPEG quality (1-100) of the images `shorter_side` re-encodes; only with it")
     write_index: bool = _option(
         True, "write index/<shard>.idx beside every uncompressed shard (each record's "
         "offset and length: record-level sharding, global shuffle, DALI); False skips them",
@@ -208,28 +274,14 @@ class Options:
             'other Beam flags, passed through unchanged: a dict (`{"direct_running_mode": '
             '"multi_threading"}`) or a list of `--flag=value` strings. TFRecorder\'s '
             "`dataflow_options=` is another name for it"))
-    job_label: str | None = _option(None, "DataflowRunner: a readable prefix of the job name",
-                                    cli={})
-    project: str | None = _option(
-        None, "Google Cloud project (DataflowRunner)", cli={},
-        doc="DataflowRunner: the Google Cloud project id (required there)")
-    region: str | None = _option(
-        None, "Dataflow region, e.g. us-central1 (DataflowRunner)", cli={},
-        doc="DataflowRunner: the Dataflow region, e.g. `us-central1` (required there)")
-    temp_location: str | None = _option(
-        None, "gs:// folder for staging (DataflowRunner); default gs://<output bucket>/"
-        "tfrecorder-tmp", cli={}, doc=(
-            "DataflowRunner: a `gs://` folder for staging; default "
-            "`gs://<output bucket>/tfrecorder-tmp`"))
-    tfrecorder_wheel: str | None = _option(
-        None, "a wheel to stage instead of the one built from this install (DataflowRunner)",
-        cli={}, doc=("DataflowRunner: a wheel to stage instead of the one built from this "
-                     "install"))
-    wait: bool = _option(False, "DataflowRunner: block until the job ends, return the result",
-                         cli={"action": "store_true"}, doc=(
-                             "DataflowRunner: block until the job ends and return its "
-                             "`ConversionResult` (else a `DataflowJob` with `job_id`, "
-                             "`console_url`, `wait()`)"))
+    dataflow: Dataflow = _option(
+        help="DataflowRunner's settings: Dataflow(project=, region=, temp_location=, "
+        "tfrecorder_wheel=, job_label=, wait=); their flat names work too (project=...)",
+        factory=Dataflow, doc=(
+            "DataflowRunner's own settings, `tfrecorder.Dataflow(project=..., region=...)`: "
+            "the `dataflow.` rows below ([dataflow.md](dataflow.md)). Their flat names "
+            "(`project=`, `--project`) are accepted as well; with any other runner they "
+            "are a `ConfigError`"))
     progress: bool | None = _option(
         None, "progress bar of a local run; None: on a terminal or in a notebook only",
         cli={"flags": ["--no-progress"], "action": "store_false", "default": None}, doc=(
@@ -263,13 +315,16 @@ class Options:
                 f"name={self.name!r}: a dataset name starts with a letter and has only "
                 f"letters, digits and underscores (e.g. 'flowers')")
         if self.check not in image.CHECK_OPTIONS:
-            raise ConfigError(f"check={self.check!r}; use one of {image.CHECK_OPTIONS}")
-        if self.mode is not None and self.mode not in MODES:
-            raise ConfigError(f"mode={self.mode!r}; use None (a new conversion), "
-                              f"'update' or 'append'")
-        if self.mode is not None and self.overwrite:
-            raise ConfigError(f"mode={self.mode!r} and overwrite=True: an update keeps the "
-                              f"versions there, overwrite starts over at version 1; give one")
+            raise ConfigError(f"check={self.check!r}; use one of {image.CHECKS}")
+        if self.check == "content":
+            warnings.warn('check="content" is the old spelling of compare="content" (an '
+                          "update's comparison, not an image check); write compare=\"content\"",
+                          DeprecationWarning, stacklevel=3)
+            object.__setattr__(self, "check", "header")
+            object.__setattr__(self, "compare", "content")
+        if self.compare not in COMPARES:
+            raise ConfigError(f"compare={self.compare!r}; use one of {COMPARES}")
+        self._check_mode()
         if not isinstance(self.key, str) or not self.key.strip():
             raise ConfigError(f"key={self.key!r}; give the name of the column that "
                               f"identifies a row (image_uri by default)")
@@ -308,8 +363,7 @@ class Options:
                 or not 1 <= self.jpeg_quality <= 100):
             raise ConfigError(f"jpeg_quality={self.jpeg_quality!r}; use a whole number "
                               f"from 1 to 100 (90 by default)")
-        for name in ("runner", "name", "check", "project", "region", "temp_location",
-                     "tfrecorder_wheel", "job_label"):
+        for name in ("runner", "name", "check"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{name}={value!r}; give a string")
@@ -326,11 +380,66 @@ class Options:
         if ms is not None and (isinstance(ms, bool) or not isinstance(ms, int) or ms < 1):
             raise ConfigError(f"beam_sampler_ms={ms!r}; use a whole number of milliseconds "
                               f"from 1, e.g. 20, or None to leave Beam's sampler as it is")
+        if not isinstance(self.dataflow, Dataflow):
+            raise ConfigError(f"dataflow={self.dataflow!r}; give a tfrecorder.Dataflow("
+                              f"project=..., region=...)")
+        self._check_pairs()
+
+    def _check_mode(self) -> None:
+        """``mode`` in one of MODES, with ``overwrite=True`` read as ``"overwrite"``."""
+        if self.mode is None:  # the old default: a new conversion
+            object.__setattr__(self, "mode", "create")
+        if self.mode not in MODES:
+            raise ConfigError(f"mode={self.mode!r}; use one of {MODES}")
+        if not isinstance(self.overwrite, bool):
+            raise ConfigError(f"overwrite={self.overwrite!r}; use True or False, or "
+                              f"mode='overwrite'")
+        if self.overwrite and self.mode in UPDATES:
+            raise ConfigError(f"mode={self.mode!r} and overwrite=True: an update keeps the "
+                              f"versions there, overwrite starts over at version 1; give "
+                              f"one of them (overwrite=True is mode='overwrite')")
+        if self.overwrite:  # create is the default: overwrite=True says more
+            object.__setattr__(self, "mode", "overwrite")
+        object.__setattr__(self, "overwrite", self.mode == "overwrite")
+
+    def _check_pairs(self) -> None:
+        """Each option that means something only beside another is refused without it,
+        naming that other option: it would be ignored."""
+        given = self.dataflow.given()
+        if given and self.runner != "DataflowRunner":
+            raise ConfigError(
+                f"{', '.join(f'{n}={getattr(self.dataflow, n)!r}' for n in given)}: "
+                f"DataflowRunner's setting{'s' if len(given) > 1 else ''}, and "
+                f"runner={self.runner!r}; give runner='DataflowRunner', or leave "
+                f"{'them' if len(given) > 1 else 'it'} out")
+        pairs = [("near_distance", 6, "near_duplicates=True",
+                  not self.near_duplicates),
+                 ("jpeg_quality", 90, "shorter_side= (the images it re-encodes)",
+                  self.shorter_side is None),
+                 ("compare", "stat", "mode='update' or mode='append'",
+                  self.mode not in UPDATES)]
+        for name, default, needs, missing in pairs:
+            if getattr(self, name) != default and missing:
+                raise ConfigError(f"{name}={getattr(self, name)!r} means something only with "
+                                  f"{needs}; give that too, or leave {name} out")
+
+    @property
+    def updates(self) -> bool:
+        """Whether the run adds a version to the folder's latest one (update, append)."""
+        return self.mode in UPDATES
+
+    # The flat names of the Dataflow settings, as the runners read them.
+    project = property(lambda self: self.dataflow.project)
+    region = property(lambda self: self.dataflow.region)
+    temp_location = property(lambda self: self.dataflow.temp_location)
+    tfrecorder_wheel = property(lambda self: self.dataflow.tfrecorder_wheel)
+    job_label = property(lambda self: self.dataflow.job_label)
+    wait = property(lambda self: self.dataflow.wait)
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "Options":
         """Options from keyword arguments; unknown names are a ConfigError with a suggestion."""
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls)} | set(DATAFLOW_SETTINGS)
         for old, new in _ALIASES.items():
             if old in kwargs:
                 if kwargs.get(new) is not None:
@@ -370,6 +479,27 @@ class Options:
         if not isinstance(extra, Mapping):
             return {}
         return {str(k).lstrip("-"): v for k, v in extra.items()}
+
+
+_fields_init = Options.__init__
+
+
+def _init(self, *args, **kwargs):
+    # Dataflow's settings by their flat names (project=...), into ``dataflow``.
+    flat = {n: kwargs.pop(n) for n in DATAFLOW_SETTINGS if n in kwargs}
+    if flat:
+        given = kwargs.get("dataflow")
+        if given is not None and not isinstance(given, Dataflow):
+            raise ConfigError(f"dataflow={given!r}; give a tfrecorder.Dataflow(...)")
+        both = [n for n in flat if given is not None and n in given.given()]
+        if both:
+            raise ConfigError(f"{both[0]}= given twice, flat and in dataflow=; give it once")
+        kwargs["dataflow"] = dataclasses.replace(given or Dataflow(), **flat)
+    _fields_init(self, *args, **kwargs)
+
+
+_init.__signature__ = inspect.signature(_fields_init)
+Options.__init__ = _init
 
 
 def _runner_name(name) -> str:
@@ -429,19 +559,36 @@ def markdown_table() -> str:
     """The Markdown table of every option (name, default, its ``doc`` or else its
     ``help``), in field order: the table of docs/options.md (scripts/options_doc.py)."""
     rows = ["| option | default | meaning |", "|---|---|---|"]
-    for f in dataclasses.fields(Options):
+    for name, f in _named_fields():
         value = _default(f)
-        default = f"`{_markdown_value(value)}`"
+        default = (f"`{_markdown_value(value)}`" if not isinstance(value, Dataflow)
+                   else "`Dataflow()`")
         if type(value) is int and value >= 1 << 20 and value % (1 << 20) == 0:
             default += f" ({value >> 20} MiB)"
-        rows.append(f"| `{f.name}` | {default} | {f.metadata['doc'] or f.metadata['help']} |")
+        rows.append(f"| `{name}` | {default} | {f.metadata['doc'] or f.metadata['help']} |")
     return "\n".join(rows) + "\n"
+
+
+def _named_fields():
+    """``(name, field)`` of every option in field order, each Dataflow setting after
+    ``dataflow`` as ``dataflow.project``."""
+    for f in dataclasses.fields(Options):
+        yield f.name, f
+        if f.name == "dataflow":
+            yield from ((f"dataflow.{g.name}", g) for g in dataclasses.fields(Dataflow))
+
+
+def flag_fields() -> list:
+    """The fields with a command-line flag: every option's, Dataflow's by their flat name."""
+    return [f for _, f in _named_fields() if f.metadata["cli"] is not None]
 
 
 def _table() -> str:
     rows = ["| option | default | meaning |", "|---|---|---|"]
-    for f in dataclasses.fields(Options):
-        rows.append(f"| ``{f.name}`` | ``{_default(f)!r}`` | {f.metadata['help']} |")
+    for name, f in _named_fields():
+        default = _default(f)
+        shown = "Dataflow()" if isinstance(default, Dataflow) else repr(default)
+        rows.append(f"| ``{name}`` | ``{shown}`` | {f.metadata['help']} |")
     return "\n".join(rows)
 
 

@@ -75,33 +75,31 @@ def compact(output_dir: str, splits=None) -> Compacted:
             f"{output_dir} holds no whole conversion ({s.damaged or 'no tfrecorder.json'}); "
             f"nothing to compact")
     run_id = output.new_run_id()
-    lock = output.acquire(output_dir, run_id, "compact")
     run = output.RunFolder(output_dir, run_id)
-    try:
-        # With the lock held nothing changes under us: look again.
-        before = output.survey(output_dir)
-        output.check_target(before, True, [], run_id)
-        # What a killed run left goes first, even when there is nothing to rewrite.
-        output.clear_leftovers(before, run_id)
-        if output.complete_latest(before):
+    with output.acquire(output_dir, run_id, "compact"):
+        try:
+            # With the lock held nothing changes under us: look again.
             before = output.survey(output_dir)
-        parent = before.latest
-        wanted = _wanted(parent, splits)
-        if not wanted:
-            lock.release()
-            return Compacted(output_dir, None, {}, (), 0)
-        version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
-        planned = {name: _plan(output_dir, parent, parent.splits[name], version)
-                   for name in wanted}
-        shards = [n for names in planned.values() for n in names]
-        written = [*shards, *(index.name(n) for n in shards if not n.endswith(".gz")),
-                   *map(layout.rows_file, shards)]
-        files = [*written, layout.version_manifest(version), layout.version_quality(version),
-                 layout.version_copy(version, layout.DATASET_INFO),
-                 layout.QUALITY, layout.MANIFEST, layout.DATASET_INFO]
-        output.check_target(before, True, files, run_id)
-        output.write_ledger(run.folder, files)
-        with lock.renewing():
+            output.check_target(before, True, [], run_id)
+            # What a killed run left goes first, even when there is nothing to rewrite.
+            output.clear_leftovers(before, run_id)
+            if output.complete_latest(before):
+                before = output.survey(output_dir)
+            parent = before.latest
+            wanted = _wanted(parent, splits)
+            if not wanted:
+                return Compacted(output_dir, None, {}, (), 0)
+            version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
+            planned = {name: _plan(output_dir, parent, parent.splits[name], version)
+                       for name in wanted}
+            shards = [n for names in planned.values() for n in names]
+            written = [*shards, *(index.name(n) for n in shards if not n.endswith(".gz")),
+                       *map(layout.rows_file, shards)]
+            files = [*written, layout.version_manifest(version), layout.version_quality(version),
+                     layout.version_copy(version, layout.DATASET_INFO),
+                     layout.QUALITY, layout.MANIFEST, layout.DATASET_INFO]
+            output.check_target(before, True, files, run_id)
+            output.write_ledger(run.folder, files)
             new_splits, digests = {}, []
             for name in parent.splits:
                 info = parent.splits[name]
@@ -116,9 +114,9 @@ def compact(output_dir: str, splits=None) -> Compacted:
                 files_out[layout.version_quality(version)] = report
                 files_out[layout.QUALITY] = report
             output.publish(run, written, files_out, manifest, version)
-    except BaseException:
-        output.close(run)  # its folder removed, the lock released
-        raise
+        except BaseException:
+            output.close(run)  # its folder removed
+            raise
     return Compacted(output_dir, version,
                      {n: new_splits[n].num_examples for n in wanted}, tuple(shards),
                      sum(new_splits[n].num_bytes for n in planned),

@@ -4,7 +4,10 @@ The lock is a file, ``OUT/.tfrecorder.lock`` (``layout.LOCK``), created only whe
 exists (O_EXCL on a local disk, a generation precondition on Cloud Storage). It says
 who holds it and until when; a local run renews it, a Dataflow job's last step removes
 it. ``acquire`` takes it, taking over only a lock that provably belongs to no live run
-(``_stale``); ``describe`` says who holds one in words a user can act on.
+(``_stale``); ``describe`` says who holds one in words a user can act on. A Lock is a
+context manager: ``with acquire(...) as lock:`` renews it while the block runs and
+releases it however the block ends, unless the run was handed on (``hand_over``) to a
+job that goes on without this process.
 """
 
 from __future__ import annotations
@@ -50,22 +53,48 @@ class Lock:
 
     path: str
     holder: dict
+    ttl: int = LOCK_TTL
+    #: The run went on without this process (a submitted job): its last step removes
+    #: the lock, and leaving the ``with`` block does not.
+    handed_over: bool = False
+    _renewer: "_Renewer | None" = dataclasses.field(default=None, repr=False)
 
     def write(self) -> None:
         storage.write_atomic(self.path, json.dumps(self.holder, sort_keys=True).encode())
 
-    def renew(self, ttl: int = LOCK_TTL) -> None:
+    def renew(self) -> None:
         if _read_holder(self.path).get("run_id") == self.holder["run_id"]:
-            self.holder["expires"] = time.time() + ttl
+            self.holder["expires"] = time.time() + self.ttl
             self.write()
 
     def release(self) -> None:
         """Removes the lock if it is still this run's."""
         release(self.path, self.holder["run_id"])
 
-    def renewing(self):
-        """A context in which a thread renews the lock every ``RENEW_EVERY`` seconds."""
-        return _Renewer(self)
+    def hand_over(self, **holder) -> None:
+        """The run goes on as a job without this process (Dataflow): the lock records
+        ``holder`` (its job id), is no longer renewed here and outlives the ``with``
+        block; the job's last step removes it, or it expires."""
+        self._stop_renewing()
+        self.holder.update(holder)
+        self.write()
+        self.handed_over = True
+
+    def __enter__(self) -> "Lock":
+        # Every path out of the block releases: a failure, a return, KeyboardInterrupt.
+        self._renewer = _Renewer(self)
+        self._renewer.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop_renewing()
+        if not self.handed_over:
+            self.release()
+
+    def _stop_renewing(self) -> None:
+        if self._renewer is not None:
+            self._renewer.__exit__(None, None, None)
+            self._renewer = None
 
 
 class _Renewer:
@@ -232,7 +261,7 @@ def acquire(output_dir: str, run_id: str, runner: str, ttl: int = LOCK_TTL,
     for _ in range(3):
         try:
             storage.create_exclusive(path, json.dumps(holder, sort_keys=True).encode())
-            return Lock(path, holder)
+            return Lock(path, holder, ttl)
         except FileExistsError:
             current = _read_holder(path)
             if current and not _stale(current, path):

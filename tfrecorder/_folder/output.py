@@ -657,8 +657,7 @@ def build_index(output_dir: str) -> list[str]:
             f"{output_dir} holds gzip shards: a gzip stream cannot be entered at a record's "
             f"byte offset, so an index of it would serve no reader. Convert again without "
             f"compression (the default), which writes the index files with the shards.")
-    lock = acquire(output_dir, new_run_id(), "DirectRunner")
-    try:
+    with acquire(output_dir, new_run_id(), "DirectRunner"):
         # Every path written is checked before the first write: a link planted at the
         # index folder is refused (what it points to is outside); a link at an index
         # file's or the manifest's name is replaced by ``write_atomic``, never followed.
@@ -690,8 +689,6 @@ def build_index(output_dir: str) -> list[str]:
                     shard["index"] = index.name(shard["file"])
             storage.write_atomic(here(layout.MANIFEST), json_bytes(d))
         return sorted(written, key=lambda p: _order(latest, p))
-    finally:
-        lock.release()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -729,8 +726,7 @@ def vacuum(output_dir: str, keep: int) -> Vacuumed:
         raise IncompleteOutputError(
             f"{output_dir} holds no whole conversion ({s.damaged or 'no tfrecorder.json'}); "
             f"nothing to vacuum")
-    lock = acquire(output_dir, new_run_id(), "vacuum")
-    try:
+    with acquire(output_dir, new_run_id(), "vacuum"):
         versions = read_versions(output_dir)
         dropped, kept = versions[:-keep], versions[-keep:]
         if not dropped:
@@ -754,5 +750,3 @@ def vacuum(output_dir: str, keep: int) -> Vacuumed:
                 if os.path.isdir(folder):
                     _remove_empty_tree(folder)
         return Vacuumed(tuple(k for k, _ in dropped), tuple(gone), size)
-    finally:
-        lock.release()

@@ -246,7 +246,7 @@ def stored(output_dir: str, parent: Manifest, content: bool = False,
     for stored relative paths by the ends of theirs)``, from the rows files (and live
     indexes) alone. A record is named by its key where the key is another column than
     the image (or there is no image), else by every name of its image
-    (``rows.image_names``). The signatures of ``check="content"`` hold digests instead
+    (``rows.image_names``). The signatures of ``compare="content"`` hold digests instead
     of stamps; ``specs`` (feature -> FeatureSpec) compare other values as the records
     hold them. ``read`` holds each rows file's entries by its name (``_live_entries``)."""
     by_name: dict[Any, dict] = {}
@@ -411,7 +411,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
     entries of ``parent``'s rows files read already, by name."""
     from tfrecorder._folder.metadata import strict_json
 
-    content = opts.check == "content"
+    content = opts.compare == "content"
     append = opts.mode == "append"
     rows_read: dict = dict(read or {})
     by_name, every, ends = stored(output_dir, parent, content, rows_read, table.features)

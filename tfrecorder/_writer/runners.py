@@ -382,7 +382,9 @@ def temp_location(opts, output_dir: str) -> str:
 
 
 def run_dataflow(run: Run, lock: output.Lock):
-    """Submits the job; its last step publishes the directory and releases the lock."""
+    """Submits the job and hands ``lock`` on to it: its last step publishes the directory
+    and removes the lock. A job not submitted (a failure, a dry run) leaves the lock to
+    the caller's ``with`` block, which releases it."""
     import shutil
     import tempfile
 
@@ -412,20 +414,15 @@ def run_dataflow(run: Run, lock: output.Lock):
         pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec,
                        kept=run.kept)
         result = p.run()
-    except BaseException:
-        lock.release()
-        raise
     finally:
         if p is not None:
             _remove_local_tempdir(p)
         if wheel_dir is not None:
             shutil.rmtree(wheel_dir, ignore_errors=True)
-    if beam_options.view_as(TestOptions).dry_run:
-        lock.release()  # nothing will run
+    if beam_options.view_as(TestOptions).dry_run:  # nothing will run
         return DataflowJob(run.output_dir, None, None, pipeline_result=result)
     job_id = result.job_id()
-    lock.holder["job_id"] = job_id
-    lock.write()
+    lock.hand_over(job_id=job_id)
     url = console_url(opts.project, opts.region, job_id)
     log.info("submitted Dataflow job %s: %s", job_id, url)
     job = DataflowJob(run.output_dir, job_id, url, pipeline_result=result)
