@@ -357,6 +357,17 @@ def test_an_update_into_an_empty_folder_is_a_first_conversion(tmp_path):
     assert m["mode"] == "update" and m["version"] == 1 and "parent" not in m
 
 
+def test_an_update_into_a_missing_folder_with_a_bad_table_leaves_no_folder(tmp_path):
+    # A first conversion reads and checks its table before it writes anything: an
+    # update of a folder that holds no version yet is one, and leaves nothing either.
+    paths = _images(tmp_path / "img", 2)
+    table = _table(paths)
+    table.loc[1, "split"] = "SOMETIMES"
+    with pytest.raises(tfrecorder.SchemaError, match="SOMETIMES"):
+        tfrecorder.convert(table, str(tmp_path / "out"), mode="update")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_a_killed_update_leaves_the_last_version_whole(tmp_path):
     paths = _images(tmp_path / "img", 4)

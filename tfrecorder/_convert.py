@@ -95,10 +95,15 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     # A new conversion reads and checks its table first: a table with problems leaves
     # no folder behind, and a folder that holds data is refused before the lock is
     # taken. An update reads its table with the stored label ids and splits of the
-    # version it updates, which it picks once, with the folder locked.
+    # version it updates, which it picks once, with the folder locked. An update of a
+    # folder with no version yet is a first conversion, and goes as one.
     table = planned = None
+    updates = opts.updates
+    if updates:
+        found = output.survey(output_dir)
+        updates = found.latest is not None or bool(found.damaged)
     try:
-        if not opts.updates:
+        if not updates:
             table, _ = read()
             planned = _planned(opts, table)
             output.check_target(output.survey(output_dir, planned.declared), opts.overwrite,
@@ -109,7 +114,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             # With the lock held the directory cannot change under us: look (again, for
             # a conversion, as another run may have finished there since the first look).
             before = output.survey(output_dir, planned.declared if planned else None)
-            if opts.updates:
+            if updates:
                 if before.damaged:
                     # Its versions cannot be trusted: nothing to update, nor to convert over.
                     raise IncompleteOutputError(
