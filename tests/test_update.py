@@ -1592,7 +1592,11 @@ def test_a_key_column_compares_the_image_by_where_it_is(tmp_path, monkeypatch):
 
 
 def test_check_content_is_the_old_spelling_of_compare_content():
-    with pytest.warns(DeprecationWarning, match='compare="content"'):
+    with pytest.warns(DeprecationWarning, match='compare="content"') as caught:
         opts = tfrecorder.Options(mode="update", check="content")
     assert (opts.compare, opts.check) == ("content", "header")
+    assert caught[0].filename == __file__  # the user's line, not tfrecorder's
+    with pytest.warns(DeprecationWarning) as caught, pytest.raises(tfrecorder.ConfigError):
+        tfrecorder.convert(None, "out", mode="update", check="content", num_shards="x")
+    assert caught[0].filename == __file__
     assert tfrecorder.Options(mode="update").compare == "stat"

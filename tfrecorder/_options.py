@@ -17,6 +17,7 @@ import difflib
 import json
 import inspect
 import os
+import sys
 import warnings
 from typing import Any, Mapping, Sequence
 
@@ -319,7 +320,7 @@ class Options:
         if self.check == "content":
             warnings.warn('check="content" is the old spelling of compare="content" (an '
                           "update's comparison, not an image check); write compare=\"content\"",
-                          DeprecationWarning, stacklevel=3)
+                          DeprecationWarning, stacklevel=_callers_level())
             object.__setattr__(self, "check", "header")
             object.__setattr__(self, "compare", "content")
         if self.compare not in COMPARES:
@@ -500,6 +501,21 @@ def _init(self, *args, **kwargs):
 
 _init.__signature__ = inspect.signature(_fields_init)
 Options.__init__ = _init
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside this package, for a warning that
+    names the user's line however deep in tfrecorder the option was read."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+    def ours(code) -> bool:  # dataclasses generate __init__ as "<string>"
+        return (os.path.abspath(code.co_filename).startswith(package)
+                or (code.co_filename == "<string>" and code.co_name == "__init__"))
+
+    frame, level = sys._getframe(1), 1
+    while frame is not None and ours(frame.f_code):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _runner_name(name) -> str:
