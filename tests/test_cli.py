@@ -174,6 +174,7 @@ def test_schema_file_and_beam_flags_pass_through(tmp_path, run_cli):
     assert p.returncode == 2 and "does not exist" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow  # another Python process
 def test_the_command_freezes_what_survives_a_full_collection_and_a_library_call_does_not():
     # The command's own process only: a full collection (the imports of a conversion set
     # off several) leaves its survivors frozen; importing the package changes nothing.

@@ -207,6 +207,7 @@ def test_a_dataset_never_mixes_two_conversions(tmp_path, tf):
                                                decode_images=False))) == list(range(6))
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_the_same_input_gives_the_same_generation(tmp_path):
     csv = _table(tmp_path, "a")
     tfrecorder.convert(csv, str(tmp_path / "one"), num_shards=2)

@@ -108,6 +108,7 @@ def pics(tmp_path):
     return write_images(tmp_path, 4)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_wide_automl_rows_give_a_variable_length_label(tf, tmp_path, pics):
     csv_path = tmp_path / "multi.csv"
     csv_path.write_text(f"TRAIN,{pics[0]},cat,dog\nTRAIN,{pics[1]},dog,,\nTEST,{pics[2]},bird,cat,dog\n")
@@ -122,6 +123,7 @@ def test_wide_automl_rows_give_a_variable_length_label(tf, tmp_path, pics):
     assert sorted(batch["label"].to_list()) == [[1, 2], [2]]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_rows_of_one_image_with_different_labels_are_merged(tf, tmp_path, pics):
     df = pd.DataFrame({"split": ["TRAIN", "TRAIN", "", "TEST"],
                        "image_uri": [pics[0], pics[1], pics[0], pics[2]],
@@ -134,6 +136,7 @@ def test_rows_of_one_image_with_different_labels_are_merged(tf, tmp_path, pics):
     assert got == {b"0.jpg": [0, 1], b"1.jpg": [1]}
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_list_labels_and_conflicting_splits(tmp_path, pics):
     df = pd.DataFrame({"split": ["TRAIN", "TEST", "TRAIN"],
                        "image_uri": [pics[0], pics[0], pics[1]],

@@ -57,6 +57,7 @@ def _converted(tmp_path, prefix="a", **kw):
     return out
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("name", ["../victim.txt", "../victimdir", "VICTIM",
                                   "data-train.tfrecord-00000-of-00002/../../victim.txt"])
 def test_a_manifest_listing_paths_outside_is_refused_by_every_reader_and_by_overwrite(
@@ -291,6 +292,7 @@ def test_a_ledger_naming_files_of_no_conversion_here_removes_none(tmp_path, publ
     assert all((out / name).read_text() == "the user's" for name in theirs)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_ledger_listing_paths_outside_removes_nothing_there(tmp_path, victims):
     out = tmp_path / "out"
     run = out / layout.TMP_DIR / "deadrun"
@@ -305,6 +307,7 @@ def test_a_ledger_listing_paths_outside_removes_nothing_there(tmp_path, victims)
     assert layout.TMP_DIR not in os.listdir(out)  # the dead run's folder is gone
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("planted", [layout.TMP_DIR, f"{layout.TMP_DIR}/deadrun"])
 def test_a_run_folder_planted_as_a_link_is_never_written_or_emptied(tmp_path, victims, planted):
     out = _converted(tmp_path)
@@ -321,6 +324,7 @@ def test_a_run_folder_planted_as_a_link_is_never_written_or_emptied(tmp_path, vi
     victims()
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("name", [layout.ERRORS, "label.labels.txt", layout.DATASET_INFO,
                                   "data-train.tfrecord-00001-of-00002"])
 def test_our_files_replaced_by_links_are_replaced_never_written_through(tmp_path, victims, name):
@@ -334,6 +338,7 @@ def test_our_files_replaced_by_links_are_replaced_never_written_through(tmp_path
     tfrecorder.verify(str(out))
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("via", ["index", "cli", "overwrite"])
 def test_an_index_folder_planted_as_a_link_is_refused_never_written_through(
         tmp_path, victims, via):
@@ -362,6 +367,7 @@ def test_an_index_folder_planted_as_a_link_is_refused_never_written_through(
     victims()
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("name", ["index/data-train.tfrecord-00001-of-00002.idx",
                                   layout.MANIFEST])
 @pytest.mark.parametrize("via", ["index", "overwrite"])
@@ -426,6 +432,7 @@ def test_the_run_folder_is_its_owners_alone(tmp_path):
     assert stat.S_IMODE(os.stat(folder / output.LEDGER).st_mode) == 0o600
 
 
+@pytest.mark.slow  # the storage emulator end to end
 def test_a_manifest_on_cloud_storage_naming_objects_outside_is_refused(gcs, tmp_path):
     gcs.pipe(f"{BUCKET}/victim.txt", b"precious")
     out = f"gs://{BUCKET}/crafted"

@@ -208,12 +208,14 @@ def test_the_cycle_finder_finds_every_cycle_once():
     assert _import_cycles(graph) == {"a -> b -> a", "a -> b -> c -> a"}
 
 
+@pytest.mark.slow  # a sweep of cases
 def test_no_module_imports_itself_back():
     cycles = _import_cycles(_import_graph(pathlib.Path(tfrecorder.__file__).parent))
     assert not cycles, "import cycles between tfrecorder modules:\n  " + "\n  ".join(
         sorted(cycles))
 
 
+@pytest.mark.slow  # a sweep of cases
 def test_only_the_runner_code_imports_beam():
     # Reading, checking, planning, staging and writing need no Beam: only the job's
     # steps (pipeline) and running them (runners) import it, anywhere in their source.

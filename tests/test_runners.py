@@ -54,6 +54,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # a conversion end to end
 @pytest.mark.parametrize("runner,options,match", [
     ("FlinkRunner", {}, "runner='FlinkRunner' has no cluster given: give flink_master="),
     ("flink", {"flink_master": "127.0.0.1:{port}"},
@@ -174,6 +175,7 @@ def test_dask_runner_names():
         assert tfrecorder.Options(runner=given).runner == "DaskRunner"
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_beams_state_sampler_ticks_short_while_a_conversion_runs_here(tmp_path, monkeypatch):
     # The bundle that writes the shards would otherwise wait up to 200 ms at its end for
     # the sampler's sleep (docs/performance.md). Seen from inside the bundle, as Beam

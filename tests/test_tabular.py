@@ -34,6 +34,7 @@ def _titanic():
     })
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_tabular_table_reads_back_with_plain_tensorflow(tf, tmp_path):
     df = _titanic()
     out = tmp_path / "out"
@@ -92,6 +93,7 @@ def test_type_problems_are_reported_at_once(tmp_path):
         (1, "Pclass"), (2, "Fare"), (3, "Fare")]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_optional_column_with_a_default(tmp_path):
     schema = Schema({"split": types.SplitKey, "x": types.FloatInput(optional=True, default=-1.0)})
     out = str(tmp_path / "out")
@@ -114,6 +116,7 @@ def test_schema_from_a_json_file_and_its_mistakes(tmp_path):
         Schema({"a": types.StringLabel, "b": types.IntegerLabel})
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_without_a_split_column_every_row_is_train(tmp_path):
     r = tfrecorder.convert(pd.DataFrame({"Fare": [1.0, 2.0]}), str(tmp_path / "o"),
                            schema={"Fare": "FloatInput"})

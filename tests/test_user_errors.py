@@ -165,6 +165,7 @@ os.execv(sys.argv[1], sys.argv[1:])
 """
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_an_output_folder_that_exists_but_is_read_only(tmp_path):
     # Unchecked, taking the lock would fail with a PermissionError: exit 1, not 2.
     import subprocess
