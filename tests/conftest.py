@@ -399,10 +399,10 @@ def doc_runs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def two_tables(tmp_path_factory):
-    """Two CSVs of 2000 distinct tiny PNGs each (``tests/test_epoch_isolation.py``), the
+    """Two CSVs of 2000 distinct tiny PNGs each (``tests/test_load_isolation.py``), the
     first labelled cat and dog, the second ant, bee, cow and doe: a conversion and the one
     that replaces it."""
-    from tests.test_epoch_isolation import _tiny_pngs
+    from tests.test_load_isolation import _tiny_pngs
 
     root = tmp_path_factory.mktemp("tables")
     return (_tiny_pngs(root, "a", ("cat", "dog")),
@@ -413,7 +413,7 @@ def two_tables(tmp_path_factory):
 def first_of_two(two_tables, tmp_path_factory):
     """The first of ``two_tables`` converted (in SHARDS shards), once per test run: a test
     that converts over it or reads it while another process does works on a copy."""
-    from tests.test_epoch_isolation import SHARDS
+    from tests.test_load_isolation import SHARDS
 
     import tfrecorder
 

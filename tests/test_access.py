@@ -54,6 +54,7 @@ def _write_index_files(out):
                 f.write(text)
 
 
+@pytest.mark.slow  # a conversion end to end
 @pytest.mark.parametrize("with_index", [True, False])
 def test_every_record_equals_tensorflows_in_file_order(tf, out, with_index):
     (_write_index_files if with_index else _without_index_files)(out)
@@ -126,6 +127,7 @@ def _compare_with_tensorflow(tf, out, split, tf_spec):
                 np.testing.assert_array_equal(got, expected, err_msg=key)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_scalar_and_list_features_parse_as_tensorflow_parses_them(tf, tmp_path):
     df = pd.DataFrame({
         "split": ["TRAIN"] * 4,
@@ -151,6 +153,7 @@ def test_scalar_and_list_features_parse_as_tensorflow_parses_them(tf, tmp_path):
     assert ages == [[], [], [22.5], [26.0]]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_multi_label_and_box_lists_parse_as_tensorflow_parses_them(tf, tmp_path, image_table):
     pics = [image_table(f"img/{i}.jpg", encode(seed=i)) for i in range(3)]
     csv_path = tmp_path / "boxes.csv"
@@ -180,6 +183,7 @@ def test_multi_label_and_box_lists_parse_as_tensorflow_parses_them(tf, tmp_path,
     assert labels == {b"0.jpg": [0, 1], b"1.jpg": [1]}
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_gzip_directories_are_refused(samples_converted):
     out = samples_converted(compression="gzip")[0]  # read only
     with pytest.raises(ConfigError, match="gzip-compressed shards.*compression=None"):
@@ -193,6 +197,7 @@ def test_unknown_split_and_missing_manifest(out, tmp_path):
         access.Reader(str(tmp_path), "train")
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_damaged_record_names_the_shard_and_offset(tmp_path):
     out = str(tmp_path / "out")
     tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out, num_shards=1)
@@ -209,6 +214,7 @@ def test_a_damaged_record_names_the_shard_and_offset(tmp_path):
         reader.record(2)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_directory_converted_again_while_read_is_an_error(tmp_path, samples_converted):
     out = str(tmp_path / "out")
     shutil.copytree(samples_converted(num_shards=2)[0], out)  # a conversion of its own

@@ -248,6 +248,7 @@ def test_a_fetch_killed_before_its_end_leaves_nothing_served(remote, tmp_path):
     assert not [n for n in os.listdir(folder) if ".tmp-" in n]  # cleared by the next fetch
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_nothing_but_its_own_files_is_ever_removed(remote, tmp_path):
     size = max(s.num_bytes for s in access.Reader(remote, "train").shards)
     folder = tmp_path / _cache.SHARDS

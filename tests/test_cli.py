@@ -174,6 +174,7 @@ def test_schema_file_and_beam_flags_pass_through(tmp_path, run_cli):
     assert p.returncode == 2 and "does not exist" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow  # another Python process
 def test_the_command_freezes_what_survives_a_full_collection_and_a_library_call_does_not():
     # The command's own process only: a full collection (the imports of a conversion set
     # off several) leaves its survivors frozen; importing the package changes nothing.
@@ -219,3 +220,38 @@ def test_the_commands_stderr_is_its_one_line_whatever_the_libraries_beneath_log(
     assert p.returncode == 1, p.stderr[-2000:]
     assert p.stderr.startswith(f"Error: {n} of {n} rows were quarantined"), p.stderr[:2000]
     assert p.stderr.count("\n") == 1, p.stderr[:2000]
+
+
+# --- flags: ours in either spelling, unknown ones refused, Beam's passed on ------------
+
+def test_our_options_take_both_spellings(tmp_path, run_cli):
+    rows = [["TRAIN", os.path.join(SAMPLES, "images", "circle_01.jpg"), "a"],
+            ["TRAIN", str(tmp_path / "gone.jpg"), "b"]] + [
+           ["TRAIN", os.path.join(SAMPLES, "images", f"square_{i:02d}.jpg"), "c"]
+           for i in (1, 2, 4, 5, 7, 8, 10, 11)]
+    path = tmp_path / "d.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    p = run_cli("convert", str(path), str(tmp_path / "a"), "--max_error_fraction=0")
+    assert p.returncode == 1 and "max_error_fraction=0" in p.stderr  # taken as ours, not passed to Beam
+    p = run_cli("convert", str(path), str(tmp_path / "b"),
+                "--max-error-fraction", "0.2", "--num_shards=1")
+    assert p.returncode == 0 and "wrote 9 of 10 rows" in p.stdout and "1 shard(s)" in p.stdout
+
+
+@pytest.mark.parametrize("flag,hint", [("--compresion=gzip", "--compression"),
+                                       ("--max_num_worker=3", "--max_num_workers"),
+                                       ("--no-such-thing", None)])
+def test_unknown_flags_are_refused_with_a_suggestion(tmp_path, flag, hint, run_cli):
+    p = run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"), flag)
+    assert p.returncode == 2 and f"unknown flag {flag.split('=')[0]}" in p.stderr
+    if hint:
+        assert f"did you mean {hint}?" in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_beam_flags_still_pass_through(tmp_path, run_cli):
+    p = run_cli("convert", os.path.join(SAMPLES, "data.csv"), str(tmp_path / "out"),
+                "--direct_running_mode=multi_threading", "--max_num_workers", "4")
+    assert p.returncode == 0, p.stderr
+    assert "wrote 36 of 36 rows" in p.stdout

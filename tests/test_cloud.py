@@ -272,6 +272,7 @@ class _FinishedJob:
         return self.state
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_waiting_for_a_job_gives_the_directrunner_result(tmp_path):
     from tfrecorder._writer.runners import console_url
     from tfrecorder._writer.result import DataflowJob

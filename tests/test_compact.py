@@ -118,6 +118,7 @@ def test_vacuum_after_compact_leaves_only_the_compacted_files(tmp_path):
     assert json.loads((out / "quality.json").read_text())["version"] == 4
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_compact_of_named_splits_and_its_errors(tmp_path, run_cli):
     paths = _images(tmp_path / "img", 8)
     out = tmp_path / "out"
@@ -171,6 +172,7 @@ def test_damaged_rows_files_and_live_indexes_are_named_and_nothing_is_published(
     assert tfrecorder.compact(str(out)).version == 3  # repaired: it goes through
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_splits_are_named_in_any_spelling_or_refused(tmp_path):
     paths = _images(tmp_path / "img", 8)
     out = tmp_path / "out"

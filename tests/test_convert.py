@@ -60,6 +60,7 @@ SAMPLE_DIGESTS = {
 }
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_the_bundled_samples_give_the_same_bytes_on_every_machine(tmp_path):
     # Copied elsewhere first: where the table lies must not show in the output either.
     samples = tmp_path / "elsewhere"
@@ -88,6 +89,7 @@ def test_the_bundled_samples_give_the_same_bytes_on_every_machine(tmp_path):
     assert first["sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_samples_round_trip_with_plain_tensorflow(tf, samples_converted):
     folder, result = samples_converted()  # tfrecorder.convert(samples/data.csv, folder)
     out = pathlib.Path(folder)
@@ -124,6 +126,7 @@ def test_samples_round_trip_with_plain_tensorflow(tf, samples_converted):
     assert open(out / "label.labels.txt").read() == "circle\nsquare\ntriangle\n"
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_nothing_is_lost_bad_rows_are_quarantined_with_reasons(tf, tmp_path, image_table):
     rows = []
     for i in range(12):
@@ -203,6 +206,7 @@ def test_an_image_missing_on_two_rows_is_two_bad_rows_before_the_run(tmp_path, i
     assert [(q["row"], q["values"]["label"]) for q in errors] == [(1, "x"), (2, "y")]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_webp_is_kept_and_what_re_encoding_cost_is_in_the_summary(tf, tmp_path, image_table):
     import io
 
@@ -246,6 +250,7 @@ def test_webp_is_kept_and_what_re_encoding_cost_is_in_the_summary(tf, tmp_path, 
     assert "re-encoded" in result._repr_html_()
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_same_input_gives_byte_identical_files(tmp_path):
     csv = os.path.join(SAMPLES, "data.csv")
     tfrecorder.convert(csv, str(tmp_path / "a"), num_shards=2)
@@ -261,6 +266,7 @@ def test_same_input_gives_byte_identical_files(tmp_path):
         assert timeless(tmp_path / "a" / name) == timeless(tmp_path / "b" / name), name
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_existing_output_is_refused_unless_overwrite(tmp_path):
     csv = os.path.join(SAMPLES, "data.csv")
     out = tmp_path / "out"
@@ -312,6 +318,7 @@ def test_image_directory_source(tf, tmp_path, image_table):
     assert result.labels == ["cat", "dog"]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_integer_labels_and_an_explicit_vocabulary_file(tmp_path, image_table):
     a = image_table("a.jpg", encode(seed=1))
     b = image_table("b.jpg", encode(seed=2))

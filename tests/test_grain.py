@@ -56,6 +56,7 @@ def test_grain_shards_across_hosts_every_record_once(table_out):
     assert sorted(seen) == list(range(N))
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_map_dataset_decodes_and_batches_the_images(tmp_path):
     out = str(tmp_path / "images")
     tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out)

@@ -412,6 +412,7 @@ def test_downscaled_images_keep_their_appearance_in_every_mode(tf, name, data, r
     assert float(tf.reduce_mean(tf.abs(tf.cast(got, tf.float32) - want))) < 4, name
 
 
+@pytest.mark.slow  # another Python process
 def test_a_header_check_of_a_common_format_does_not_import_pillow(tmp_path):
     import os
     import subprocess

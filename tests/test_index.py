@@ -199,6 +199,7 @@ def test_build_index_refuses_a_shard_that_lost_records(tmp_path, converted):
         tfrecorder.build_index(out)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_overwrite_replaces_the_index_files_and_removes_their_folder(tmp_path):
     out = str(tmp_path / "out")
     tfrecorder.convert(DATA, out, num_shards=3)
@@ -245,6 +246,7 @@ def _legacy_uncompressed(root):
         gz.unlink()
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_build_index_on_a_tfrecorder_2_folder_gives_its_counts(tmp_path):
     legacy_dir = tmp_path / "tfrecorder-20200101-000000-x"
     legacy_dir.mkdir()

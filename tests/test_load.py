@@ -33,6 +33,7 @@ def test_load_gives_every_split_with_tfrecorder_keys_and_label_names(samples_out
     assert counts == {s: i.num_examples for s, i in ds.info.splits.items()}
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_undecoded_records_hold_the_original_bytes(samples_out):
     table = _table()
     ds, info = tfrecorder.load(samples_out, split="train", decode_images=False, with_info=True)
@@ -45,6 +46,7 @@ def test_undecoded_records_hold_the_original_bytes(samples_out):
     assert n == info.splits["train"].num_examples
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_decoded_images_equal_decode_image(tf, samples_out):
     table = _table()
     for ex in tfrecorder.load(samples_out, split="validation"):
@@ -55,6 +57,7 @@ def test_decoded_images_equal_decode_image(tf, samples_out):
         np.testing.assert_array_equal(ex["image"].numpy(), expected.numpy())
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_batched_resized_supervised_pairs(tf, samples_out):
     table = _table()
     ds = tfrecorder.load(samples_out, split="train", batch_size=8, image_size=(32, 40),
@@ -82,6 +85,7 @@ def test_jpeg_scale_is_the_smallest_that_covers_the_size(tf, height, width, size
     assert int(got) == expected
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_scaled_jpeg_decoding_stays_close_to_full_decoding(tf, tmp_path, image_table):
     from PIL import Image
     import io
@@ -111,6 +115,7 @@ def test_shuffle_is_seeded_and_keeps_every_record(samples_out):
     assert a == b and sorted(a) == sorted(plain) and a != plain
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_cache_and_gzip(tmp_path):
     out = str(tmp_path / "gz")
     tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), out, compression="gzip")
@@ -166,6 +171,7 @@ def test_whole_numbers_of_any_integer_type_are_taken(samples_out):
     assert tuple(images) == (2, 8, 8, 1)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_convert_and_load(tmp_path):
     ds = tfrecorder.convert_and_load(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "o"),
                                      load_options={"split": "test", "decode_images": False})

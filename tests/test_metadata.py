@@ -115,6 +115,7 @@ def test_tfds_image_channels(counts, expected):
     assert metadata.image_channels(counts) == expected
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_tfds_reads_every_record_of_a_dataset_holding_a_gif(tf, tmp_path):
     # TFDS's Image feature decodes a GIF (even of one frame) to [1, H, W, 3], which its
     # [H, W, C] shape refuses: such a dataset declares the image as its encoded bytes.
@@ -152,6 +153,7 @@ def test_tfds_reads_every_record_of_a_dataset_holding_a_gif(tf, tmp_path):
     assert [(i.dtype.name, tuple(i.shape)) for i in images] == [("uint8", (16, 24, 3))] * 2
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_tfds_reads_every_record_of_a_dataset_holding_a_webp(tf, tmp_path):
     # TFDS's Image feature decodes a WebP as a GIF, to [1, H, W, C]: such a dataset
     # declares the image as its encoded bytes, which are the file's.

@@ -77,6 +77,7 @@ def test_convert_takes_tfrecorders_positional_arguments(tmp_path):
     assert sorted(datasets) == ["test", "train"]
 
 
+@pytest.mark.slow  # a conversion end to end
 @pytest.mark.parametrize("text,header,names", [
     ("image_uri,label,split\n{a},x,TRAIN\n{b},y,TEST\n", "infer", None),       # a header
     ("{a},x,TRAIN\n{b},y,TEST\n", None, ["image_uri", "label", "split"]),      # names, no header
@@ -99,6 +100,7 @@ def test_header_none_reads_a_header_line_as_data(tmp_path):
         tfrecorder.convert(source, str(tmp_path / "out"), header="first")
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_names_select_dataframe_columns(tmp_path):
     a, b, _ = _three_images(tmp_path)
     df = pd.DataFrame({"split": ["TRAIN", "TEST"], "image_uri": [a, b], "label": ["x", "y"],
@@ -135,6 +137,7 @@ def test_input_schema_has_tfrecorders_attributes(tf):
 
 # --- 4. relative image paths ------------------------------------------------------------
 
+@pytest.mark.slow  # a conversion end to end
 def test_relative_paths_resolve_against_the_csv_folder_then_the_working_directory(
         tmp_path, monkeypatch, caplog):
     (tmp_path / "work" / "img").mkdir(parents=True)
@@ -184,6 +187,7 @@ def test_inspect_returns_its_folder_as_a_path(converted, tmp_path):
     assert checked.split == "train" and len(pd.read_csv(os.path.join(checked, "data.csv"))) == 2
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_tfrecorders_commands(tmp_path, capsys):
     code = cli.main(["create-tfrecords", f"--input_data={os.path.join(SAMPLES, 'data.csv')}",
                      f"--output_dir={tmp_path / 'out'}", "--num_shards=2"])
@@ -288,6 +292,7 @@ def test_tfrecorder_2_output_directories_inspect_and_verify(tmp_path):
 
 # --- 8. the steps of TFRecorder's five sample notebooks ----------------------------------
 
+@pytest.mark.slow  # a conversion end to end
 def test_notebook_basic_usage(tmp_path, monkeypatch):
     # df = pd.read_csv(input_file); results = df.tensorflow.to_tfr(output_dir); results
     # (image paths relative to the working directory, as the notebook's were)
@@ -313,6 +318,7 @@ def test_notebook_convert_image_directory(tmp_path):
     assert sum(1 for _ in datasets["train"]) == 2
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_notebook_convert_structured_data(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     n = 20
@@ -346,6 +352,7 @@ def test_notebook_convert_structured_data(tmp_path, monkeypatch):
     assert dtypes["Name"] == "string" and len(dtypes) == 8
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_notebook_loading_a_tf_dataset(tmp_path):
     # datasets = tfrecorder.load(tfrecord_dir); datasets.keys(); datasets['TRAIN'];
     # for d in train: d['image_name']

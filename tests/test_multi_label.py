@@ -7,6 +7,8 @@ import pytest
 
 import tfrecorder
 from tfrecorder import access
+from tfrecorder._folder import metadata
+from tests.conftest import read_split, write_images
 from tests.test_spill import _pictures
 
 
@@ -97,3 +99,51 @@ def test_the_command_line_flag(tmp_path, stray, run_cli):
     done = run_cli("convert", csv, str(tmp_path / "b"), "--multi-label")
     assert done.returncode == 0, done.stderr
     assert len(access.Reader(str(tmp_path / "b"), "train")) == 88
+
+
+# --- end to end: wide rows, merged rows, list cells --------------------------------
+
+
+@pytest.fixture
+def pics(tmp_path):
+    return write_images(tmp_path, 4)
+
+
+@pytest.mark.slow  # a conversion end to end
+def test_wide_automl_rows_give_a_variable_length_label(tf, tmp_path, pics):
+    csv_path = tmp_path / "multi.csv"
+    csv_path.write_text(f"TRAIN,{pics[0]},cat,dog\nTRAIN,{pics[1]},dog,,\nTEST,{pics[2]},bird,cat,dog\n")
+    out = tmp_path / "out"
+    result = tfrecorder.convert(str(csv_path), str(out))
+    assert result.labels == ["bird", "cat", "dog"]
+    m = metadata.read_manifest(str(out))
+    assert m.features["label"].shape is None
+    got = {e["image_name"][0]: e["label"] for e in read_split(tf, out)}
+    assert got == {b"0.jpg": [1, 2], b"1.jpg": [2], b"2.jpg": [0, 1, 2]}
+    batch = next(iter(tfrecorder.load(str(out), split="train", batch_size=2, image_size=(8, 8))))
+    assert sorted(batch["label"].to_list()) == [[1, 2], [2]]
+
+
+@pytest.mark.slow  # a conversion end to end
+def test_rows_of_one_image_with_different_labels_are_merged(tf, tmp_path, pics):
+    df = pd.DataFrame({"split": ["TRAIN", "TRAIN", "", "TEST"],
+                       "image_uri": [pics[0], pics[1], pics[0], pics[2]],
+                       "label": ["cat", "dog", "dog", "cat"]})
+    out = tmp_path / "out"
+    result = tfrecorder.convert(df, str(out), multi_label=True)
+    assert (result.rows_in, result.rows_written, result.rows_quarantined) == (4, 4, 0)
+    assert result.rows_per_split == {"train": 2, "test": 1}  # records: one per image
+    got = {e["image_name"][0]: e["label"] for e in read_split(tf, out, "train")}
+    assert got == {b"0.jpg": [0, 1], b"1.jpg": [1]}
+
+
+@pytest.mark.slow  # a conversion end to end
+def test_list_labels_and_conflicting_splits(tmp_path, pics):
+    df = pd.DataFrame({"split": ["TRAIN", "TEST", "TRAIN"],
+                       "image_uri": [pics[0], pics[0], pics[1]],
+                       "label": [["cat"], ["dog"], ["cat", "dog"]]})
+    with pytest.raises(tfrecorder.SchemaError, match=r"splits \['test', 'train'\]"):
+        tfrecorder.convert(df, str(tmp_path / "out"))
+    df.loc[1, "split"] = "TRAIN"
+    result = tfrecorder.convert(df, str(tmp_path / "out"))
+    assert result.rows_per_split == {"train": 2} and result.rows_written == 3

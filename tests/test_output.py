@@ -128,6 +128,7 @@ def test_a_live_lock_refuses_at_once_and_names_the_run(tmp_path):
     assert os.listdir(out) == [layout.LOCK]  # nothing written
 
 
+@pytest.mark.slow  # a conversion end to end
 @pytest.mark.parametrize("holder", [
     {"host": "HOST", "pid": "DEAD"},            # a killed run on this machine
     {"expires": 0},                             # a lock nobody renewed
@@ -206,6 +207,7 @@ def test_a_process_that_is_only_invisible_from_here_keeps_its_lock(tmp_path, hol
     assert os.listdir(out) == [layout.LOCK] and (out / layout.LOCK).read_bytes() == before
 
 
+@pytest.mark.slow  # a conversion end to end
 @pytest.mark.parametrize("content", [
     '{"run_id": "x", "expires": null}', '{"run_id": "x"}', '["not", "a", "lock"]',
     '{"run_id": "x", "expires": "soon"}', "", "{garbage",
@@ -274,6 +276,7 @@ def test_a_lock_file_is_never_seen_half_written(tmp_path):
     assert os.listdir(tmp_path) == []  # nothing of the temporary names is left
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_lock_being_created_is_not_a_file_of_the_folder(tmp_path):
     # Another run writes its lock whole under a temporary name, then links it: a survey
     # in that moment must not take the folder for a user's (nor remove the file).
@@ -346,6 +349,7 @@ def test_every_check_runs_before_the_previous_output_is_touched(tmp_path, previo
     assert _snapshot(out) == before and sorted(os.listdir(out)) == _top(before)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_run_that_fails_leaves_the_previous_output_as_it_was(tmp_path, previous, tf):
     out, before = previous
     good = [str(tmp_path / f"{i}.jpg") for i in range(3)]
@@ -364,6 +368,7 @@ def test_a_run_that_fails_leaves_the_previous_output_as_it_was(tmp_path, previou
     assert layout.TMP_DIR not in os.listdir(out)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_overwrite_replaces_only_what_a_conversion_wrote(tmp_path, previous):
     out, before = previous
     # Files of the user's, one named like a shard of ours but listed by no manifest.

@@ -352,6 +352,7 @@ def test_the_version_is_one_value(tmp_path):
         f"{runners.DISTRIBUTION.replace('-', '_')}-{said}-py3-none-any.whl")
 
 
+@pytest.mark.slow  # a sweep of cases
 def test_only_the_runner_code_imports_beam():
     # Reading, checking, planning, staging and writing need no Beam: only the job's
     # steps (pipeline) and running them (runners) import it, anywhere in their source.

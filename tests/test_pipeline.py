@@ -92,6 +92,7 @@ def test_shards_are_reshuffled_unless_one_worker_in_this_process_writes_them(tmp
     assert "WriteShards/Spread" in labels(beam.Pipeline(options=one))  # another runner
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image_table):
     rows = _rows(tmp_path, image_table, 5, [9])
     tasks = stage_rows(rows, tmp_path / "tasks", num_shards=1)

@@ -65,6 +65,7 @@ def table(tmp_path):
     return csv
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_exact_leaks_conflicts_and_duplicates_name_the_tables_rows(table, tmp_path):
     result = tfrecorder.convert(str(table), str(tmp_path / "out"))
     r = tfrecorder.report(str(tmp_path / "out"))
@@ -142,6 +143,7 @@ def test_conflicts_come_in_the_order_of_their_first_record_whatever_the_shards_o
     assert conflicts([0, 1]) == conflicts([1, 0]) == ["b", "a"]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):
     tfrecorder.convert(str(table), str(tmp_path / "out"), near_duplicates=True)
     r = tfrecorder.report(str(tmp_path / "out"))
@@ -163,6 +165,7 @@ def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):
     assert len(mean) == 3 and all(0 < m < 1 for m in mean) and all(0 < s < 0.5 for s in std)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_statistics_per_split_and_label(table, tmp_path):
     tfrecorder.convert(str(table), str(tmp_path / "out"))
     r = tfrecorder.report(str(tmp_path / "out"))
@@ -179,6 +182,7 @@ def test_statistics_per_split_and_label(table, tmp_path):
                                                              ("few_images", "dog")}
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_dataframe_reports_its_index_labels(tmp_path):
     paths = []
     for i in range(4):
@@ -195,6 +199,7 @@ def test_a_dataframe_reports_its_index_labels(tmp_path):
     assert r.leaks[["row_a", "row_b"]].values.tolist() == [["r0", "r4"]]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_imbalance_warning(tmp_path):
     rows = []
     for i in range(110):
@@ -229,6 +234,7 @@ def test_report_command_prints_and_fails_on_request(table, tmp_path, run_cli):
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_report_in_a_notebook_shows_bars_and_thumbnails(table, tmp_path):
     tfrecorder.convert(str(table), str(tmp_path / "out"), near_duplicates=True)
     page = tfrecorder.report(str(tmp_path / "out"))._repr_html_()
@@ -239,6 +245,7 @@ def test_report_in_a_notebook_shows_bars_and_thumbnails(table, tmp_path):
     assert page.count("<h4>copies</h4>") == 1 and "odd_size: 1" in page
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_quality_json_is_listed_and_replaced_by_overwrite(table, tmp_path):
     out = tmp_path / "out"
     tfrecorder.convert(str(table), str(out))
@@ -385,6 +392,7 @@ def test_channel_sums_are_pillows_imagestat_figures(mode):
     assert quality.channel_sums(img) == (stat.count[0], stat.sum, stat.sum2)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
     """301 records with the same bytes, 300 in train and the last in test: the group is
     cut to GROUP_LIMIT records, the test one among them, so its 300 leaks are listed and

@@ -83,6 +83,7 @@ def test_an_image_csv_reads_back_as_its_rows_less_the_quarantined_ones(tmp_path)
     assert _by(tfrecorder.read(str(again)), "image_uri").equals(_by(got, "image_uri"))
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_multi_label_records_read_back_as_lists_of_names(tmp_path, image_table):
     pics = [image_table(f"img/{i}.jpg", encode(seed=i)) for i in range(3)]
     missing = str(tmp_path / "img" / "missing.jpg")
@@ -102,6 +103,7 @@ def test_multi_label_records_read_back_as_lists_of_names(tmp_path, image_table):
     assert _records(again) == _records(out)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_detection_records_read_back_as_boxes(tmp_path, image_table):
     pics = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(3)]
     csv = tmp_path / "boxes.csv"
@@ -161,6 +163,7 @@ def _table():
     })
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_tabular_table_reads_back_with_its_values_and_dtypes(tmp_path):
     df = _table()
     out = tmp_path / "out"

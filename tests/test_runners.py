@@ -53,6 +53,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # a conversion end to end
 @pytest.mark.parametrize("runner,options,match", [
     ("FlinkRunner", {}, "runner='FlinkRunner' has no cluster given: give flink_master="),
     ("flink", {"flink_master": "127.0.0.1:{port}"},

@@ -69,6 +69,7 @@ def _tables(tmp_path):
     return tables
 
 
+@pytest.mark.slow  # a conversion end to end
 @pytest.mark.parametrize("kind", ["csv", "dataframe", "multi-label rows",
                                   "multi-label wide rows", "multi-label lists", "detection",
                                   "image directory"])
@@ -116,6 +117,7 @@ def test_a_detection_image_in_two_splits_is_named_and_nothing_is_written(tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_an_image_directory_is_listed_as_a_stream(tmp_path, tiny_chunks):
     tables = _tables(tmp_path)
     result = tfrecorder.convert(tables["image directory"], str(tmp_path / "out"))
@@ -162,6 +164,7 @@ def test_the_tally_keeps_no_first_rows_when_every_image_is_named_once(names, mul
     assert (found.firsts is None) if not multi else found.firsts.tolist() == [0, 1, 2, 3]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_vocabularies_are_decided_over_the_whole_table(tmp_path, tiny_chunks):
     paths = _pictures(tmp_path, 30)
     # Whole numbers in the first chunks, a name in the last: the column is a vocabulary,
@@ -204,6 +207,7 @@ def test_one_image_with_labels_in_different_chunks_is_one_record(tmp_path, tiny_
     assert metadata.read_manifest(str(tmp_path / "out")).features["label"].shape is None
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_nothing_is_left_of_the_spill(tmp_path, monkeypatch, tiny_chunks):
     import tempfile
 

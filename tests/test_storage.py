@@ -84,6 +84,7 @@ print(len(errors), errors[:2], len({id(fs) for fs in seen}),
         assert out.stdout.strip() == "0 [] 1 True"
 
 
+@pytest.mark.slow  # another Python process
 def test_a_process_forked_while_a_thread_resolves_a_file_system_resolves_its_own():
     # A DataLoader's worker processes are forked while reader threads of the parent may
     # be making their first reads: the child must not inherit the resolution lock held

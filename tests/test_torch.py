@@ -41,6 +41,7 @@ def _original(name):
     return Image.open(os.path.join(SAMPLES, uri)).convert("RGB")
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_items_are_chw_uint8_images_and_label_ids(images_out):
     ds = tfrecorder.torch.Dataset(images_out, "train")
     reader = access.Reader(images_out, "train")
@@ -74,6 +75,7 @@ def test_records_without_image_and_label_are_feature_dicts(table_out):
     assert all(item["x"] == item["id"] / 4 for item in items)
 
 
+@pytest.mark.slow  # another Python process
 @pytest.mark.filterwarnings("ignore:This DataLoader will create")  # more workers than cores
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3, 4])
 def test_a_dataloader_gives_every_record_once_whatever_its_workers(table_out, num_workers):
@@ -84,6 +86,7 @@ def test_a_dataloader_gives_every_record_once_whatever_its_workers(table_out, nu
         assert sorted(ids) == list(range(N_TABLE))
 
 
+@pytest.mark.slow  # another Python process
 def test_decoded_images_through_two_workers_are_those_read_in_process(images_out):
     def small(image):
         return torch.from_numpy(np.array(image.resize((16, 16)))).permute(2, 0, 1)
@@ -192,6 +195,7 @@ def test_torch_datasets_never_import_tensorflow(images_out):
     assert done.stdout.split() == ["False", str(len(access.Reader(images_out, "train")))]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_the_png_and_grey_images_become_rgb(tmp_path, image_table):
     from tests.conftest import encode
 
@@ -305,6 +309,7 @@ def test_a_negative_or_fractional_epoch_or_start_is_refused(table_out, epoch, st
     assert list(sampler) == [] and len(sampler) == 0
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_16_bit_grey_png_keeps_its_top_8_bits_as_load_does(tmp_path, image_table):
     import tensorflow as tf
 

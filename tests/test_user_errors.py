@@ -1,7 +1,6 @@
 """Every user error is one clear line: a TFRecorderError naming the file, row or value and
 the fix; the CLI prints ``Error: ...`` and exits 2 (bad input) or 1, never a traceback."""
 
-import csv
 import os
 
 import pandas as pd
@@ -167,6 +166,7 @@ os.execv(sys.argv[1], sys.argv[1:])
 """
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_an_output_folder_that_exists_but_is_read_only(tmp_path):
     # Unchecked, taking the lock would fail with a PermissionError: exit 1, not 2.
     import subprocess
@@ -200,44 +200,6 @@ def test_a_csv_with_only_its_header(tmp_path, capsys):
     code, out, err = _cli(capsys, "convert", str(path), str(tmp_path / "out"))
     assert code == 2 and err.startswith("Error: ") and "has no rows" in err and out == ""
     assert not (tmp_path / "out").exists()
-
-
-# --- the CLI's flags --------------------------------------------------------------------
-
-def test_our_options_take_both_spellings(tmp_path, capsys):
-    rows = [["TRAIN", os.path.join(SAMPLES, "images", "circle_01.jpg"), "a"],
-            ["TRAIN", str(tmp_path / "gone.jpg"), "b"]] + [
-           ["TRAIN", os.path.join(SAMPLES, "images", f"square_{i:02d}.jpg"), "c"]
-           for i in (1, 2, 4, 5, 7, 8, 10, 11)]
-    path = tmp_path / "d.csv"
-    with open(path, "w", newline="") as f:
-        csv.writer(f).writerows(rows)
-    code, _, err = _cli(capsys, "convert", str(path), str(tmp_path / "a"),
-                        "--max_error_fraction=0")
-    assert code == 1 and "max_error_fraction=0" in err  # taken as ours, not passed to Beam
-    code, out, _ = _cli(capsys, "convert", str(path), str(tmp_path / "b"),
-                        "--max-error-fraction", "0.2", "--num_shards=1")
-    assert code == 0 and "wrote 9 of 10 rows" in out and "1 shard(s)" in out
-
-
-@pytest.mark.parametrize("flag,hint", [("--compresion=gzip", "--compression"),
-                                       ("--max_num_worker=3", "--max_num_workers"),
-                                       ("--no-such-thing", None)])
-def test_unknown_flags_are_refused_with_a_suggestion(tmp_path, flag, hint, capsys):
-    code, _, err = _cli(capsys, "convert", os.path.join(SAMPLES, "data.csv"),
-                        str(tmp_path / "out"), flag)
-    assert code == 2 and f"unknown flag {flag.split('=')[0]}" in err
-    if hint:
-        assert f"did you mean {hint}?" in err
-    assert not (tmp_path / "out").exists()
-
-
-def test_beam_flags_still_pass_through(tmp_path, capsys):
-    code, out, err = _cli(capsys, "convert", os.path.join(SAMPLES, "data.csv"),
-                          str(tmp_path / "out"), "--direct_running_mode=multi_threading",
-                          "--max_num_workers", "4")
-    assert code == 0, err
-    assert "wrote 36 of 36 rows" in out
 
 
 def test_the_mode_flags_and_a_dataflow_flag_without_its_runner(tmp_path, capsys):

@@ -339,6 +339,7 @@ def test_a_reader_of_version_1_keeps_reading_it_while_version_2_is_published(tf,
         reader.record(5)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_overwrite_removes_every_file_of_every_version_and_nothing_else(tf, versioned,
                                                                        tmp_path):
     src, _, _ = versioned

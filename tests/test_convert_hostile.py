@@ -108,6 +108,7 @@ def hostile(tmp_path_factory, tf):
     return root, out, result, expected, len(rows)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_every_hostile_row_is_written_or_quarantined_with_its_reason(tf, hostile):
     root, out, result, expected, n_rows = hostile
     assert result.rows_in == n_rows == result.rows_written + result.rows_quarantined
@@ -134,6 +135,7 @@ def test_every_hostile_row_is_written_or_quarantined_with_its_reason(tf, hostile
     assert len(written["dot.png"]) == 2  # a duplicate row is written twice
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_exif_orientation_is_not_applied(tf, hostile):
     # TensorFlow ignores EXIF orientation, so the stored size is the file's own 40x20.
     root, out, *_ = hostile
@@ -142,6 +144,7 @@ def test_exif_orientation_is_not_applied(tf, hostile):
     assert (rot["image_width"], rot["image_height"]) == ([40], [20])
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_every_written_file_passes_a_full_checksummed_read(tf, hostile):
     _, out, result, *_ = hostile
     v = tfrecorder.verify(str(out))
@@ -151,6 +154,7 @@ def test_every_written_file_passes_a_full_checksummed_read(tf, hostile):
         assert len(read_split(tf, out, split)) == m.splits[split].num_examples
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_flipped_byte_is_reported_by_file_name(tf, tmp_path, image_table):
     paths = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(5)]
     out = tmp_path / "out"
@@ -172,6 +176,7 @@ def _frame(paths, split="TRAIN"):
     return pd.DataFrame({"split": split, "image_uri": paths, "label": "x"})
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_failure_budget_fails_the_run_and_leaves_no_manifest(tmp_path, image_table):
     good = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(7)]
     bad = [str(tmp_path / f"gone{i}.jpg") for i in range(3)]
@@ -209,6 +214,7 @@ def test_a_run_that_failed_its_budget_is_replaced_by_the_fixed_run_without_overw
     assert not (out / layout.TMP_DIR).exists() and (out / "errors.jsonl").read_text() == ""
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_half_written_files_of_ours_are_removed_and_the_users_kept(tmp_path, image_table):
     # What a run killed inside a write leaves: a temporary file beside each file of ours
     # it was replacing (``storage.temp_name``). The next run removes them, wherever they
@@ -308,6 +314,7 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table, 
         assert timeless(out / name) == timeless(clean / name), name
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_nothing_is_written_outside_the_output_directory(tmp_path, image_table):
     inside = image_table("data/a.jpg", encode(seed=1))
     outside = image_table("elsewhere/b.jpg", encode(seed=2))
@@ -376,6 +383,7 @@ def test_json_of_ours_nested_too_deep_is_told_by_its_file_not_a_recursion(
     assert done.returncode == 2 and "nested too deep" in done.stderr
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_damaged_errors_file_is_shown_as_far_as_it_can_be(tmp_path, image_table):
     good = [image_table(f"{i}.jpg", encode(seed=i)) for i in range(9)]
     out = tmp_path / "out"

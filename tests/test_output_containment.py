@@ -1,6 +1,5 @@
 """Nothing outside the output folder is ever read, written or removed, whatever a
-manifest, a ledger or a planted link says; staged tasks are private; an epoch reads
-one conversion."""
+manifest, a ledger or a planted link says; staged tasks are private."""
 
 import json
 import os
@@ -59,6 +58,7 @@ def _converted(tmp_path, prefix="a", **kw):
     return out
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("name", ["../victim.txt", "../victimdir", "VICTIM",
                                   "data-train.tfrecord-00000-of-00002/../../victim.txt"])
 def test_a_manifest_listing_paths_outside_is_refused_by_every_reader_and_by_overwrite(
@@ -293,6 +293,7 @@ def test_a_ledger_naming_files_of_no_conversion_here_removes_none(tmp_path, publ
     assert all((out / name).read_text() == "the user's" for name in theirs)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_ledger_listing_paths_outside_removes_nothing_there(tmp_path, victims):
     out = tmp_path / "out"
     run = out / layout.TMP_DIR / "deadrun"
@@ -307,6 +308,7 @@ def test_a_ledger_listing_paths_outside_removes_nothing_there(tmp_path, victims)
     assert layout.TMP_DIR not in os.listdir(out)  # the dead run's folder is gone
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("planted", [layout.TMP_DIR, f"{layout.TMP_DIR}/deadrun"])
 def test_a_run_folder_planted_as_a_link_is_never_written_or_emptied(tmp_path, victims, planted):
     out = _converted(tmp_path)
@@ -323,6 +325,7 @@ def test_a_run_folder_planted_as_a_link_is_never_written_or_emptied(tmp_path, vi
     victims()
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("name", [layout.ERRORS, "label.labels.txt", layout.DATASET_INFO,
                                   "data-train.tfrecord-00001-of-00002"])
 def test_our_files_replaced_by_links_are_replaced_never_written_through(tmp_path, victims, name):
@@ -336,6 +339,7 @@ def test_our_files_replaced_by_links_are_replaced_never_written_through(tmp_path
     tfrecorder.verify(str(out))
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("via", ["index", "cli", "overwrite"])
 def test_an_index_folder_planted_as_a_link_is_refused_never_written_through(
         tmp_path, victims, via):
@@ -364,6 +368,7 @@ def test_an_index_folder_planted_as_a_link_is_refused_never_written_through(
     victims()
 
 
+@pytest.mark.slow  # a sweep of cases
 @pytest.mark.parametrize("name", ["index/data-train.tfrecord-00001-of-00002.idx",
                                   layout.MANIFEST])
 @pytest.mark.parametrize("via", ["index", "overwrite"])
@@ -428,6 +433,7 @@ def test_the_run_folder_is_its_owners_alone(tmp_path):
     assert stat.S_IMODE(os.stat(folder / output.LEDGER).st_mode) == 0o600
 
 
+@pytest.mark.slow  # the storage emulator end to end
 def test_a_manifest_on_cloud_storage_naming_objects_outside_is_refused(gcs, tmp_path):
     gcs.pipe(f"{BUCKET}/victim.txt", b"precious")
     out = f"gs://{BUCKET}/crafted"
@@ -441,37 +447,3 @@ def test_a_manifest_on_cloud_storage_naming_objects_outside_is_refused(gcs, tmp_
     with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted"):
         tfrecorder.convert(_table(tmp_path, "b"), out, overwrite=True)
     assert gcs.cat(f"{BUCKET}/victim.txt") == b"precious"
-
-
-# --- an epoch reads one conversion ---------------------------------------------------
-
-def _labels_read(ds):
-    return [int(ex["label"]) for ex in ds.as_numpy_iterator()]
-
-
-@pytest.mark.slow
-def test_a_dataset_never_mixes_two_conversions(tmp_path, tf):
-    """A training job built its dataset; another conversion of the same shape (same
-    shard count and counts, other images and labels) then replaced the directory."""
-    out = tmp_path / "out"
-    tfrecorder.convert(_table(tmp_path, "a", labels=("cat", "dog")), str(out), num_shards=3)
-    ds = tfrecorder.load(str(out), split="train", decode_images=False)
-    first_epoch = _labels_read(ds)
-    assert len(first_epoch) == 6
-    tfrecorder.convert(_table(tmp_path, "b", labels=("ant", "bee", "cow", "doe", "eel", "fox")),
-                       str(out), num_shards=3, overwrite=True)
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match="replaced by another conversion.*Call load\\(\\) again"):
-        _labels_read(ds)
-    assert sorted(_labels_read(tfrecorder.load(str(out), split="train",
-                                               decode_images=False))) == list(range(6))
-
-
-def test_the_same_input_gives_the_same_generation(tmp_path):
-    csv = _table(tmp_path, "a")
-    tfrecorder.convert(csv, str(tmp_path / "one"), num_shards=2)
-    tfrecorder.convert(csv, str(tmp_path / "two"), num_shards=2)
-    one, two = tfrecorder.info(str(tmp_path / "one")), tfrecorder.info(str(tmp_path / "two"))
-    assert len(one.generation) == 32 and one.generation == two.generation
-    tfrecorder.convert(_table(tmp_path, "b"), str(tmp_path / "three"), num_shards=2)
-    assert tfrecorder.info(str(tmp_path / "three")).generation != one.generation

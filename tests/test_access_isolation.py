@@ -18,7 +18,7 @@ import tfrecorder
 from tfrecorder import access
 from tfrecorder._errors import OutputChangedError
 from tests.conftest import BUCKET
-from tests.test_epoch_isolation import _replace_here, _replace_in_another_process
+from tests.test_load_isolation import _replace_here, _replace_in_another_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

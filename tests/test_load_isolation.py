@@ -10,6 +10,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder._folder import index
+from tests.test_output_containment import _table
 
 RECORDS, SHARDS = 2000, 64
 
@@ -180,3 +181,38 @@ def test_a_shard_cut_at_a_record_boundary_is_named_by_a_global_shuffle(small_out
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match=rf"{shard.file}: no record at byte {last_offset}.*cut short"):
         list(ds.as_numpy_iterator())
+
+
+# --- a dataset built before a replacement ----------------------------------------------
+
+def _labels_read(ds):
+    return [int(ex["label"]) for ex in ds.as_numpy_iterator()]
+
+
+@pytest.mark.slow
+def test_a_dataset_never_mixes_two_conversions(tmp_path, tf):
+    """A training job built its dataset; another conversion of the same shape (same
+    shard count and counts, other images and labels) then replaced the directory."""
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(tmp_path, "a", labels=("cat", "dog")), str(out), num_shards=3)
+    ds = tfrecorder.load(str(out), split="train", decode_images=False)
+    first_epoch = _labels_read(ds)
+    assert len(first_epoch) == 6
+    tfrecorder.convert(_table(tmp_path, "b", labels=("ant", "bee", "cow", "doe", "eel", "fox")),
+                       str(out), num_shards=3, overwrite=True)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="replaced by another conversion.*Call load\\(\\) again"):
+        _labels_read(ds)
+    assert sorted(_labels_read(tfrecorder.load(str(out), split="train",
+                                               decode_images=False))) == list(range(6))
+
+
+@pytest.mark.slow  # a conversion end to end
+def test_the_same_input_gives_the_same_generation(tmp_path):
+    csv = _table(tmp_path, "a")
+    tfrecorder.convert(csv, str(tmp_path / "one"), num_shards=2)
+    tfrecorder.convert(csv, str(tmp_path / "two"), num_shards=2)
+    one, two = tfrecorder.info(str(tmp_path / "one")), tfrecorder.info(str(tmp_path / "two"))
+    assert len(one.generation) == 32 and one.generation == two.generation
+    tfrecorder.convert(_table(tmp_path, "b"), str(tmp_path / "three"), num_shards=2)
+    assert tfrecorder.info(str(tmp_path / "three")).generation != one.generation

@@ -36,6 +36,7 @@ def _strict_lines(path) -> list[dict]:
 # --- schema ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_column_named_like_an_image_feature_is_refused_unless_it_is_the_image(tf, tmp_path,
                                                                                  jpegs):
     # Its values would be replaced by the image bytes, and the manifest would declare
@@ -108,6 +109,7 @@ def test_every_row_of_a_missing_multi_label_image_is_its_own_errors_line(tf, tmp
 # --- label cells as other readers give them ---------------------------------------------
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_multi_label_cells_read_back_from_parquet_convert_like_lists(tf, tmp_path, jpegs):
     lists = [["cat", "dog"], ["dog"], ["bird", "cat"], ["cat"]]
     uris = [*jpegs[:3], str(tmp_path / "missing.jpg")]
@@ -126,6 +128,7 @@ def test_multi_label_cells_read_back_from_parquet_convert_like_lists(tf, tmp_pat
     assert got[1][1] == [(b"0.jpg", [1, 2]), (b"1.jpg", [2]), (b"2.jpg", [0, 1])]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_decimal_and_bytes_labels_are_read_like_numbers_and_names(tf, tmp_path, jpegs):
     # pandas.read_sql gives NUMERIC columns as decimal.Decimal, binary ones as bytes.
     ids = pd.DataFrame({"split": "TRAIN", "image_uri": jpegs[:3],
@@ -150,6 +153,7 @@ def test_decimal_and_bytes_labels_are_read_like_numbers_and_names(tf, tmp_path, 
 # --- label vocabularies ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_a_label_vocabulary_saved_with_a_byte_order_mark_is_read_as_the_csv_is(tf, tmp_path,
                                                                                  jpegs):
     vocab = tmp_path / "vocab.txt"
@@ -161,6 +165,7 @@ def test_a_label_vocabulary_saved_with_a_byte_order_mark_is_read_as_the_csv_is(t
     assert got == [(b"0.jpg", [1]), (b"1.jpg", [0])]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_the_labels_file_a_run_writes_is_accepted_back_whatever_its_names_hold(tf, tmp_path,
                                                                                  jpegs):
     # Characters str.splitlines breaks at, but a labels file does not (only \n does).
@@ -178,6 +183,7 @@ def test_the_labels_file_a_run_writes_is_accepted_back_whatever_its_names_hold(t
     assert by_name(tmp_path / "first") == by_name(tmp_path / "again")
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_every_box_row_of_a_missing_detection_image_is_its_own_errors_line(tmp_path, jpegs):
     missing = tmp_path / "missing.jpg"
     csv_path = tmp_path / "boxes.csv"

@@ -1,8 +1,7 @@
-"""Tabular tables, multi-label images and object detection, end to end."""
+"""Tabular tables (columns of numbers, strings and categories, no image), end to end."""
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -10,7 +9,7 @@ import tfrecorder
 from tfrecorder import types
 from tfrecorder._folder import metadata
 from tfrecorder.input_schema import Schema
-from tests.conftest import encode, read_split, split_files
+from tests.conftest import split_files
 
 TITANIC = Schema({
     "split": types.SplitKey,
@@ -36,6 +35,7 @@ def _titanic():
     })
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_tabular_table_reads_back_with_plain_tensorflow(tf, tmp_path):
     df = _titanic()
     out = tmp_path / "out"
@@ -94,6 +94,7 @@ def test_type_problems_are_reported_at_once(tmp_path):
         (1, "Pclass"), (2, "Fare"), (3, "Fare")]
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_optional_column_with_a_default(tmp_path):
     schema = Schema({"split": types.SplitKey, "x": types.FloatInput(optional=True, default=-1.0)})
     out = str(tmp_path / "out")
@@ -116,95 +117,8 @@ def test_schema_from_a_json_file_and_its_mistakes(tmp_path):
         Schema({"a": types.StringLabel, "b": types.IntegerLabel})
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_without_a_split_column_every_row_is_train(tmp_path):
     r = tfrecorder.convert(pd.DataFrame({"Fare": [1.0, 2.0]}), str(tmp_path / "o"),
                            schema={"Fare": "FloatInput"})
     assert r.rows_per_split == {"train": 2}
-
-
-# --- multi-label ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def pics(image_table):
-    return [image_table(f"img/{i}.jpg", encode(seed=i)) for i in range(4)]
-
-
-def test_wide_automl_rows_give_a_variable_length_label(tf, tmp_path, pics):
-    csv_path = tmp_path / "multi.csv"
-    csv_path.write_text(f"TRAIN,{pics[0]},cat,dog\nTRAIN,{pics[1]},dog,,\nTEST,{pics[2]},bird,cat,dog\n")
-    out = tmp_path / "out"
-    result = tfrecorder.convert(str(csv_path), str(out))
-    assert result.labels == ["bird", "cat", "dog"]
-    m = metadata.read_manifest(str(out))
-    assert m.features["label"].shape is None
-    got = {e["image_name"][0]: e["label"] for e in read_split(tf, out)}
-    assert got == {b"0.jpg": [1, 2], b"1.jpg": [2], b"2.jpg": [0, 1, 2]}
-    batch = next(iter(tfrecorder.load(str(out), split="train", batch_size=2, image_size=(8, 8))))
-    assert sorted(batch["label"].to_list()) == [[1, 2], [2]]
-
-
-def test_rows_of_one_image_with_different_labels_are_merged(tf, tmp_path, pics):
-    df = pd.DataFrame({"split": ["TRAIN", "TRAIN", "", "TEST"],
-                       "image_uri": [pics[0], pics[1], pics[0], pics[2]],
-                       "label": ["cat", "dog", "dog", "cat"]})
-    out = tmp_path / "out"
-    result = tfrecorder.convert(df, str(out), multi_label=True)
-    assert (result.rows_in, result.rows_written, result.rows_quarantined) == (4, 4, 0)
-    assert result.rows_per_split == {"train": 2, "test": 1}  # records: one per image
-    got = {e["image_name"][0]: e["label"] for e in read_split(tf, out, "train")}
-    assert got == {b"0.jpg": [0, 1], b"1.jpg": [1]}
-
-
-def test_list_labels_and_conflicting_splits(tmp_path, pics):
-    df = pd.DataFrame({"split": ["TRAIN", "TEST", "TRAIN"],
-                       "image_uri": [pics[0], pics[0], pics[1]],
-                       "label": [["cat"], ["dog"], ["cat", "dog"]]})
-    with pytest.raises(tfrecorder.SchemaError, match=r"splits \['test', 'train'\]"):
-        tfrecorder.convert(df, str(tmp_path / "out"))
-    df.loc[1, "split"] = "TRAIN"
-    result = tfrecorder.convert(df, str(tmp_path / "out"))
-    assert result.rows_per_split == {"train": 2} and result.rows_written == 3
-
-
-# --- object detection ----------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_detection_boxes_read_back_exactly(tf, tmp_path, pics):
-    csv_path = tmp_path / "boxes.csv"
-    csv_path.write_text(
-        f"TRAIN,{pics[0]},car,0.1,0.2,,,0.5,0.6,,\n"
-        f"TRAIN,{pics[0]},person,0.3,0.1,0.9,0.1,0.9,0.4,0.3,0.4\n"
-        f"TRAIN,{pics[1]},car,0,0,,,1,1,,\n"
-        f"TEST,{pics[2]},,,,,,,,,\n")
-    out = tmp_path / "out"
-    result = tfrecorder.convert(str(csv_path), str(out))
-    assert result.labels == ["car", "person"] and result.rows_written == 4
-    assert result.rows_per_split == {"train": 2, "test": 1}
-    assert open(out / "objects-label.labels.txt").read() == "car\nperson\n"
-    got = {}
-    for e in read_split(tf, out):
-        got[e["image_name"][0]] = (np.array(e["objects/bbox"], np.float32).reshape(-1, 4),
-                                   e["objects/label"])
-    f32 = lambda *v: np.array(v, np.float32).reshape(-1, 4)  # noqa: E731
-    np.testing.assert_array_equal(got[b"0.jpg"][0], f32(0.2, 0.1, 0.6, 0.5, 0.1, 0.3, 0.4, 0.9))
-    assert got[b"0.jpg"][1] == [0, 1]
-    np.testing.assert_array_equal(got[b"1.jpg"][0], f32(0, 0, 1, 1))
-    assert got[b"2.jpg"][1] == [] and got[b"2.jpg"][0].shape == (0, 4)
-    (ex,) = [e for e in tfrecorder.load(str(out), split="test")]
-    assert ex["objects/bbox"].shape == (0, 4)
-    batch = next(iter(tfrecorder.load(str(out), split="train", batch_size=2, image_size=(8, 8))))
-    assert sorted(len(b) for b in batch["objects/bbox"].to_list()) == [1, 2]
-
-
-def test_bad_boxes_are_schema_problems(tmp_path, pics):
-    csv_path = tmp_path / "boxes.csv"
-    csv_path.write_text(
-        f"TRAIN,{pics[0]},car,0.1,0.2,,,1.5,0.6,,\n"      # x_max outside [0, 1]
-        f"TRAIN,{pics[1]},car,0.7,0.2,,,0.5,0.6,,\n"      # x_min above x_max
-        f"TRAIN,{pics[2]},,0.1,0.2,,,0.5,0.6,,\n")        # a box without a label
-    with pytest.raises(tfrecorder.SchemaError) as e:
-        tfrecorder.convert(str(csv_path), str(tmp_path / "out"))
-    assert sorted((p.row, p.column) for p in e.value.problems) == [
-        (1, "x_max"), (2, "x_min"), (3, "label")]

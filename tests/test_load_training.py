@@ -141,7 +141,7 @@ def _batches(out, kwargs, path=None, k=0, restore=False):
 #: and reading on to the end of the epoch; prints the batches of each, as JSON.
 _RESTORE = """
 import json, sys
-from tests.test_load_readers import _batches
+from tests.test_load_training import _batches
 print(json.dumps([_batches(out, kwargs, path, restore=True)
                   for out, kwargs, path in json.loads(sys.argv[1])]))
 """

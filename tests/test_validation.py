@@ -34,6 +34,7 @@ def _convert(tmp_path, path, **kw):
     return tfrecorder.convert(path, str(tmp_path / "out"), overwrite=True, **kw)
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_bom_crlf_and_quoted_fields_convert(tmp_path, pics):
     root, paths = pics
     os.rename(paths[0], root / "a, b\nc.png")
@@ -46,6 +47,7 @@ def test_bom_crlf_and_quoted_fields_convert(tmp_path, pics):
         os.rename(root / "a, b\nc.png", paths[0])
 
 
+@pytest.mark.slow  # a conversion end to end
 def test_float_looking_whole_labels_are_ids(tmp_path, pics):
     _, paths = pics
     text = f"TRAIN,{paths[0]},1.0\nTEST,{paths[1]},3.0\n".encode()
