@@ -1,11 +1,12 @@
 """Writes docs/options.md from ``tfrecorder.Options``: the prose below around the table
-that ``tfrecorder._options.markdown_table`` renders from the fields' help.
+that ``tfrecorder._option_fields.markdown_table`` renders from the fields' help.
 
     python scripts/options_doc.py            # rewrite docs/options.md
     python scripts/options_doc.py --check    # exit 1 when docs/options.md is stale
 
 To change what an option's row says, edit the field's ``doc`` (or ``help``) in
-tfrecorder/_options.py, then run this; tests/test_docs.py fails while the file differs.
+tfrecorder/_options.py (``Dataflow``'s in tfrecorder/_dataflow_settings.py), then run
+this; tests/test_docs.py fails while the file differs.
 """
 
 from __future__ import annotations
@@ -69,9 +70,10 @@ def render() -> str:
     """The text docs/options.md should hold."""
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
-    from tfrecorder import _options as options
+    from tfrecorder import _option_fields
+    from tfrecorder._options import Options
 
-    return HEADER + options.markdown_table() + FOOTER
+    return HEADER + _option_fields.markdown_table(Options) + FOOTER
 
 
 def main(argv: list[str]) -> int:

@@ -264,9 +264,9 @@ def check_table(source, schema, header="infer", names=None, **kw) -> Checked:
 
 def validate(frame, row_ids, schema, *, base_dir=None, **kw) -> Checked:
     """A table in memory checked as a conversion checks it (``check_table``)."""
-    from tfrecorder._inputs import sources
+    from tfrecorder._inputs.table import Table
 
-    return check_table(sources.Table(frame, list(row_ids), base_dir, "dataframe"), schema,
+    return check_table(Table(frame, list(row_ids), base_dir, "dataframe"), schema,
                        **kw)
 
 

@@ -133,9 +133,9 @@ def test_an_image_directory_is_listed_as_a_stream(tmp_path, tiny_chunks):
     (["a", None, "a"], ["x", "y", "z"], True),            # found among nulls too
 ])
 def test_the_tally_finds_an_image_with_two_labels_across_chunks(keys, names, multi):
-    from tfrecorder._inputs import sources
+    from tfrecorder._inputs.table import ColumnFrame, Table
 
-    chunks = [sources.Table(sources.ColumnFrame(
+    chunks = [Table(ColumnFrame(
         {"split": ["TRAIN"], "image_uri": [k], "label": [v]}, 1), [i], None, "csv")
         for i, (k, v) in enumerate(zip(keys, names))]
     found = labels.tally(iter(chunks), schema.IMAGE_CSV_SCHEMA)
@@ -152,9 +152,9 @@ def test_the_tally_finds_an_image_with_two_labels_across_chunks(keys, names, mul
     (["x", ["y", "z"], "x", None], True),  # a list cell: multi-label by itself
 ])
 def test_the_tally_keeps_no_first_rows_when_every_image_is_named_once(names, multi):
-    from tfrecorder._inputs import sources
+    from tfrecorder._inputs.table import ColumnFrame, Table
 
-    chunks = [sources.Table(sources.ColumnFrame(
+    chunks = [Table(ColumnFrame(
         {"split": ["TRAIN"] * 2, "image_uri": [f"gs://b/{i}.jpg", f"gs://b/{i} .jpg"],
          "label": names[2 * i:2 * i + 2]}, 2), [2 * i, 2 * i + 1], None, "csv")
         for i in range(2)]

@@ -135,7 +135,8 @@ def _source(value: str):
 
 
 def _convert_parser(sub) -> None:
-    from tfrecorder import _options as options
+    from tfrecorder import _option_fields
+    from tfrecorder._options import Options
 
     p = sub.add_parser(
         "convert", help="convert a CSV, image directory, JSON Lines or COCO file to TFRecord files",
@@ -164,7 +165,7 @@ def _convert_parser(sub) -> None:
     _verbose(p)
     # One flag per option, in both spellings (--num-shards and --num_shards); Dataflow's
     # settings by their flat names (--project).
-    for f in options.flag_fields():
+    for f in _option_fields.flag_fields(Options):
         cli = dict(f.metadata["cli"])
         flags = cli.pop("flags", None) or [f"--{f.name.replace('_', '-')}", f"--{f.name}"]
         flags = list(dict.fromkeys(flags + [flag.replace("-", "_").replace("__", "--", 1)
@@ -216,10 +217,11 @@ def _verbose(parser) -> None:
 
 
 def _run_convert(args, beam_flags) -> int:
-    from tfrecorder import _options
+    from tfrecorder import _option_fields
     from tfrecorder._convert import convert
+    from tfrecorder._options import Options
 
-    options = {f.name: getattr(args, f.name) for f in _options.flag_fields()}
+    options = {f.name: getattr(args, f.name) for f in _option_fields.flag_fields(Options)}
     _check_beam_flags(beam_flags)
     if args.from_vertex:
         from tfrecorder._inputs.vertex import from_vertex

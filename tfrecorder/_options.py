@@ -1,20 +1,20 @@
 """The options of a conversion, in one frozen dataclass documented once.
 
-Each field carries its help text, and most a longer Markdown ``doc``; the ``Options``
-docstring table, ``help(Options)``, the command line's flags (``--num-shards`` /
-``--num_shards``) and the table of docs/options.md (``markdown_table``, written by
-``python scripts/options_doc.py``) are all built from them.
+Each field carries its help text, and most a longer Markdown ``doc``
+(``_option_fields.option``); the ``Options`` docstring table, ``help(Options)``, the
+command line's flags (``--num-shards`` / ``--num_shards``) and the table of
+docs/options.md are all built from them (``_option_fields``). Here: the fields, their
+checks, and the Beam flags passed through.
 TFRecorder's ``dataflow_options=`` is accepted as another name for ``pipeline_options``.
 The settings that only DataflowRunner reads are grouped in ``Dataflow``
-(``Options(dataflow=Dataflow(project=..., region=...))``); their flat names
-(``Options(project=...)``, ``convert(..., project=...)``) are accepted too.
+(``Options(dataflow=Dataflow(project=..., region=...))``, ``_dataflow_settings``); their
+flat names (``Options(project=...)``, ``convert(..., project=...)``) are accepted too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import inspect
 import os
 import sys
@@ -24,7 +24,9 @@ from typing import Any, Mapping, Sequence
 from tfrecorder._writer import image
 from tfrecorder._inputs import splits
 from tfrecorder._errors import ConfigError
+from tfrecorder._dataflow_settings import DATAFLOW_SETTINGS, Dataflow
 from tfrecorder._folder.layout import NAME_PATTERN
+from tfrecorder._option_fields import docstring_table, option
 
 #: The runners tfrecorder treats specially; any other Beam runner works too.
 RUNNERS = ("DirectRunner", "DataflowRunner")
@@ -37,61 +39,9 @@ COMPARES = ("stat", "content")
 _ALIASES = {"dataflow_options": "pipeline_options"}
 
 
-def _option(default=dataclasses.MISSING, help: str = "", *, cli: dict | None = None,
-            factory=dataclasses.MISSING, doc: str | None = None):
-    """A field with its help text; ``cli`` holds argparse settings, None for no flag;
-    ``doc`` is its longer Markdown for docs/options.md (``markdown_table``), else ``help``."""
-    return dataclasses.field(default=default, default_factory=factory,
-                             metadata={"help": help, "cli": cli, "doc": doc})
-
-
-@dataclasses.dataclass(frozen=True)
-class Dataflow:
-    """The settings only DataflowRunner reads: ``Options(runner="DataflowRunner",
-    dataflow=Dataflow(project="my-project", region="us-central1"))``. Any other runner
-    refuses them (it would ignore them)."""
-
-    project: str | None = _option(
-        None, "Google Cloud project (DataflowRunner)", cli={},
-        doc="the Google Cloud project id (required)")
-    region: str | None = _option(
-        None, "Dataflow region, e.g. us-central1 (DataflowRunner)", cli={},
-        doc="the Dataflow region, e.g. `us-central1` (required)")
-    temp_location: str | None = _option(
-        None, "gs:// folder for staging (DataflowRunner); default gs://<output bucket>/"
-        "tfrecorder-tmp", cli={}, doc=(
-            "a `gs://` folder for staging; default `gs://<output bucket>/tfrecorder-tmp`"))
-    tfrecorder_wheel: str | None = _option(
-        None, "a wheel to stage instead of the one built from this install (DataflowRunner)",
-        cli={}, doc="a wheel to stage instead of the one built from this install")
-    job_label: str | None = _option(None, "DataflowRunner: a readable prefix of the job name",
-                                    cli={}, doc="a readable prefix of the job's name")
-    wait: bool = _option(False, "DataflowRunner: block until the job ends, return the result",
-                         cli={"action": "store_true"}, doc=(
-                             "block until the job ends and return its `ConversionResult` "
-                             "(else a `DataflowJob` with `job_id`, `console_url`, `wait()`)"))
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "wait":
-                if not isinstance(value, bool):
-                    raise ConfigError(f"wait={value!r}; use True or False")
-            elif value is not None and not isinstance(value, str):
-                raise ConfigError(f"{f.name}={value!r}; give a string")
-
-    def given(self) -> list[str]:
-        """The settings given a value other than their default, by name."""
-        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
-
-
-#: The flat names of Dataflow's settings, accepted by Options and convert.
-DATAFLOW_SETTINGS = tuple(f.name for f in dataclasses.fields(Dataflow))
-
-
 @dataclasses.dataclass(frozen=True)
 class Options:
-    runner: str = _option(
+    runner: str = option(
         "DirectRunner", "Beam runner: DirectRunner (this machine), DataflowRunner, DaskRunner, "
         "or any other Beam runner (FlinkRunner, SparkRunner, PortableRunner, PrismRunner...)",
         cli={}, doc=(
@@ -101,7 +51,7 @@ class Options:
             '`num_workers` threads. `"DataflowRunner"` runs on Google Cloud '
             '([dataflow.md](dataflow.md)); `"DaskRunner"` on a Dask cluster; any other Beam '
             "runner name works too ([runners.md](runners.md))"))
-    num_shards: int | Mapping[str, int] = _option(
+    num_shards: int | Mapping[str, int] = option(
         0, "shards per split, or a dict per split; 0 sizes them from the data (64 MiB - 1 GiB)",
         cli={"type": int}, doc=(
             'shards per split, or a dict `{"train": 8, "test": 1}` (split names in any '
@@ -112,12 +62,12 @@ class Options:
             "split has at least 64 rows per shard; never more shards than rows. The count "
             "depends on the data and these options only, never on the machine: the same "
             "table gives the same files everywhere"))
-    compression: str | None = _option(
+    compression: str | None = option(
         None, "None or 'gzip' (TFDS cannot read gzip shards; images do not shrink)",
         cli={"choices": ["gzip"]}, doc=(
             '`"gzip"` writes `.gz` shards. TFDS cannot read them, and image bytes do not '
             "shrink"))
-    mode: str = _option(
+    mode: str = option(
         "create", "'create': into an empty folder; 'overwrite': replace what a conversion "
         "wrote there; 'update': write only the rows that changed since the folder's latest "
         "version, as a new version; 'append': only add new rows",
@@ -130,7 +80,7 @@ class Options:
             "changed ones are retired, unchanged ones are not read (`--update`); into a "
             'folder with no version yet it converts as `"create"` does. `"append"` only adds '
             "rows whose key is new (`--append`). See [versions.md](versions.md)"))
-    overwrite: bool = _option(
+    overwrite: bool = option(
         False, "the old spelling of mode='overwrite'",
         cli={"action": "store_true"}, doc=(
             '`True` is the old spelling of `mode="overwrite"` (`--overwrite`, beside '
@@ -141,13 +91,13 @@ class Options:
             "every shard is written, the old manifest first; a failed run leaves them as they "
             "were. Other files are left alone, and one the run would have to replace is "
             "refused before anything is written"))
-    key: str = _option(
+    key: str = option(
         "image_uri", "the column that identifies a row across versions (mode='update')",
         cli={}, doc=(
             "the column whose value identifies a row from one version to the next "
             '(`mode="update"`, `"append"`): by default the image column\'s value as the '
             "table gives it. The manifest records it for the updates to come"))
-    compare: str = _option(
+    compare: str = option(
         "stat", "how an update tells that a row's image changed: 'stat' by its size and "
         "modification time, 'content' by the SHA-256 of its bytes",
         cli={"choices": list(COMPARES)}, doc=(
@@ -157,14 +107,14 @@ class Options:
             "SHA-256 of its bytes with the stored one (a copy with a new time is unchanged, "
             "a rewrite that kept size and time is changed). `check=\"content\"` is its old "
             "spelling (a `DeprecationWarning`)"))
-    label_vocabulary: Sequence[str] | str | None = _option(
+    label_vocabulary: Sequence[str] | str | None = option(
         None, "label names in id order, or a path to a file with one per line",
         cli={"metavar": "FILE"}, doc=(
             "the label names in id order, as a list or a path to a UTF-8 file with one name "
             "per line (a byte-order mark and CRLF line ends are fine; only `\\n` ends a line, "
             "as in the `label.labels.txt` a run writes, which is always accepted back). A "
             "label outside it is a schema problem"))
-    multi_label: bool | None = _option(
+    multi_label: bool | None = option(
         None, "True: one record per image with every label its rows give; False: one "
         "label per image; None: from the table",
         cli={"flags": ["--multi-label"], "action": "store_const", "const": True,
@@ -176,14 +126,14 @@ class Options:
             "repeated under another label (fewer than half of its images) is a "
             "`SchemaError` listing those rows, since a stray duplicate row would otherwise "
             "turn every label into a list"))
-    near_duplicates: bool = _option(
+    near_duplicates: bool = option(
         False, "also find near duplicates (resized or re-encoded copies) for the data report",
         cli={"flags": ["--near-duplicates"], "action": "store_true"}, doc=(
             "adds near duplicates to the data report (`quality.json`, `tfrecorder.report`): "
             "each image is decoded small and hashed (a 64-bit difference hash), and pairs "
             "within a few bits are listed, across splits as leaks; see docs/quality.md. "
             "Exact duplicates, conflicts and statistics are always reported"))
-    near_distance: int = _option(
+    near_distance: int = option(
         6, "bits within which two images' hashes make a near-duplicate candidate",
         cli={"type": int, "metavar": "BITS"}, doc=(
             "with `near_duplicates`, two images whose 64-bit hashes differ in at most this "
@@ -191,12 +141,12 @@ class Options:
             "0 to 16. Higher finds more distant copies (heavier re-encodes, grey or "
             "slightly cropped copies) at the cost of more candidates; docs/quality.md "
             "gives what each distance finds"))
-    split_fractions: Mapping[str, float] = _option(
+    split_fractions: Mapping[str, float] = option(
         help="how UNASSIGNED rows are split: {'train': .8, 'validation': .1, 'test': .1}",
         factory=lambda: dict(splits.DEFAULT_FRACTIONS), doc=(
             "how UNASSIGNED rows are split (by a hash of where their image is); must add up "
             "to 1"))
-    images_dir: str | Mapping[str, str] | None = _option(
+    images_dir: str | Mapping[str, str] | None = option(
         None, "folder relative image paths start from (default: the source file's); a dict "
         "per split for COCO files given per split", cli={"metavar": "DIR"}, doc=(
             "the folder (local or `gs://`) that relative image paths start from: a COCO "
@@ -207,15 +157,15 @@ class Options:
             '(`{"train": "train2017/", "validation": "val2017/"}`; on the command line '
             "`train=train2017/,validation=val2017/`). A folder that does not exist is a "
             "`ConfigError`; an image directory source takes none"))
-    seed: int = _option(0, "seed of the write-time shuffle", cli={"type": int},
-                        doc="seed of the write-time shuffle within each split")
-    name: str = _option(
+    seed: int = option(0, "seed of the write-time shuffle", cli={"type": int},
+                       doc="seed of the write-time shuffle within each split")
+    name: str = option(
         "data", "dataset name in file names (NAME-train.tfrecord-...)", cli={}, doc=(
             "the dataset name in file names, `[a-zA-Z]\\w*`; at most 182 characters (ASCII), "
             "so that every file a run writes, with the suffix a shard has while it is "
             "written, fits the 255 bytes a file name may have (179 with "
             '`compression="gzip"`)'))
-    check: str = _option(
+    check: str = option(
         "header", "'header': parse headers and file ends; 'decode': decode every image",
         cli={"choices": list(image.CHECK_OPTIONS)}, doc=(
             '`"header"`: the header gives format, size and channels (read directly for '
@@ -225,7 +175,7 @@ class Options:
             're-encoded as PNG). `"decode"`: every image is also fully decoded. '
             '`"content"`, its old third value, is `compare="content"` with `"header"` '
             "(a `DeprecationWarning`)"))
-    max_error_fraction: float = _option(
+    max_error_fraction: float = option(
         0.1, "fail the run when more than this share of rows is quarantined (a run that "
         "writes nothing always fails)", cli={"type": float}, doc=(
             "when more than this share of the rows is quarantined the run fails with "
@@ -234,10 +184,10 @@ class Options:
             "the rows whose image file is missing are already over it, the run fails before "
             "reading any image. Why 0.1: "
             "[reliability.md](reliability.md#runs-that-fail-or-are-killed)"))
-    max_image_bytes: int = _option(
+    max_image_bytes: int = option(
         256 << 20, "image files larger than this are quarantined unread", cli={"type": int},
         doc="image files larger than this are quarantined unread (`image file too large`)")
-    shorter_side: int | None = _option(
+    shorter_side: int | None = option(
         None, "downscale images whose shorter side is longer than this to it (aspect kept, "
         "EXIF orientation applied) and re-encode them; None stores every image as it is",
         cli={"type": int, "metavar": "N"}, doc=(
@@ -250,11 +200,11 @@ class Options:
             "with alpha stays so). Images at or below it are stored byte for byte. The "
             "manifest and `dataset_info.json` record it. See "
             "[loading.md](loading.md#faster-training)"))
-    jpeg_quality: int = _option(
+    jpeg_quality: int = option(
         90, "JPEG quality of images re-encoded by shorter_side (1-100)",
         cli={"type": int, "metavar": "Q"},
         doc="JPEG quality (1-100) of the images `shorter_side` re-encodes; only with it")
-    write_index: bool = _option(
+    write_index: bool = option(
         True, "write index/<shard>.idx beside every uncompressed shard (each record's "
         "offset and length: record-level sharding, global shuffle, DALI); False skips them",
         cli={"flags": ["--no-index"], "action": "store_false"}, doc=(
@@ -264,18 +214,18 @@ class Options:
             '`load(shuffle="global")` use them, and NVIDIA DALI reads them as they are. gzip '
             "shards get none: a gzip stream has no record offsets. `False` (`--no-index`) "
             "skips them; `tfrecorder index OUT` adds them later"))
-    num_workers: int = _option(
+    num_workers: int = option(
         0, "DirectRunner worker processes (0: one per core); on Dataflow, the initial workers",
         cli={"type": int}, doc=(
             "DirectRunner worker processes; 0 means one per core. On Dataflow, passed as "
             "`--num_workers` (the initial workers). When given, also the least number of "
             "shards of a split large enough (see `num_shards`)"))
-    pipeline_options: Mapping[str, Any] | Sequence[str] | None = _option(
+    pipeline_options: Mapping[str, Any] | Sequence[str] | None = option(
         None, "extra Beam flags: a dict or a list of '--flag=value' strings", doc=(
             'other Beam flags, passed through unchanged: a dict (`{"direct_running_mode": '
             '"multi_threading"}`) or a list of `--flag=value` strings. TFRecorder\'s '
             "`dataflow_options=` is another name for it"))
-    dataflow: Dataflow = _option(
+    dataflow: Dataflow = option(
         help="DataflowRunner's settings: Dataflow(project=, region=, temp_location=, "
         "tfrecorder_wheel=, job_label=, wait=); their flat names work too (project=...)",
         factory=Dataflow, doc=(
@@ -283,12 +233,12 @@ class Options:
             "the `dataflow.` rows below ([dataflow.md](dataflow.md)). Their flat names "
             "(`project=`, `--project`) are accepted as well; with any other runner they "
             "are a `ConfigError`"))
-    progress: bool | None = _option(
+    progress: bool | None = option(
         None, "progress bar of a local run; None: on a terminal or in a notebook only",
         cli={"flags": ["--no-progress"], "action": "store_false", "default": None}, doc=(
             "a progress bar of a local run (rows done of total, rate, time left); `None` "
             "shows it on a terminal or in a notebook only, `False` never"))
-    beam_sampler_ms: int | None = _option(
+    beam_sampler_ms: int | None = option(
         None, "longest sleep (ms) of Beam's state sampler while the DirectRunner runs a "
         "conversion in this process; it holds for every Beam pipeline of the process "
         "meanwhile. Unset: Beam's own (200 ms); the command sets 20",
@@ -557,57 +507,6 @@ def _per_split(values: Mapping, option: str) -> dict:
     return out
 
 
-def _default(f: dataclasses.Field):
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default
-
-
-def _markdown_value(value) -> str:
-    """A default as the docs write it: Python, with the double quotes of their examples."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{json.dumps(k)}: {_markdown_value(v)}"
-                               for k, v in value.items()) + "}"
-    return repr(value)
-
-
-def markdown_table() -> str:
-    """The Markdown table of every option (name, default, its ``doc`` or else its
-    ``help``), in field order: the table of docs/options.md (scripts/options_doc.py)."""
-    rows = ["| option | default | meaning |", "|---|---|---|"]
-    for name, f in _named_fields():
-        value = _default(f)
-        default = (f"`{_markdown_value(value)}`" if not isinstance(value, Dataflow)
-                   else "`Dataflow()`")
-        if type(value) is int and value >= 1 << 20 and value % (1 << 20) == 0:
-            default += f" ({value >> 20} MiB)"
-        rows.append(f"| `{name}` | {default} | {f.metadata['doc'] or f.metadata['help']} |")
-    return "\n".join(rows) + "\n"
-
-
-def _named_fields():
-    """``(name, field)`` of every option in field order, each Dataflow setting after
-    ``dataflow`` as ``dataflow.project``."""
-    for f in dataclasses.fields(Options):
-        yield f.name, f
-        if f.name == "dataflow":
-            yield from ((f"dataflow.{g.name}", g) for g in dataclasses.fields(Dataflow))
-
-
-def flag_fields() -> list:
-    """The fields with a command-line flag: every option's, Dataflow's by their flat name."""
-    return [f for _, f in _named_fields() if f.metadata["cli"] is not None]
-
-
-def _table() -> str:
-    rows = ["| option | default | meaning |", "|---|---|---|"]
-    for name, f in _named_fields():
-        default = _default(f)
-        shown = "Dataflow()" if isinstance(default, Dataflow) else repr(default)
-        rows.append(f"| ``{name}`` | ``{shown}`` | {f.metadata['help']} |")
-    return "\n".join(rows)
-
-
 Options.__doc__ = (
     "The options of a conversion; ``convert(..., **options)`` builds one and checks it.\n\n"
-    + _table())
+    + docstring_table(Options))

@@ -35,6 +35,7 @@ from tfrecorder._inputs import detection, labels, sources, splits, validation
 from tfrecorder._writer import example
 from tfrecorder._folder import layout
 from tfrecorder._errors import ConfigError, Problems, SchemaError
+from tfrecorder._inputs.table import ColumnFrame, Table
 from tfrecorder._writer.plan import Block, Row, gc_paused
 
 #: Rows read, checked and spilled at a time.
@@ -541,7 +542,7 @@ class _ChunkCache:
                     data, n, plain, given, ids, base, kind = pickle.load(f)
                 except EOFError:
                     return
-                yield sources.Table(sources.ColumnFrame(data, n, plain, given), ids, base, kind)
+                yield Table(ColumnFrame(data, n, plain, given), ids, base, kind)
 
     def remove(self) -> None:
         if os.path.exists(self.path):
