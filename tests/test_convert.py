@@ -564,10 +564,12 @@ def test_dataflow_settings_are_grouped_and_refused_with_another_runner():
     flat = tfrecorder.Options(runner="DataflowRunner", project="my-project",
                               region="us-central1", wait=True)
     assert grouped == flat and flat.project == "my-project" and flat.wait
-    for setting in ({"project": "p"}, {"job_label": "x"}, {"wait": True},
+    for setting in ({"project": "p"}, {"wait": True},
                     {"dataflow": tfrecorder.Dataflow(region="us-central1")}):
         with pytest.raises(tfrecorder.ConfigError, match="runner='DirectRunner'"):
             tfrecorder.Options(**setting)
+    # TFRecorder 2.0's callers pass job_label positionally whatever the runner.
+    assert tfrecorder.Options(job_label="create-tfrecords").job_label == "create-tfrecords"
     with pytest.raises(tfrecorder.ConfigError, match="project= given twice"):
         tfrecorder.Options(runner="DataflowRunner", project="a",
                            dataflow=tfrecorder.Dataflow(project="b"))

@@ -356,7 +356,9 @@ class Options:
     def _check_pairs(self) -> None:
         """Each option that means something only beside another is refused without it,
         naming that other option: it would be ignored."""
-        given = self.dataflow.given()
+        # TFRecorder 2.0 gave job_label a default and took it positionally for every
+        # runner, so its callers pass one with the DirectRunner: accepted, as there.
+        given = [n for n in self.dataflow.given() if n != "job_label"]
         if given and self.runner != "DataflowRunner":
             raise ConfigError(
                 f"{', '.join(f'{n}={getattr(self.dataflow, n)!r}' for n in given)}: "
