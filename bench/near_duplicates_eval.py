@@ -55,7 +55,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from tfrecorder._report import quality as q  # noqa: E402
+from tfrecorder._report import measures as q  # noqa: E402
 
 RASTER = (".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp")
 COPY, VARIANT = "copy", "variant"
@@ -264,7 +264,7 @@ def truth(a: Item, b: Item) -> bool | None:
 class Seen:
     item: Item
     hash: int | None
-    print: object    # quality.fingerprint's, None for a low-detail image
+    print: object    # measures.fingerprint's, None for a low-detail image
 
 
 def judge(items: list[Item], max_distance: int):

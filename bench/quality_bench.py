@@ -175,9 +175,9 @@ def main() -> None:
 #: rows files (what updates compare) and the counts of rows and labels stay.
 NO_REPORT = """\
 import itertools
-import tfrecorder._report.quality as quality, tfrecorder._writer.shard as shard, tfrecorder._writer.steps as steps
+import tfrecorder._report.looker as looker, tfrecorder._writer.shard as shard, tfrecorder._writer.steps as steps
 shard._digest_all = lambda batch: ["" for _ in batch]
-quality.Looker.add = lambda self, ref, width, height, measured, channels=3: measured
+looker.Looker.add = lambda self, ref, width, height, measured, channels=3: measured
 keys = steps.match_keys  # the shard's own element comes first
 steps.match_keys = lambda written, buckets=1: itertools.islice(keys(written, buckets), 1)"""
 

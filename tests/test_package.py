@@ -133,10 +133,10 @@ def test_public_functions_show_their_real_parameters():
 def test_options_document_every_field_once_and_the_cli_offers_each():
     import dataclasses
 
-    from tfrecorder import _cli as cli
+    from tfrecorder import _cli_parser
 
     doc = tfrecorder.Options.__doc__
-    convert = cli.build_parser()._subparsers._group_actions[0].choices["convert"]
+    convert = _cli_parser.build_parser()._subparsers._group_actions[0].choices["convert"]
     flags = {o for a in convert._actions for o in a.option_strings}
     for f in dataclasses.fields(tfrecorder.Options):
         assert f.metadata["help"] and f"``{f.name}``" in doc, f.name

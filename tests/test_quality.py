@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder._report import quality
+from tfrecorder._report import looker, matching, measures, quality
 
 
 def _photo(seed: int, size=(160, 120)) -> "Image":
@@ -123,7 +123,7 @@ def test_conflicts_come_in_the_order_of_their_first_record_whatever_the_shards_o
 
     def written(index, shas):  # train shard ``index``: label ``index`` for every record
         stats = _shard.ShardStats("train", index, len(shas), f"s{index}", 0, 0)
-        stats.look = quality.Looker()
+        stats.look = looker.Looker()
         for pos, sha in enumerate(shas):
             stats.look.add(("train", index, pos, 10 * index + pos, f"{index}-{pos}",
                             (index,)), 1, 1, (sha, None, None, {}))
@@ -133,7 +133,7 @@ def test_conflicts_come_in_the_order_of_their_first_record_whatever_the_shards_o
     def conflicts(order):
         shards = [written(0, ["b" * 64, "a" * 64]), written(1, ["a" * 64, "b" * 64])]
         found = _steps.matched(kv for i in order for kv in _steps.match_keys(shards[i]))
-        _, exact = quality.full_refs([], lambda split, i: [  # labels from "rows files"
+        _, exact = matching.full_refs([], lambda split, i: [  # labels from "rows files"
             (10 * i + pos, f"{i}-{pos}", (i,)) for pos in range(2)],
             [e[1:] for e in found if e[0] == "exact"])
         report = quality.build([s for s, _ in shards], exact, [], label_names=["x", "y"],
@@ -156,10 +156,10 @@ def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):
     assert [pair["a"]["image_uri"], pair["b"]["image_uri"]] == near[
         ["image_uri_a", "image_uri_b"]].values.tolist()[0]
     assert pair["b"]["image_uri"].endswith(".jpg") and pair["a"]["label"] in ("cat", "dog")
-    assert 0 <= near["distance"].iloc[0] <= quality.MAX_DISTANCE
+    assert 0 <= near["distance"].iloc[0] <= measures.MAX_DISTANCE
     # the exact pairs are not listed again as near ones
     assert len(r.leaks) == 2 and len(r.duplicates) == 1
-    assert r.near_duplicates == {"hash": quality.HASH, "max_distance": quality.MAX_DISTANCE,
+    assert r.near_duplicates == {"hash": measures.HASH, "max_distance": measures.MAX_DISTANCE,
                                  "confirmed_by": "8x8 thumbnail correlation >= 0.93"}
     mean, std = r.mean_std("train")
     assert len(mean) == 3 and all(0 < m < 1 for m in mean) and all(0 < s < 0.5 for s in std)
@@ -262,14 +262,14 @@ def test_bands_share_one_band_within_the_distance():
     rng = random.Random(1)
     for _ in range(2000):
         a = rng.getrandbits(64)
-        flips = rng.sample(range(64), rng.randrange(quality.MAX_DISTANCE + 1))
+        flips = rng.sample(range(64), rng.randrange(measures.MAX_DISTANCE + 1))
         b = a
         for bit in flips:
             b ^= 1 << bit
-        assert any(x == y for x, y in zip(quality.bands(a), quality.bands(b)))
+        assert any(x == y for x, y in zip(matching.bands(a), matching.bands(b)))
     # the bands cover all 64 bits
-    assert sum(64 // (quality.MAX_DISTANCE + 1) + (b < 64 % (quality.MAX_DISTANCE + 1))
-               for b in range(quality.MAX_DISTANCE + 1)) == 64
+    assert sum(64 // (measures.MAX_DISTANCE + 1) + (b < 64 % (measures.MAX_DISTANCE + 1))
+               for b in range(measures.MAX_DISTANCE + 1)) == 64
 
 
 def test_a_pair_agreeing_on_several_bands_is_found_once():
@@ -277,13 +277,13 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
     refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 3, "b.jpg", (0,))]
     found = []
     thumb = bytes(range(64))  # the two thumbnails agree: the pair is confirmed
-    for key, value in [*quality.keyed([("a1", (a, thumb), refs[0])], True),
-                       *quality.keyed([("b2", (b, thumb), refs[1])], True)]:
+    for key, value in [*matching.keyed([("a1", (a, thumb), refs[0])], True),
+                       *matching.keyed([("b2", (b, thumb), refs[1])], True)]:
         found.append((key, value))
     groups: dict = {}
     for key, value in found:
         groups.setdefault(key, []).append(value)
-    pairs = [p for key, members in groups.items() for kind, *rest in quality.found(key, members)
+    pairs = [p for key, members in groups.items() for kind, *rest in matching.found(key, members)
              if kind == "near" for p in rest[0]]
     # A band key carries the record's place only; the last step completes it from the
     # rows files (full_refs).
@@ -292,10 +292,10 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
                for k, v in found if k[0] == "n")
     rows_of = {("train", 0): [(2, "a.jpg", (0,))], ("test", 0): [(3, "b.jpg", (0,))]}.get
     counts = {"leaks": {"exact": 0, "near": 1}}
-    assert quality.full_refs([(pairs, counts)], lambda split, shard: rows_of((split, shard))) == (
+    assert matching.full_refs([(pairs, counts)], lambda split, shard: rows_of((split, shard))) == (
         [([(1, "near", refs[0], refs[1])], counts)], [])
     # A shard without rows files keeps its places, which the report still places.
-    assert quality.full_refs([(pairs, counts)], lambda split, shard: None) == (
+    assert matching.full_refs([(pairs, counts)], lambda split, shard: None) == (
         [(pairs, counts)], [])
 
 
@@ -304,13 +304,13 @@ def _exact_group(shards, sha="f00d" * 16):
     position, row, image_uri, label ids)`` refs keyed as ``keyed`` keys them, with each
     record completed from the refs as the last step completes it from the rows files."""
     members = [value for refs in shards
-               for key, value in quality.keyed([(sha, None, r) for r in refs], False)]
+               for key, value in matching.keyed([(sha, None, r) for r in refs], False)]
     by_place = {r[:3]: r[3:] for refs in shards for r in refs}
     rows_of = {}
     for place, rest in by_place.items():
         rows_of.setdefault(place[:2], {})[place[2]] = rest
-    groups = list(quality.found(("x", 0), members))
-    _, exact = quality.full_refs([], lambda split, shard: rows_of.get((split, shard)),
+    groups = list(matching.found(("x", 0), members))
+    _, exact = matching.full_refs([], lambda split, shard: rows_of.get((split, shard)),
                                  [g[1:] for g in groups])
     return [("exact", *g) for g in exact]
 
@@ -328,8 +328,8 @@ def test_a_large_group_is_counted_in_full_and_listed_within_bounds(monkeypatch):
     _, sha, listed_refs, counts = group
     assert counts == {"leaks": {"exact": 200 * 100, "near": 0},
                       "duplicates": {"exact": 200 * 199 // 2 + 100 * 99 // 2, "near": 0},
-                      "members": 300 - quality.GROUP_LIMIT}
-    assert listed_refs == refs[:quality.GROUP_LIMIT]  # train first, in file order
+                      "members": 300 - matching.GROUP_LIMIT}
+    assert listed_refs == refs[:matching.GROUP_LIMIT]  # train first, in file order
     shards = [ShardStats("train", 0, 1, "d-train", 200, 1, rows=200, labels={0: 200}),
               ShardStats("test", 0, 1, "d-test", 100, 1, rows=100, labels={0: 100})]
     q = quality.build(shards, [group[1:]], [], label_names=["cat"], multi_label=False,
@@ -337,18 +337,18 @@ def test_a_large_group_is_counted_in_full_and_listed_within_bounds(monkeypatch):
     assert q["counts"]["leaks"]["exact"] == 20000 and q["conflicts"] == []
     assert len(q["pairs"]) == 50 and all(p["a"]["split"] != p["b"]["split"] for p in q["pairs"])
     total = 20000 + 200 * 199 // 2 + 100 * 99 // 2
-    assert q["truncated"] == {"pairs": total - 50, "members": 300 - quality.GROUP_LIMIT}
+    assert q["truncated"] == {"pairs": total - 50, "members": 300 - matching.GROUP_LIMIT}
     assert q["pairs"][0]["a"] == {"split": "train", "row": 1, "image_uri": "0.jpg",
                                   "label": "cat", "position": 0}
 
 
 def test_dhash_survives_a_resize_and_tells_photos_apart():
     img = _photo(3)
-    a = quality.dhash(img)
-    b = quality.dhash(quality.small(_jpeg(img.resize((64, 48)), 70)))
-    other = quality.dhash(_photo(4))
-    assert (a ^ b).bit_count() <= quality.MAX_DISTANCE
-    assert (a ^ other).bit_count() > quality.MAX_DISTANCE
+    a = measures.dhash(img)
+    b = measures.dhash(measures.small(_jpeg(img.resize((64, 48)), 70)))
+    other = measures.dhash(_photo(4))
+    assert (a ^ b).bit_count() <= measures.MAX_DISTANCE
+    assert (a ^ other).bit_count() > measures.MAX_DISTANCE
 
 
 def test_median_of_a_histogram():
@@ -366,14 +366,14 @@ def test_palette_bilevel_and_16_bit_grey_copies_hash_near_their_photo():
     grey = photo.convert("L")
     wide = Image.fromarray(__import__("numpy").asarray(grey).astype("uint16") * 257)
     copies = {"P": photo.convert("P"), "1": photo.convert("1"), "I;16": wide}
-    ref = quality.dhash(quality.small(_png(grey)))
-    other = quality.dhash(quality.small(_png(_photo(6, size=(256, 192)))))
+    ref = measures.dhash(measures.small(_png(grey)))
+    other = measures.dhash(measures.small(_png(_photo(6, size=(256, 192)))))
     for mode, img in copies.items():
-        got = quality.small(_png(img))
+        got = measures.small(_png(img))
         assert got is not None, mode  # reduce() refuses P and 1: converted first
-        d = (quality.dhash(got) ^ ref).bit_count()
+        d = (measures.dhash(got) ^ ref).bit_count()
         assert d < (other ^ ref).bit_count(), mode  # nearer its photo than another photo
-    wide_hash = quality.dhash(quality.small(_png(wide)))
+    wide_hash = measures.dhash(measures.small(_png(wide)))
     assert wide_hash == ref  # 16-bit grey is scaled to 8 bits, not clipped white
 
 
@@ -389,7 +389,7 @@ def test_channel_sums_are_pillows_imagestat_figures(mode):
 
     img = _photo(7, size=(37, 23)).convert(mode)
     stat = ImageStat.Stat(img.convert("RGB"))
-    assert quality.channel_sums(img) == (stat.count[0], stat.sum, stat.sum2)
+    assert measures.channel_sums(img) == (stat.count[0], stat.sum, stat.sum2)
 
 
 @pytest.mark.slow  # a conversion end to end
@@ -403,22 +403,22 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
     refs.append(("test", 0, 0, 302, "t.jpg", (0,)))
     (group,) = _exact_group([refs[:300], refs[300:]], sha="beef" * 16)
     listed = group[2]
-    assert len(listed) == quality.GROUP_LIMIT
-    assert listed == refs[:quality.GROUP_LIMIT - 1] + [refs[-1]]
+    assert len(listed) == matching.GROUP_LIMIT
+    assert listed == refs[:matching.GROUP_LIMIT - 1] + [refs[-1]]
     shards = [ShardStats("train", 0, 1, "d-train", 300, 1, rows=300, labels={0: 300}),
               ShardStats("test", 0, 1, "d-test", 1, 1, rows=1, labels={0: 1})]
     q = quality.build(shards, [group[1:]], [], label_names=["cat"], multi_label=False,
                       near_duplicates=False, row_json=lambda r: r)
     assert q["counts"]["leaks"]["exact"] == 300
     leaks = [p for p in q["pairs"] if p["a"]["split"] != p["b"]["split"]]
-    assert len(leaks) == quality.GROUP_LIMIT - 1 and q["pairs"][0] == leaks[0]
+    assert len(leaks) == matching.GROUP_LIMIT - 1 and q["pairs"][0] == leaks[0]
     assert leaks[0]["b"] == {"split": "test", "row": 302, "image_uri": "t.jpg",
                              "label": "cat", "position": 0}
     # the near search cuts a band's members the same way
     thumb = bytes(range(64))
     members = [(7, f"s{i}", ("train", 0, i), thumb) for i in range(300)] + [
         (6, "t", ("test", 0, 0), thumb)]
-    (near,) = quality.found(("n", quality.MAX_DISTANCE, 1, 0), members)  # bit 0 apart: band 1 is the first alike
+    (near,) = matching.found(("n", measures.MAX_DISTANCE, 1, 0), members)  # bit 0 apart: band 1 is the first alike
     assert any(a[0] != b[0] for _, _, a, b in near[1])
 
 
@@ -519,18 +519,18 @@ def test_exact_matches_are_grouped_by_digest_in_buckets_of_a_few_thousand_record
     shards = [[(shas[s * 10 + j], None, ("train" if s % 2 else "test", s, j, s * 10 + j + 2,
                                          f"{s * 10 + j}.jpg", (0,)))
                for j in range(10)] for s in range(4)]
-    assert quality.exact_buckets(10_000) == 2 and quality.exact_buckets(100) == 1
+    assert matching.exact_buckets(10_000) == 2 and matching.exact_buckets(100) == 1
     found = {}
     for buckets in (1, 3, 64):
         groups: dict = {}
         for seen in shards:
-            keyed = list(quality.keyed(seen, False, buckets))
+            keyed = list(matching.keyed(seen, False, buckets))
             assert len(keyed) <= min(buckets, 10)  # one element per bucket, not per record
             for key, value in keyed:
                 groups.setdefault(key, []).append(value)
         found[buckets] = sorted((sha, sorted(r[:3] for r in refs), counts["leaks"]["exact"])
                                 for key, members in groups.items()
-                                for _, sha, refs, counts in quality.found(key, members))
+                                for _, sha, refs, counts in matching.found(key, members))
     assert found[1] == found[3] == found[64] and len(found[1]) == 7
     assert sum(len(refs) for _, refs, _ in found[1]) == 40
 
@@ -552,12 +552,12 @@ def _from_grid(grid: list[list[int]], scale: int = 32):
     return img.resize((img.width * scale, img.height * scale), Image.Resampling.NEAREST)
 
 
-def _near_pairs(images: dict, distance: int = quality.MAX_DISTANCE) -> list:
+def _near_pairs(images: dict, distance: int = measures.MAX_DISTANCE) -> list:
     """The near pairs the report's matching finds among ``{(split, row): PNG bytes}``."""
-    look = quality.Looker(near=True, distance=distance)
+    look = looker.Looker(near=True, distance=distance)
     for i, ((split, row), data) in enumerate(images.items()):
         look.add((split, 0, i, row, f"{row}.png", (0,)), 1, 1, look.measure(data))
-    _, near = quality.matches([type("S", (), {"look": look})()], True)
+    _, near = matching.matches([type("S", (), {"look": look})()], True)
     rows = [row for _, row in images]  # a pair's records by their place (position)
     return sorted((rows[a[2]], rows[b[2]], d) for pairs, _ in near for d, _, a, b in pairs)
 
@@ -575,9 +575,9 @@ def test_images_with_too_little_detail_are_never_matched():
         draw.line([(x, 0), (x, 255)], fill=(70, 40, 20))
     dark = Image.new("RGB", (256, 256), (12, 14, 20))
     images = {("train", 2): _png(gradient), ("test", 3): _png(stripes), ("test", 4): _png(dark)}
-    hashes = [quality.dhash(quality.small(d)) for d in images.values()]
-    assert max((a ^ b).bit_count() for a in hashes for b in hashes) <= quality.MAX_DISTANCE
-    assert [quality.fingerprint(quality.small(d)) for d in images.values()] == [None] * 3
+    hashes = [measures.dhash(measures.small(d)) for d in images.values()]
+    assert max((a ^ b).bit_count() for a in hashes for b in hashes) <= measures.MAX_DISTANCE
+    assert [measures.fingerprint(measures.small(d)) for d in images.values()] == [None] * 3
     assert _near_pairs(images) == []
 
 
@@ -591,7 +591,7 @@ def test_a_pair_whose_hashes_agree_by_chance_is_refused_by_its_thumbnails():
     grid = [[rng.randrange(0, 120) for _ in range(9)] for _ in range(8)]
     banded = [[v // 3 + (160 if y % 2 else 0) for v in row] for y, row in enumerate(grid)]
     a, b = _from_grid(grid), _from_grid(banded)
-    assert quality.dhash(quality.small(_png(a))) == quality.dhash(quality.small(_png(b)))
+    assert measures.dhash(measures.small(_png(a))) == measures.dhash(measures.small(_png(b)))
     copy = a.resize((144, 128), Image.Resampling.LANCZOS)
     assert _near_pairs({("train", 2): _png(a), ("test", 3): _png(b)}) == []
     found = _near_pairs({("train", 2): _png(a), ("test", 3): _png(b),
@@ -611,7 +611,7 @@ def test_near_distance_sets_the_bits_within_which_hashes_are_compared(tmp_path):
     for y, x in ((0, 3), (2, 5), (4, 1)):
         edited[y][x] = edited[y][x + 1] + (1 if edited[y][x] < edited[y][x + 1] else -1)
     b = ImageEnhance.Contrast(_from_grid(edited)).enhance(0.8)
-    d = (quality.dhash(quality.small(_png(a))) ^ quality.dhash(quality.small(_png(b)))).bit_count()
+    d = (measures.dhash(measures.small(_png(a))) ^ measures.dhash(measures.small(_png(b)))).bit_count()
     assert 0 < d <= 16
     images = {("train", 2): _png(a), ("test", 3): _png(b)}
     assert _near_pairs(images, distance=d - 1) == []
@@ -633,7 +633,7 @@ def test_copies_are_counted_and_shown_as_groups_not_pairs():
         if p == 0:
             refs[-1] = ("test", 0, 0, 300, "0_in_test.jpg", (0,))
         pairs = [(a, b) for i, a in enumerate(refs) for b in refs[i + 1:]]
-        counts = quality._pair_counts((0, "exact", a, b) for a, b in pairs)
+        counts = matching._pair_counts((0, "exact", a, b) for a, b in pairs)
         counts["members"] = 0
         exact.append((f"{p:064x}", refs, counts))
     small = ("validation", 0, 0, 400, "small_5.jpg", (0,))
@@ -670,7 +670,7 @@ def test_a_conflict_shows_each_records_whole_set_of_labels():
     from tfrecorder._writer.shard import ShardStats
 
     refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 5, "a_again.jpg", (0, 1))]
-    counts = quality._pair_counts([(0, "exact", *refs)])
+    counts = matching._pair_counts([(0, "exact", *refs)])
     counts["members"] = 0
     shards = [ShardStats("train", 0, 1, "d-train", 1, 1, rows=1, labels={0: 1}),
               ShardStats("test", 0, 1, "d-test", 1, 1, rows=2, labels={0: 1, 1: 1})]
@@ -689,19 +689,19 @@ def test_image_problems_are_told_by_pixels_and_headers():
     from PIL import Image, ImageEnhance
 
     photo = _photo(11)
-    assert quality.pixel_issues(photo) == {}
-    dark = quality.pixel_issues(ImageEnhance.Brightness(photo).enhance(0.15))
-    assert list(dark) == ["dark"] and 0 <= dark["dark"] < quality.DARK
+    assert measures.pixel_issues(photo) == {}
+    dark = measures.pixel_issues(ImageEnhance.Brightness(photo).enhance(0.15))
+    assert list(dark) == ["dark"] and 0 <= dark["dark"] < measures.DARK
     light = Image.new("RGB", (160, 120), (250, 250, 250))
-    assert set(quality.pixel_issues(light)) == {"light", "low_information", "low_detail"}
+    assert set(measures.pixel_issues(light)) == {"light", "low_information", "low_detail"}
     noise = Image.effect_noise((160, 120), 60).convert("RGB")
-    assert quality.pixel_issues(noise) == {}
+    assert measures.pixel_issues(noise) == {}
     # every level alike (8 bits of entropy: not low_information), but too plain to hash
     gradient = Image.linear_gradient("L").resize((160, 120)).convert("RGB")
-    assert set(quality.pixel_issues(gradient)) == {"low_detail"}
-    assert quality.header_issues(640, 480, 1) == {"grayscale": 0.0}
-    assert quality.header_issues(1000, 100, 3) == {"odd_aspect_ratio": 0.1}
-    assert quality.header_issues(640, 480, 3) == {}
+    assert set(measures.pixel_issues(gradient)) == {"low_detail"}
+    assert measures.header_issues(640, 480, 1) == {"grayscale": 0.0}
+    assert measures.header_issues(1000, 100, 3) == {"odd_aspect_ratio": 0.1}
+    assert measures.header_issues(640, 480, 3) == {}
 
 
 def _problem_table(tmp_path):
@@ -740,7 +740,7 @@ def test_the_report_lists_image_problems_by_record(tmp_path, run_cli):
     near = tfrecorder.report(str(tmp_path / "near"))
     assert near.issues[["issue", "row", "image_uri"]].values.tolist()[0] == [
         "dark", 11, "img/dark.jpg"]
-    assert near.counts["issues"]["dark"] == 1 and 0 <= near.issues["score"][0] < quality.DARK
+    assert near.counts["issues"]["dark"] == 1 and 0 <= near.issues["score"][0] < measures.DARK
     # pre-sizing decodes the images too: their pixel problems come with it
     tfrecorder.convert(str(csv), str(tmp_path / "sized"), shorter_side=100)
     sized = tfrecorder.report(str(tmp_path / "sized"))

@@ -221,9 +221,9 @@ def test_a_sampler_period_that_is_no_whole_number_of_ms_is_refused(given):
 
 
 def test_the_command_asks_for_short_sampler_ticks_in_its_own_process():
-    from tfrecorder import _cli as cli
+    from tfrecorder import _cli_parser
 
-    parser = cli.build_parser()
+    parser = _cli_parser.build_parser()
     assert tfrecorder.Options().beam_sampler_ms is None
     assert parser.parse_args(["convert", "a.csv", "out"]).beam_sampler_ms == 20
     assert parser.parse_args(["convert", "a.csv", "out", "--beam-sampler-ms", "50"]

@@ -1,16 +1,18 @@
-"""The ``tfrecorder`` command line. Thin: it parses flags, calls the library, and
-prints. Exit codes: 0 success, 1 the run failed, 2 usage or validation errors.
-TFRecorder's commands ``create-tfrecords`` and ``check-tfrecords`` work too.
+"""The ``tfrecorder`` command line. Thin: it parses flags (``_cli_parser``, which also
+takes TFRecorder's commands ``create-tfrecords`` and ``check-tfrecords``), calls the
+library, and prints. Exit codes: 0 success, 1 the run failed, 2 usage or validation
+errors. ``command`` is the console script; it also sets what only a command may set
+in its process (native libraries' logging, the cycle collector).
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import logging
 import os
 import sys
 
+from tfrecorder import _cli_parser
 from tfrecorder._errors import (
     ConfigError,
     IncompleteOutputError,
@@ -24,202 +26,10 @@ class UsageError(ConfigError):
     """A command line that cannot work (exit code 2)."""
 
 
-#: Each option's help in command-line words (flags, files, exit codes), and the name of
-#: its value; Options' own help speaks of Python values.
-_FLAG_HELP = {
-    "runner": ("RUNNER", "Beam runner: DirectRunner (this machine; the default), "
-               "DataflowRunner, or another Beam runner (FlinkRunner, SparkRunner, "
-               "PortableRunner, PrismRunner)"),
-    "num_shards": ("N", "shards per split: N for every split, or per split as "
-                   "train=8,validation=2,test=1; 0 (the default) sizes shards from the "
-                   "data, 64 MiB to 1 GiB each"),
-    "compression": (None, "write gzip-compressed shards (TFDS cannot read them, and "
-                    "images do not shrink); the default is uncompressed"),
-    "mode": (None, "create: into an empty or new OUTPUT_DIR (the default); overwrite: "
-             "replace what an earlier conversion wrote there; update: write what changed "
-             "since its latest version, as a new version (--update); append: only add "
-             "rows with a new key (--append)"),
-    "overwrite": (None, "--mode overwrite: replace what an earlier conversion wrote in "
-                  "OUTPUT_DIR (other files there are left alone); without it a non-empty "
-                  "OUTPUT_DIR is refused"),
-    "compare": (None, "with --update or --append, how a row's image is found changed: "
-                "stat, by its file's size and modification time (the default); content, "
-                "by the SHA-256 of its bytes"),
-    "label_vocabulary": ("FILE", "file of label names, one per line: line i gets id i "
-                         "(default: the table's labels, sorted)"),
-    "multi_label": (None, "one record per image with every label its rows give, even "
-                    "when only a few images are listed under two labels (without it, such "
-                    "a table is refused with those rows listed)"),
-    "near_duplicates": (None, "also report near duplicates (resized or re-encoded copies, "
-                        "by a perceptual hash) in quality.json; exact duplicates, conflicts "
-                        "and statistics are always reported"),
-    "near_distance": ("BITS", "with --near-duplicates: two images whose hashes differ in "
-                      "at most BITS bits (0 to 16, default 6) are compared by their "
-                      "thumbnails, and listed when those agree too"),
-    "seed": ("SEED", "seed of the shuffle of rows into shards (default: 0)"),
-    "images_dir": ("DIR", "folder that relative image paths start from (a COCO file's "
-                   "file_names; default: the source file's folder); for COCO files per "
-                   "split, a folder per split as train=train2017/,validation=val2017/"),
-    "name": ("NAME", "dataset name that starts every shard's file name, "
-             "NAME-train.tfrecord-... (default: data)"),
-    "check": (None, "header: read each image's header and end (the default); decode: "
-              "decode every image (content, the old spelling of --compare content, is "
-              "deprecated)"),
-    "max_error_fraction": ("F", "fail (exit code 1, nothing published) when more than "
-                           "this share of rows is quarantined (default: 0.1); a run that "
-                           "writes nothing always fails"),
-    "max_image_bytes": ("BYTES", "quarantine image files larger than this, unread "
-                        "(default: 268435456, 256 MiB)"),
-    "shorter_side": ("N", "downscale images whose shorter side is longer than N pixels to "
-                     "N and re-encode them (aspect ratio kept, EXIF orientation applied); "
-                     "without it every image is stored as it is"),
-    "jpeg_quality": ("Q", "JPEG quality, 1 to 100, of images re-encoded for "
-                     "--shorter-side (default: 90)"),
-    "num_workers": ("N", "worker processes on this machine (default: one per core); with "
-                    "DataflowRunner, the initial number of workers"),
-    "job_label": ("LABEL", "DataflowRunner: a readable prefix of the job's name"),
-    "project": ("PROJECT", "Google Cloud project id (DataflowRunner)"),
-    "region": ("REGION", "Dataflow region, e.g. us-central1 (DataflowRunner)"),
-    "temp_location": ("GS_DIR", "gs:// folder for staged files (DataflowRunner; default: "
-                      "tfrecorder-tmp in the output's bucket)"),
-    "tfrecorder_wheel": ("WHEEL", "a tfrecorder wheel file to install on the workers "
-                         "instead of one built from this installation (DataflowRunner)"),
-    "wait": (None, "DataflowRunner: wait until the job ends and print its result "
-             "(default: print the job's id and console link, and return)"),
-    "progress": (None, "never draw the progress bar (it is drawn only when stderr is a "
-                 "terminal)"),
-}
-
-
-def _shards(value: str):
-    """``--num-shards``: ``8``, or ``train=8,validation=2`` for a count per split."""
-    if "=" not in value:
-        try:
-            return int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{value!r}: give a whole number, or counts per split as "
-                f"train=8,validation=2") from None
-    out = {}
-    for part in value.split(","):
-        split, _, count = part.partition("=")
-        try:
-            out[split.strip()] = int(count)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{part!r}: give counts per split as train=8,validation=2") from None
-    return out
-
-
-def _per_split_or_one(value: str):
-    """``--images-dir``: ``DIR``, or ``train=DIR,validation=DIR`` for a folder per split."""
-    parts = [part.partition("=") for part in value.split(",")]
-    if "=" not in value or not all(eq and _is_split(key) for key, eq, _ in parts):
-        return value
-    return {key.strip(): folder.strip() for key, _, folder in parts}
-
-
-def _is_split(name: str) -> bool:
-    from tfrecorder._inputs import splits
-
-    return splits.ALIASES.get(name.strip().lower()) is not None
-
-
-def _source(value: str):
-    """``SOURCE``: a path or pattern, or ``train=a.json,validation=b.json`` (COCO files per
-    split) when no file has that name."""
-    import os
-
-    per_split = _per_split_or_one(value)
-    return value if isinstance(per_split, str) or os.path.exists(value) else per_split
-
-
-def _convert_parser(sub) -> None:
-    from tfrecorder import _option_fields
-    from tfrecorder._options import Options
-
-    p = sub.add_parser(
-        "convert", help="convert a CSV, image directory, JSON Lines or COCO file to TFRecord files",
-        usage="%(prog)s [flags] SOURCE OUTPUT_DIR\n"
-              "       %(prog)s [flags] --from-vertex OUTPUT_DIR",
-        description="Convert an AutoML-style CSV (split,image_uri,label; header optional), an "
-                    "image directory (DIR/<split>/<label>/<file>), Vertex AI JSON Lines or a "
-                    "COCO file to sharded TFRecord files. Flags Apache Beam knows "
-                    "(e.g. --max_num_workers=20) pass through to it. "
-                    "Every flag also has its TFRecorder spelling (--num_shards).")
-    p.add_argument("source", metavar="SOURCE", nargs="?",
-                   help="CSV file (local or gs://), image directory, Vertex AI JSON Lines "
-                        "(a .jsonl file, a quoted pattern such as 'gs://b/export/*.jsonl', or "
-                        "a folder of .jsonl files), a COCO file (instances_train.json), or "
-                        "COCO files per split as train=instances_train.json,validation="
-                        "instances_val.json")
-    p.add_argument("output_dir", metavar="OUTPUT_DIR", nargs="?",
-                   help="folder to write the TFRecord files to (local or gs://)")
-    p.add_argument("--from-vertex", "--from_vertex", dest="from_vertex", action="store_true",
-                   help="in a Vertex AI custom training job, convert its dataset: the files "
-                        "of AIP_TRAINING_DATA_URI, AIP_VALIDATION_DATA_URI and "
-                        "AIP_TEST_DATA_URI (AIP_DATA_FORMAT=jsonl); give OUTPUT_DIR only")
-    p.add_argument("--schema", metavar="FILE",
-                   help='JSON file mapping columns to types, e.g. {"split": "SplitKey", '
-                        '"image_uri": "ImageUri", "label": "StringLabel"}')
-    _verbose(p)
-    # One flag per option, in both spellings (--num-shards and --num_shards); Dataflow's
-    # settings by their flat names (--project).
-    for f in _option_fields.flag_fields(Options):
-        cli = dict(f.metadata["cli"])
-        flags = cli.pop("flags", None) or [f"--{f.name.replace('_', '-')}", f"--{f.name}"]
-        flags = list(dict.fromkeys(flags + [flag.replace("-", "_").replace("__", "--", 1)
-                                            for flag in flags]))
-        cli.setdefault("default", f.default)
-        metavar, text = _FLAG_HELP.get(f.name, (None, f.metadata["help"]))
-        if f.name == "num_shards":
-            cli["type"] = _shards
-        if f.name == "images_dir":
-            cli["type"] = _per_split_or_one
-        if f.name == "mode":
-            cli.update(action=_OneMode, default=None)  # None: not given, "create"
-        if metavar is not None and cli.get("action") is None and "choices" not in cli:
-            cli["metavar"] = metavar
-        p.add_argument(*flags, dest=f.name, help=text, **cli)
-    p.add_argument("--update", dest="mode", action=_OneMode, const="update",
-                   default=None, help="--mode update: write only the rows that changed "
-                                      "since the folder's latest version, as a new version")
-    p.add_argument("--append", dest="mode", action=_OneMode, const="append",
-                   default=None, help="--mode append: add only the rows whose key the "
-                                      "folder's latest version does not hold, as a new "
-                                      "version")
-
-
-class _OneMode(argparse.Action):
-    """``--mode MODE``, ``--update`` or ``--append``: each sets ``mode``, and two that
-    disagree are refused."""
-
-    def __init__(self, option_strings, dest, const=None, default=None, help=None,
-                 choices=None):
-        super().__init__(option_strings, dest, nargs=0 if const else None, const=const,
-                         default=default, choices=choices, help=help)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        mode = self.const or values
-        given = getattr(namespace, self.dest, None)
-        if given is not None and given != mode:
-            parser.error(f"{option_string} {'' if self.const else mode + ' '}and mode "
-                         f"{given} together: give one of them (a mode is given by --mode, --update "
-                         f"or --append; --update writes what changed, --append only adds "
-                         f"new keys)")
-        setattr(namespace, self.dest, mode)
-
-
-def _verbose(parser) -> None:
-    # Also after the command (tfrecorder convert -v); SUPPRESS keeps a -v given before it.
-    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                        help="log what the run does to stderr")
-
-
 def _run_convert(args, beam_flags) -> int:
     from tfrecorder import _option_fields
-    from tfrecorder._convert import convert
     from tfrecorder._options import Options
+    from tfrecorder._convert import convert
 
     options = {f.name: getattr(args, f.name) for f in _option_fields.flag_fields(Options)}
     _check_beam_flags(beam_flags)
@@ -228,7 +38,7 @@ def _run_convert(args, beam_flags) -> int:
 
         source, output_dir = from_vertex(), args.source
     else:
-        source, output_dir = _source(args.source), args.output_dir
+        source, output_dir = _cli_parser.source(args.source), args.output_dir
     result = convert(source, output_dir, schema=args.schema,
                      pipeline_options=beam_flags or None, **options)
     print(result)
@@ -257,33 +67,11 @@ def _check_beam_flags(flags: list[str]) -> None:
     if not unknown:
         return
     flag = unknown[0].split("=", 1)[0]
-    ours = [o for a in build_parser()._subparsers._group_actions[0].choices["convert"]._actions
-            for o in a.option_strings]
+    convert = _cli_parser.build_parser()._subparsers._group_actions[0].choices["convert"]
+    ours = [o for a in convert._actions for o in a.option_strings]
     close = difflib.get_close_matches(flag, ours + beam, n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
     raise UsageError(f"unknown flag {flag}: neither tfrecorder nor Apache Beam knows it{hint}")
-
-
-def _inspect_parser(sub) -> None:
-    p = sub.add_parser(
-        "inspect", help="write the first records of a split as a CSV and image files",
-        description="Write the first records of a split as a CSV (every feature but the "
-                    "image, with label names) and the images as files, and print them "
-                    "with the counts per split. TFRecorder's spellings of the flags work "
-                    "too: tfrecord_dir, num_records, output_dir.")
-    p.add_argument("tfrecord_dir", metavar="TFRECORD_DIR", nargs="?",
-                   help="a folder written by tfrecorder convert")
-    p.add_argument("--tfrecord-dir", "--tfrecord_dir", dest="tfrecord_dir_flag",
-                   metavar="TFRECORD_DIR", help=argparse.SUPPRESS)
-    p.add_argument("--split", default="train", help="split to look at (default: train)")
-    p.add_argument("-n", "--num-records", "--num_records", type=int, default=5, metavar="N",
-                   help="how many records to write (default: 5)")
-    p.add_argument("--output-dir", "--output_dir", dest="inspect_dir", default=None,
-                   metavar="DIR",
-                   help="folder to write the CSV and images to (default: a new temporary "
-                        "folder)")
-    _version_flag(p)
-    _verbose(p)
 
 
 def _run_inspect(args, _beam_flags) -> int:
@@ -299,33 +87,12 @@ def _run_inspect(args, _beam_flags) -> int:
     return 0
 
 
-def _csv_parser(sub) -> None:
-    p = sub.add_parser(
-        "create-image-csv", help="write an AutoML CSV for a folder of images",
-        description="Write an AutoML image CSV (SPLIT,image_uri,label, no header) for a "
-                    "folder laid out IMAGE_DIR/<split>/<label>/<file> or "
-                    "IMAGE_DIR/<label>/<file> (rows then UNASSIGNED).")
-    p.add_argument("image_dir", metavar="IMAGE_DIR", help="folder of images (local or gs://)")
-    p.add_argument("csv_file", metavar="CSV_FILE", help="CSV file to write")
-    _verbose(p)
-
-
 def _run_csv(args, _beam_flags) -> int:
     from tfrecorder._inputs.sources import create_image_csv
 
     n = create_image_csv(args.image_dir, args.csv_file)
     print(f"wrote {n} rows to {args.csv_file}")
     return 0
-
-
-def _index_parser(sub) -> None:
-    p = sub.add_parser(
-        "index", help="write the index files of a directory that has none",
-        description="Write index/<shard>.idx (each record's byte offset and length) for "
-                    "every shard of an output directory: a conversion written before "
-                    "index files existed or with --no-index, or a TFRecorder 2.0 folder. "
-                    "gzip shards cannot be indexed.")
-    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
 
 
 def _run_index(args, _beam_flags) -> int:
@@ -336,24 +103,6 @@ def _run_index(args, _beam_flags) -> int:
     return 0
 
 
-def _verify_parser(sub) -> None:
-    p = sub.add_parser(
-        "verify", help="read every record of a directory and check it",
-        description="Read every record of every shard of an output directory, checking "
-                    "each record's checksums, every shard's record count against the "
-                    "manifest and every index file against its shard. Exit code 0 when "
-                    "all is whole, 1 naming the first damaged file, 2 when the folder is "
-                    "not a whole conversion.")
-    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
-    _version_flag(p)
-
-
-def _version_flag(p) -> None:
-    p.add_argument("--version", type=int, default=None, metavar="K",
-                   help="read version K of a folder that updates changed (default: the "
-                        "latest; tfrecorder versions OUT lists them)")
-
-
 def _run_verify(args, _beam_flags) -> int:
     from tfrecorder._readers.inspection import verify
 
@@ -362,26 +111,6 @@ def _run_verify(args, _beam_flags) -> int:
     print(f"{args.output_dir}: whole. {done.records} records in {done.files} shard(s) "
           f"({per_split}); every checksum, count and index file checked")
     return 0
-
-
-def _report_parser(sub) -> None:
-    p = sub.add_parser(
-        "report", help="print the data report: duplicates, leaks, conflicts, statistics",
-        description="Print the data report a conversion wrote (quality.json): images "
-                    "that are the same in two splits (leaks) or within one "
-                    "(duplicates), the same bytes under different labels (conflicts), "
-                    "rows per label and split, image sizes, image problems (dark, "
-                    "blurry, grayscale, odd sizes, ...) and Vertex AI's dataset "
-                    "warnings. Exit code 0; with --fail-on, 3 when any of the named "
-                    "findings is there, so that a data pipeline can stop on it; 2 when "
-                    "the folder is not a whole conversion.")
-    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
-    p.add_argument("--fail-on", "--fail_on", metavar="KINDS", default=None,
-                   help="comma-separated findings that make the exit code 3: "
-                        "leaks, duplicates, conflicts, warnings, issues (any image "
-                        "problem), or an image problem by name: dark, light, blurry, "
-                        "low_information, low_detail, grayscale, odd_aspect_ratio, odd_size "
-                        "(e.g. leaks,conflicts,dark)")
 
 
 #: The exit code of ``report --fail-on`` when a named finding is there.
@@ -404,15 +133,6 @@ def _run_report(args, _beam_flags) -> int:
     return 0
 
 
-def _versions_parser(sub) -> None:
-    p = sub.add_parser(
-        "versions", help="list the versions an output directory has published",
-        description="List every version published in an output directory, oldest first: "
-                    "when, from what and how (convert, update, append), and per split the "
-                    "records added, retired and kept, and the records live in it.")
-    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
-
-
 def _run_versions(args, _beam_flags) -> int:
     import pandas as pd
 
@@ -424,35 +144,11 @@ def _run_versions(args, _beam_flags) -> int:
     return 0
 
 
-def _vacuum_parser(sub) -> None:
-    p = sub.add_parser(
-        "vacuum", help="remove the versions older than the last N and their files",
-        description="Remove the versions of an output directory older than its last N: "
-                    "the files only they list, then their manifests, oldest first. A file "
-                    "a kept version lists is never removed. The same as "
-                    "tfrecorder.vacuum(output_dir, keep=N).")
-    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
-    p.add_argument("--keep", type=int, required=True, metavar="N",
-                   help="how many of the latest versions to keep (1 or more)")
-
-
 def _run_vacuum(args, _beam_flags) -> int:
     from tfrecorder._folder.output import vacuum
 
     print(f"{args.output_dir}: {vacuum(args.output_dir, args.keep)}")
     return 0
-
-
-def _compact_parser(sub) -> None:
-    p = sub.add_parser(
-        "compact", help="rewrite the splits TFDS cannot read as whole shards of a new version",
-        description="Rewrite the live records of every split an update appended to or "
-                    "retired from as whole shards of a new version, so that TFDS reads "
-                    "every split again; earlier versions keep their files (tfrecorder "
-                    "vacuum removes them). The same as tfrecorder.compact(output_dir).")
-    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
-    p.add_argument("--split", action="append", metavar="SPLIT",
-                   help="rewrite this split (repeat for more), even if TFDS reads it")
 
 
 def _run_compact(args, _beam_flags) -> int:
@@ -462,74 +158,15 @@ def _run_compact(args, _beam_flags) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tfrecorder",
-        description="Convert image and tabular datasets to sharded TFRecord files.")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="log what the run does to stderr (also after the command)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _convert_parser(sub)
-    _inspect_parser(sub)
-    _csv_parser(sub)
-    _index_parser(sub)
-    _verify_parser(sub)
-    _report_parser(sub)
-    _versions_parser(sub)
-    _vacuum_parser(sub)
-    _compact_parser(sub)
-    return parser
-
-
 COMMANDS = {"convert": _run_convert, "inspect": _run_inspect, "create-image-csv": _run_csv,
             "index": _run_index, "verify": _run_verify, "report": _run_report,
             "versions": _run_versions, "vacuum": _run_vacuum,
             "compact": _run_compact}
 
 
-def _tfrecorder_command(argv: list[str]) -> list[str]:
-    """TFRecorder's commands in our words.
-
-    ``create-tfrecords --input_data=D --output_dir=O [flags]`` is ``convert D O [flags]``;
-    ``check-tfrecords --tfrecord_dir=D [--split=S] [--num_records=N] [--output_dir=O]``
-    (or its older ``--file_pattern=D/train*``) is ``inspect D --split S -n N
-    --output-dir O``.
-    """
-    if not argv or argv[0] not in ("create-tfrecords", "check-tfrecords"):
-        return argv
-    command, rest = argv[0], list(argv[1:])
-    values: dict[str, str] = {}
-    kept: list[str] = []
-    names = ("input_data", "output_dir", "tfrecord_dir", "file_pattern", "split",
-             "num_records")
-    i = 0
-    while i < len(rest):
-        flag, eq, value = rest[i].partition("=")
-        key = flag.lstrip("-").replace("-", "_")
-        if flag.startswith("--") and key in names:
-            if not eq:
-                i += 1
-                value = rest[i] if i < len(rest) else ""
-            values[key] = value
-        else:
-            kept.append(rest[i])
-        i += 1
-    if command == "create-tfrecords":
-        source = values.get("input_data") or (kept.pop(0) if kept else "")
-        return ["convert", source, values.get("output_dir", "./tfrecords"), *kept]
-    folder = values.get("tfrecord_dir") or (kept.pop(0) if kept else "")
-    split = values.get("split", "train")
-    if "file_pattern" in values:  # /path/to/tfrecords/train*.tfrecord.gz
-        from tfrecorder._readers.inspection import pattern_target
-
-        folder, split = pattern_target(values["file_pattern"], split)
-    return ["inspect", folder, "--split", split, "-n", values.get("num_records", "1"),
-            "--output-dir", values.get("output_dir", "output"), *kept]
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    argv = _tfrecorder_command(list(sys.argv[1:] if argv is None else argv))
+    parser = _cli_parser.build_parser()
+    argv = _cli_parser.tfrecorder_command(list(sys.argv[1:] if argv is None else argv))
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command != "convert":
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")

@@ -15,7 +15,7 @@ import os
 from tfrecorder._inputs import arguments
 from tfrecorder._writer import image, plan, runners
 from tfrecorder._folder import index, layout, metadata, output
-from tfrecorder._report import quality
+from tfrecorder._report import matching
 from tfrecorder import _storage as storage
 from tfrecorder._folder import rows, versions
 from tfrecorder._writer import shard, staging
@@ -303,7 +303,7 @@ def _update(opts: Options, lock, before: output.Survey, parent, table: spill.Spi
                      for split, kept in decided.update.kept.items()
                      for j, info in enumerate(kept)]
             output.finish(run.settings.run, run.spec, looks, [],
-                          matches=quality.matches(looks, opts.near_duplicates))
+                          matches=matching.matches(looks, opts.near_duplicates))
             return _existing(ConversionResult.from_output(output_dir, opts.runner, None),
                              decided.update)
         staging.stage(subset, planned.plans, run.task_dir, name=opts.name,

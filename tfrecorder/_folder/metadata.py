@@ -54,7 +54,7 @@ class DatasetSpec:
     # a failing step's traceback to the user's stderr.
     fail_in_pipeline: bool = True
     near_duplicates: bool = False    # the data report pairs near duplicates too
-    near_distance: int = 6           # ... within this many bits (quality.MAX_DISTANCE)
+    near_distance: int = 6           # ... within this many bits (measures.MAX_DISTANCE)
     # The version's story (Manifest.source, .mode, .key); ``update`` is the
     # ``versions.Update`` an update publishes, None for a conversion (version 1).
     source: str | None = None

@@ -470,7 +470,7 @@ def write_ledger(folder: str, names: Iterable[str]) -> None:
 def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
            quarantined: Iterable, matches: tuple = ((), ())) -> Manifest | None:
     """The run's last step: the error budget, then its files published, manifest last.
-    ``matches``: the exact groups and near pairs the data report lists (``quality``).
+    ``matches``: the exact groups and near pairs the data report lists (``matching``).
 
     Raises ConversionError over the error budget (returns None instead when
     ``spec.fail_in_pipeline`` is False: the caller reads it back with
@@ -482,7 +482,7 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     exact, near = matches
     if near or exact:
         # Matches name their records by place: the rest is in their rows files.
-        from tfrecorder._report.quality import full_refs
+        from tfrecorder._report.matching import full_refs
         from tfrecorder._folder.rows import rows_of
 
         rows = rows_of(run.output_dir, run.shard_folder, run.folder, stats, spec.update,

@@ -37,14 +37,14 @@ def entry(*, row, key, split: str, labels: list[str], size: int | None = None,
     """One record's line; image fields only for rows with an image, ``features`` only
     where the table has other columns, ``image_uri`` only where the key is another
     column than the image's. Where near duplicates are searched (``hashed``), ``phash``
-    and ``thumb``, the ``(dhash, thumbnail)`` of ``quality.Looker.measure``, as 16 hex
+    and ``thumb``, the ``(dhash, thumbnail)`` of ``looker.Looker.measure``, as 16 hex
     digits and base64 (``phash`` null: the image did not decode small; ``thumb`` null:
     neither, or too little detail to match); where pixels are measured (``measured``),
-    ``px``: the channel sums of ``quality.channel_sums`` as ``[pixels, R, G, B, R², G²,
+    ``px``: the channel sums of ``measures.channel_sums`` as ``[pixels, R, G, B, R², G²,
     B²]`` (null: not decodable). An update carries them for the records it keeps.
     ``rows``: the input rows the record holds, written where more than one (the rows
     of one image in a multi-label or detection table). ``issues``: the image problems
-    found in it (``quality.Looker.add``), written where there is one, so that an update
+    found in it (``looker.Looker.add``), written where there is one, so that an update
     reports them for the records it keeps."""
     out = {"row": row, "key": key, "split": split, "label": list(labels)}
     if rows != 1:
@@ -101,7 +101,7 @@ def names(value: str, location: str, ends: bool = False) -> list[str]:
 
 
 def px_sums(px: list) -> tuple:
-    """A line's ``px``, ``[pixels, R, G, B, R², G², B²]``, as ``quality.channel_sums``
+    """A line's ``px``, ``[pixels, R, G, B, R², G², B²]``, as ``measures.channel_sums``
     gives them: ``(pixels, [sums], [sums of squares])``."""
     return px[0], px[1:4], px[4:7]
 
@@ -229,7 +229,7 @@ def _problems(v: dict) -> bool:
 
 
 def thumb(e: dict) -> bytes | None:
-    """A line's ``thumb`` as bytes (``quality.fingerprint``), None where it has none."""
+    """A line's ``thumb`` as bytes (``measures.fingerprint``), None where it has none."""
     t = e.get("thumb")
     return None if t is None else base64.b64decode(t)
 
@@ -369,7 +369,7 @@ def renumbering(folder: str | None, rows_name: str | None) -> Callable | None:
 
 def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
             label_names) -> Callable:
-    """For ``quality.full_refs``: ``rows_of(split, shard)`` gives ``(row, image_uri,
+    """For ``matching.full_refs``: ``rows_of(split, shard)`` gives ``(row, image_uri,
     label ids)`` of each record of a shard of this run, by position, from its rows file
     (written into ``shard_folder``), or of a shard an update keeps, by live rank (its
     rows file in the folder, its live index in the run's folder ``pending``, where the

@@ -167,8 +167,8 @@ def kept_look(output_dir: str, split: str, number: int, shard: ShardInfo,
     places it before the update's own shards in its split (negative); ``pending``: the
     run's folder, which holds the live indexes the update has not published yet;
     ``entries``: its rows file's, where they were read already; ``distance``: the bits
-    its hashes are compared within (``quality.MAX_DISTANCE`` by default)."""
-    from tfrecorder._report.quality import Looker
+    its hashes are compared within (``measures.MAX_DISTANCE`` by default)."""
+    from tfrecorder._report.looker import Looker
     from tfrecorder._writer.shard import ShardStats
 
     if entries is None:
@@ -353,7 +353,7 @@ def _take(same: list | None, image: set | None) -> _Stored | None:
 def _stamps(uris: list, content: bool, max_bytes: int) -> list:
     """Per uri ``(size, stamp)``, or with ``content`` the SHA-256 of its bytes; None
     where it cannot be looked at (the pipeline then quarantines it)."""
-    from tfrecorder._report.quality import digest
+    from tfrecorder._report.measures import digest
 
     def one(uri):
         if uri is None:

@@ -11,12 +11,12 @@ from typing import Any
 
 from tfrecorder import _storage as storage
 from tfrecorder._folder import layout, metadata, view
-from tfrecorder._report import quality
+from tfrecorder._report import measures, quality
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 
 #: What ``--fail-on`` (``Report.found``) can name: the findings, every image problem
 #: together (``issues``), or each by its name.
-KINDS = ("leaks", "duplicates", "conflicts", "warnings", "issues", *quality.ISSUES)
+KINDS = ("leaks", "duplicates", "conflicts", "warnings", "issues", *measures.ISSUES)
 #: Pairs and conflicts shown with thumbnails in a notebook; the rest are counted.
 HTML_ROWS = 12
 #: Records of one group shown, as a strip of thumbnails or on one line of text.
@@ -159,7 +159,7 @@ class Report:
              "duplicates": sum(c.get("duplicates", {}).values()),
              "conflicts": c.get("conflicts", 0), "warnings": len(self.warnings),
              "issues": sum(c.get("issues", {}).values()),
-             **{k: c.get("issues", {}).get(k, 0) for k in quality.ISSUES}}
+             **{k: c.get("issues", {}).get(k, 0) for k in measures.ISSUES}}
         unknown = [k for k in kinds if k not in n]
         if unknown:
             raise ConfigError(f"{', '.join(map(repr, unknown))}: not a finding of the data "

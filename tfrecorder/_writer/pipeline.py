@@ -1,7 +1,7 @@
 """The Beam pipeline: shard tasks -> shards -> matches -> metadata. It builds, never runs.
 
 Every step only wires code that lives elsewhere: ``steps`` holds what each step does
-(a staged task written by ``shard.write``, its records keyed and matched by ``quality``
+(a staged task written by ``shard.write``, its records keyed and matched by ``matching``
 for the data report, the run published by ``output.finish``), and runs the same steps
 without Beam for an update small enough to run in this process.
 
@@ -25,7 +25,7 @@ import apache_beam as beam
 import apache_beam.pipeline as beam_pipeline
 
 from tfrecorder._folder import metadata, output
-from tfrecorder._report import quality
+from tfrecorder._report import matching
 from tfrecorder._writer import shard, steps
 
 
@@ -79,7 +79,7 @@ class FindMatches(beam.PTransform):
 
     def __init__(self, records: int):
         super().__init__()
-        self._buckets = quality.exact_buckets(records)
+        self._buckets = matching.exact_buckets(records)
 
     def expand(self, written):
         return (

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 from tfrecorder import _storage as storage
 from tfrecorder._writer import example, image, records
 from tfrecorder._folder import index, layout, rows
-from tfrecorder._report import quality
+from tfrecorder._report import looker, measures
 from tfrecorder._folder.metadata import strict_json
 from tfrecorder._folder.output import RunFolder
 from tfrecorder._writer.plan import ShardTask
@@ -58,7 +58,7 @@ class ShardStats:
     digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
     rows_file: str | None = None   # its rows file (layout.rows_file); None when none is written
-    look: quality.Looker | None = None  # what its images showed, for the data report
+    look: looker.Looker | None = None  # what its images showed, for the data report
     #: A shard of an earlier version whose live records an update keeps: read from its
     #: rows file for the data report only, never written or listed again.
     kept: bool = False
@@ -111,7 +111,7 @@ class WriteSettings:
     # stored as image_uri. None: the resolved path is stored.
     image_column: int | None = None
     near_duplicates: bool = False    # hash every image for the data report's near pairs
-    near_distance: int = quality.MAX_DISTANCE  # ... within this many bits
+    near_distance: int = measures.MAX_DISTANCE  # ... within this many bits
     # The rows file of each shard (rows.py): the label names of the ids, where the match
     # key is in a row's values (None: the image's value as stored in image_uri), and
     # which values are other features of the row (written under "features").
@@ -165,11 +165,11 @@ def read_all(uris: list[str | None], threads: int, read=storage.read_bytes,
 
 
 def _digest_all(batch: list) -> list[str]:
-    return [quality.digest(data) for data in batch]
+    return [measures.digest(data) for data in batch]
 
 
 class _Digests:
-    """The SHA-256 of a shard's images (``quality.digest``), taken beside the writing
+    """The SHA-256 of a shard's images (``measures.digest``), taken beside the writing
     in a thread of its own: hashlib lets go of the GIL while it hashes, so the writer's
     Python and the hashing share two cores. ``add`` gives each image its number;
     ``results`` the digests in that order. Images go over in batches: a hand-over per
@@ -309,7 +309,7 @@ def write(task: ShardTask, settings: WriteSettings,
     stats = ShardStats(task.split, task.index, task.count, task.filename, 0, 0)
     # The report's statistics need pixels where the images are decoded anyway (pre-sizing)
     # or hashed; each is then seen small, never decoded twice at full size.
-    look = stats.look = quality.Looker(near=settings.near_duplicates,
+    look = stats.look = looker.Looker(near=settings.near_duplicates,
                                        distance=settings.near_distance,
                                        pixels=settings.sizing is not None)
     wants_image = look.wants_image()

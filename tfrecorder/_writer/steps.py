@@ -18,7 +18,7 @@ from typing import Iterable
 
 from tfrecorder._folder import metadata, output, versions
 from tfrecorder._writer import progress, shard, staging
-from tfrecorder._report import quality
+from tfrecorder._report import matching
 from tfrecorder._writer.plan import gc_paused
 
 
@@ -59,7 +59,7 @@ def _tasks(task_dir: str) -> tuple[str, ...]:
 
 def match_keys(written, buckets: int = 1):
     """A shard's element keyed by the shard, then its records keyed by what may match
-    them (``quality.keyed``, in ``buckets`` groups of digests); the records leave the
+    them (``matching.keyed``, in ``buckets`` groups of digests); the records leave the
     shard's element."""
     stats, bad = written
     look = stats.look
@@ -69,18 +69,18 @@ def match_keys(written, buckets: int = 1):
             look, seen=[], sizes=look.extremes()))
     yield ("s", stats.split, stats.index), (stats, bad)
     if look is not None:
-        yield from quality.keyed(look.seen, look.near, buckets, look.distance)
+        yield from matching.keyed(look.seen, look.near, buckets, look.distance)
 
 
 def matches(group):
     """``(key, members)`` of one key -> ``("shard", written)`` per shard, or the
-    matches that key's records make (``quality.found``)."""
+    matches that key's records make (``matching.found``)."""
     key, members = group
     if key[0] == "s":
         for written in members:
             yield ("shard", written)
     else:
-        yield from quality.found(key, members)
+        yield from matching.found(key, members)
 
 
 def matched(keyed: Iterable) -> list:
@@ -115,7 +115,7 @@ def run_here(task_dir: str, shards: int, settings: shard.WriteSettings,
     written (its images prepared in ``settings.work_threads`` threads, as on Beam's
     one in-process worker), the records grouped by key, the run published.
     ``rows_read``: the kept shards' rows files as the update read them."""
-    buckets = quality.exact_buckets(spec.rows_in)
+    buckets = matching.exact_buckets(spec.rows_in)
     # Paused once for the whole run (write_shard says why): paused per shard, each
     # resumption would walk every object the run holds.
     with gc_paused():
