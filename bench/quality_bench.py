@@ -87,7 +87,7 @@ def main() -> None:
     def tuned(tick: int, freeze: bool) -> str:
         # Beam's state sampler ticking at most every ``tick`` ms and, with ``freeze``,
         # what survives a full collection frozen, whatever the package itself does
-        # (tfrecorder/_runners.short_sampler_ticks, tfrecorder/_cli.freeze_survivors);
+        # (tfrecorder/_writer/direct.short_sampler_ticks, tfrecorder/_cli.freeze_survivors);
         # ``SAMPLER_TICK_MS`` is where packages before ``beam_sampler_ms`` read it.
         # The callback is registered where the command registers its own: once the
         # package is imported (pandas with it), before Beam is.

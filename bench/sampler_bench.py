@@ -1,5 +1,5 @@
 """What Beam's state sampler costs a conversion in this process, and what the shorter
-ticks of ``beam_sampler_ms`` (``_runners.short_sampler_ticks``) give.
+ticks of ``beam_sampler_ms`` (``_writer.direct.short_sampler_ticks``) give.
 
     python bench/make_corpus.py /tmp/corpus --images 10000
     python bench/sampler_bench.py /tmp/corpus/data.csv [--runs 10]

@@ -216,9 +216,9 @@ def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp
 
 @pytest.mark.slow
 def test_a_given_wheel_is_staged_instead(gcs, tmp_path):
-    from tfrecorder._writer import runners
+    from tfrecorder._writer.wheel import build_wheel
 
-    wheel = runners.build_wheel(str(tmp_path / "mine"))
+    wheel = build_wheel(str(tmp_path / "mine"))
     renamed = str(tmp_path / "tfrecorder-9.9.9-py3-none-any.whl")
     os.rename(wheel, renamed)
     job = _dataflow(gcs, 10, tfrecorder_wheel=renamed)
@@ -227,9 +227,9 @@ def test_a_given_wheel_is_staged_instead(gcs, tmp_path):
 
 @pytest.mark.slow
 def test_the_staged_wheel_installs_and_imports(tmp_path):
-    from tfrecorder._writer import runners
+    from tfrecorder._writer.wheel import build_wheel
 
-    wheel = runners.build_wheel(str(tmp_path))
+    wheel = build_wheel(str(tmp_path))
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                     "--target", str(target), wheel], check=True)
@@ -274,7 +274,7 @@ class _FinishedJob:
 
 @pytest.mark.slow  # a conversion end to end
 def test_waiting_for_a_job_gives_the_directrunner_result(tmp_path):
-    from tfrecorder._writer.runners import console_url
+    from tfrecorder._writer.dataflow import console_url
     from tfrecorder._writer.result import DataflowJob
 
     out = str(tmp_path / "out")

@@ -13,7 +13,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder._folder import layout
-from tfrecorder._writer import runners
+from tfrecorder._writer import cluster
 from tests.conftest import SAMPLES, _free_port, timeless, write_images
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,13 +120,13 @@ def test_a_connected_client_is_the_cluster_used(dask_cluster_shared):
 
     opts = tfrecorder.Options(runner="dask")
     with Client(dask_cluster.address):
-        flags, _ = runners.dask_arguments(opts)
+        flags, _ = cluster.dask_arguments(opts)
         assert f"--dask_client_address={dask_cluster.address}" in flags
-    flags, _ = runners.dask_arguments(opts)
+    flags, _ = cluster.dask_arguments(opts)
     assert not any(f.startswith("--dask_client_address") for f in flags)  # none connected
     given = tfrecorder.Options(runner="DaskRunner", pipeline_options={
         "dask_npartitions": 4, "dask_client_address": "tcp://h:1", "max_num_workers": 2})
-    assert runners.dask_arguments(given) == (
+    assert cluster.dask_arguments(given) == (
         ["--dask_npartitions=4", "--dask_client_address=tcp://h:1"], {"max_num_workers": 2})
 
 

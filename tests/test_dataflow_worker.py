@@ -13,7 +13,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder._folder import layout
-from tfrecorder._writer import runners
+from tfrecorder._writer.wheel import DISTRIBUTION, build_wheel
 from tests.conftest import BUCKET, SAMPLES, timeless, timeless_data
 
 pytestmark = pytest.mark.slow  # creating the environment takes minutes (docs/runners.md)
@@ -25,7 +25,7 @@ def worker_env(tmp_path_factory):
     import apache_beam
 
     root = tmp_path_factory.mktemp("worker")
-    wheel = runners.build_wheel(str(root / "staged"))  # as run_dataflow does
+    wheel = build_wheel(str(root / "staged"))  # as run_dataflow does
     venv = root / "venv"
     # The interpreter's own venv module: no site-packages of this environment leak in.
     # Without pip of its own (ensurepip takes seconds): this environment's pip installs
@@ -64,7 +64,7 @@ def test_the_environment_holds_only_beam_and_the_wheels_requirements(worker_env)
     python, wheel = worker_env
     frozen = _pip(python, "freeze").lower()
     names = {line.split("==")[0].split(" @ ")[0] for line in frozen.splitlines()}
-    assert {"apache-beam", runners.DISTRIBUTION, "pillow", "gcsfs", "google-crc32c"} <= names
+    assert {"apache-beam", DISTRIBUTION, "pillow", "gcsfs", "google-crc32c"} <= names
     assert not names & {"tensorflow", "pandas", "tqdm", "dask"}
     where = subprocess.run([python, "-I", "-c", "import tfrecorder; print(tfrecorder.__file__)"],
                            capture_output=True, text=True, check=True, cwd="/").stdout

@@ -367,9 +367,9 @@ def test_notebook_loading_a_tf_dataset(tmp_path):
 def test_notebook_dataflow(gcs, tmp_path):
     # df with gs:// image URIs, then to_tfr(output_dir, runner='DataflowRunner', project=...,
     # region=..., tfrecorder_wheel=...); the Dataflow job is built offline (dry run).
-    from tfrecorder._writer import runners
+    from tfrecorder._writer.wheel import build_wheel
 
-    wheel = runners.build_wheel(str(tmp_path))
+    wheel = build_wheel(str(tmp_path))
     df = pd.DataFrame({"split": ["TRAIN", "VALIDATION", "TEST"] * 2,
                        "image_uri": [f"../tfrecorder/test_data/images/{i}.jpg" for i in range(6)],
                        "label": ["cat"] * 3 + ["goat"] * 3})

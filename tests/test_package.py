@@ -342,20 +342,21 @@ def test_the_cycle_checks_catch_a_lazy_import_from_the_packages_init(tmp_path):
 @pytest.mark.slow
 def test_the_version_is_one_value(tmp_path):
     from tfrecorder import _version
-    from tfrecorder._writer import runners
+    from tfrecorder._writer import wheel
 
     root = _package().parent
     said = subprocess.run([sys.executable, "setup.py", "--version"], cwd=root,
                           capture_output=True, text=True, check=True).stdout.split()[-1]
     assert tfrecorder.__version__ == _version.__version__ == said
-    assert pathlib.Path(runners.build_wheel(str(tmp_path))).name == (
-        f"{runners.DISTRIBUTION.replace('-', '_')}-{said}-py3-none-any.whl")
+    assert pathlib.Path(wheel.build_wheel(str(tmp_path))).name == (
+        f"{wheel.DISTRIBUTION.replace('-', '_')}-{said}-py3-none-any.whl")
 
 
 @pytest.mark.slow  # a sweep of cases
 def test_only_the_runner_code_imports_beam():
     # Reading, checking, planning, staging and writing need no Beam: only the job's
-    # steps (pipeline) and running them (runners) import it, anywhere in their source.
+    # steps (pipeline) and running them (runners and the runners' modules) import it,
+    # anywhere in their source.
     package = pathlib.Path(tfrecorder.__file__).parent
     importers = set()
     for path in package.rglob("*.py"):
@@ -364,7 +365,8 @@ def test_only_the_runner_code_imports_beam():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(n == "apache_beam" or n.startswith("apache_beam.") for n in names):
                 importers.add(".".join(path.relative_to(package).with_suffix("").parts))
-    assert importers == {"_writer.pipeline", "_writer.runners"}
+    assert importers == {"_writer.pipeline", "_writer.runners", "_writer.cluster",
+                         "_writer.direct", "_writer.dataflow"}
 
 
 def test_no_install_line_asks_the_package_index_for_another_projects_tfrecorder():
@@ -372,12 +374,12 @@ def test_no_install_line_asks_the_package_index_for_another_projects_tfrecorder(
     # "tfrecorder" or "tfrecorder[extra]" by name would give a user that project.
     import importlib.metadata
 
-    from tfrecorder._writer import runners
+    from tfrecorder._writer import wheel
 
     root = pathlib.Path(__file__).resolve().parent.parent
-    installed = importlib.metadata.distribution(runners.DISTRIBUTION)
-    assert installed.metadata["Name"] == runners.DISTRIBUTION
-    assert f'name="{runners.DISTRIBUTION}"' in (root / "setup.py").read_text(encoding="utf-8")
+    installed = importlib.metadata.distribution(wheel.DISTRIBUTION)
+    assert installed.metadata["Name"] == wheel.DISTRIBUTION
+    assert f'name="{wheel.DISTRIBUTION}"' in (root / "setup.py").read_text(encoding="utf-8")
     named = re.compile(r"""pip install\s+(?:-\S+\s+)*["']?tfrecorder(?:\[[^\]]*\])?["']?(?=\s|$|`)""")
     assert named.search('pip install "tfrecorder[torch]"') and named.search("pip install tfrecorder")
     assert not named.search('pip install -e ".[torch]"')

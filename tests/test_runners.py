@@ -99,7 +99,7 @@ def test_a_dask_address_that_is_not_the_scheduler_fails_in_seconds_and_locks_not
     import sys
     import threading
 
-    from tfrecorder._writer import runners
+    from tfrecorder._writer import cluster
 
     web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
     threading.Thread(target=web.serve_forever, daemon=True).start()
@@ -140,22 +140,22 @@ print(json.dumps([tried, rows]))
         assert "does not answer as a Dask scheduler" in error and "tcp://host:8786" in error
         assert "dashboard on port 8787" in error
         # the check's bound, and the imports of a first conversion on a busy machine
-        assert seconds < 3 * runners.CONNECT_TIMEOUT
+        assert seconds < 3 * cluster.CONNECT_TIMEOUT
         assert not written
     assert rows == 36
 
 
 def test_a_dask_workers_address_is_refused_naming_the_schedulers(dask_in_process):
-    from tfrecorder._writer import runners
+    from tfrecorder._writer import cluster
 
     worker = next(iter(dask_in_process.workers.values())).address
     with pytest.raises(tfrecorder.ConfigError, match=re.escape(
             f"dask_client_address={worker!r} accepts a connection but does not answer as "
             f"a Dask scheduler (it is a Dask Worker, not the scheduler); give the "
             f"scheduler's address, tcp://host:8786")):
-        runners.check(tfrecorder.Options(runner="DaskRunner",
+        cluster.check(tfrecorder.Options(runner="DaskRunner",
                                          pipeline_options={"dask_client_address": worker}))
-    runners.check(tfrecorder.Options(runner="DaskRunner", pipeline_options={
+    cluster.check(tfrecorder.Options(runner="DaskRunner", pipeline_options={
         "dask_client_address": dask_in_process.scheduler_address}))
 
 
@@ -232,7 +232,7 @@ def test_the_command_asks_for_short_sampler_ticks_in_its_own_process():
 
 def test_a_beam_whose_sampler_takes_its_period_otherwise_is_left_as_it_is(monkeypatch):
     from apache_beam.runners.worker import statesampler
-    from tfrecorder._writer.runners import short_sampler_ticks
+    from tfrecorder._writer.direct import short_sampler_ticks
 
     class Other:  # one int default, but not the period's
         def __init__(self, prefix, counter_factory, sampling_period_ms, ratio=300):
@@ -246,7 +246,7 @@ def test_a_beam_whose_sampler_takes_its_period_otherwise_is_left_as_it_is(monkey
 
 def test_the_samplers_period_is_the_least_asked_and_put_back_by_the_last_run():
     from apache_beam.runners.worker import statesampler
-    from tfrecorder._writer.runners import short_sampler_ticks
+    from tfrecorder._writer.direct import short_sampler_ticks
 
     init = statesampler.StateSampler.__init__
     beams = init.__defaults__

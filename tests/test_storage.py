@@ -3,6 +3,7 @@ import os
 import pytest
 
 from tfrecorder import _storage as storage
+from tfrecorder._storage import remote
 
 
 def test_read_file_reads_a_file_whole(tmp_path):
@@ -55,14 +56,14 @@ def test_threads_that_resolve_file_systems_at_once_from_a_fresh_process():
 
     code = """
 import sys, threading
-from tfrecorder import _storage as storage
+from tfrecorder._storage import remote
 assert "fsspec" not in sys.modules and "gcsfs" not in sys.modules
 n = 48
 start, errors, seen = threading.Barrier(n), [], []
 def first(i):
     start.wait()
     try:
-        seen.append(storage._fs(f"gs://bucket{i % 3}/x"))
+        seen.append(remote._fs(f"gs://bucket{i % 3}/x"))
     except Exception as e:
         errors.append(repr(e))
 threads = [threading.Thread(target=first, args=(i,)) for i in range(n)]
@@ -74,7 +75,7 @@ exported = sys.modules["gcsfs"].GCSFileSystem
 print(len(errors), errors[:2], len({id(fs) for fs in seen}),
       all(type(fs) is exported for fs in seen))
 """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(storage.__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(storage.__file__))))
     # No credentials are looked up: gcsfs talks to an emulator's address (never reached).
     env = {**os.environ, "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9"}
     for _ in range(3):
@@ -95,10 +96,10 @@ def test_a_process_forked_while_a_thread_resolves_a_file_system_resolves_its_own
     code = """
 import os, signal, threading
 import fsspec
-from tfrecorder import _storage as storage
+from tfrecorder._storage import remote
 held, done = threading.Event(), threading.Event()
 def resolving():
-    with storage._FS_LOCK:  # a thread in the middle of a first resolution
+    with remote._FS_LOCK:  # a thread in the middle of a first resolution
         held.set()
         done.wait()
 threading.Thread(target=resolving, daemon=True).start()
@@ -106,12 +107,12 @@ held.wait()
 pid = os.fork()
 if pid == 0:
     signal.alarm(10)  # a child that waits for the lock ends here instead
-    storage._fs("memory://bucket/x")
+    remote._fs("memory://bucket/x")
     os._exit(0)
 done.set()
 print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(storage.__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(storage.__file__))))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=root, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -166,7 +167,7 @@ def _cli(tmp_path, *args):
 @pytest.fixture
 def off_google_cloud(monkeypatch):
     monkeypatch.delenv("NO_GCE_CHECK", raising=False)
-    for name in storage._SERVERLESS:
+    for name in remote._SERVERLESS:
         monkeypatch.delenv(name, raising=False)
     if storage.on_google_cloud():  # there, the metadata server has credentials
         pytest.skip("this machine is Google's: its metadata server gives credentials")

@@ -2,8 +2,8 @@
 
 Every table takes the same way: ``spill.read`` reads, checks and spills it, chunk by
 chunk; ``plan.plans`` cuts each split into shards from its row count; ``staging.stage``
-writes the shard tasks the workers read; a runner (``runners``) runs the Beam pipeline;
-its last step publishes the output folder (``output``).
+writes the shard tasks the workers read; a runner (``direct``, ``dataflow``) runs the
+Beam pipeline; its last step publishes the output folder (``output``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import errno
 import logging
 import os
 from tfrecorder._inputs import arguments
-from tfrecorder._writer import image, plan, runners
+from tfrecorder._writer import cluster, dataflow, direct, image, plan, runners
 from tfrecorder._folder import index, layout, metadata, output
 from tfrecorder._report import matching
 from tfrecorder import _storage as storage
@@ -67,7 +67,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
         dataflow_options=dataflow_options, job_label=job_label, compression=compression,
         num_shards=num_shards), kwargs)
     # The checks of what was given: none reads the table or writes anything.
-    runners.check(opts)  # a runner that cannot start fails now, in one line
+    cluster.check(opts)  # a runner that cannot start fails now, in one line
     schema = arguments.as_schema(schema)
     output_dir = arguments.output_path(output_dir)
     vocabulary = arguments.vocabulary(opts.label_vocabulary)
@@ -78,7 +78,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     arguments.check_file_names([str(longest)], [], named)
     local_uris: list = []
     if cloud:
-        runners.check_dataflow(opts, output_dir, [])
+        dataflow.check_dataflow(opts, output_dir, [])
 
         def local_images(row_ids, uris):  # a Dataflow worker cannot read this machine
             if not storage.all_on_gcs(uris):
@@ -193,7 +193,7 @@ def _check_read(opts: Options, table: spill.Spilled, output_dir: str, local_uris
             f"{list(table.columns)}, or, for a column of the file that the schema "
             f"leaves out, add it to the schema (schema=, CLI --schema)")
     if opts.runner == "DataflowRunner":
-        runners.check_dataflow(opts, output_dir, local_uris)
+        dataflow.check_dataflow(opts, output_dir, local_uris)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,17 +236,17 @@ def _planned(opts: Options, table: spill.Spilled, version: int = 1,
 
 def _execute(run, lock, opts: Options):
     """Runs the staged conversion ``run`` in ``lock``'s ``with`` block: on Dataflow, the
-    submitted job takes the lock over (``runners.run_dataflow``); a local run's last step
+    submitted job takes the lock over (``dataflow.run_dataflow``); a local run's last step
     releases it, and the block again, however the run ends."""
     output_dir = run.output_dir
     if opts.runner == "DataflowRunner":
         with runners.beam_quiet():
-            return runners.run_dataflow(run, lock)
+            return dataflow.run_dataflow(run, lock)
     log.info("converting %d records into %d shards in %s", run.records, len(run.shards),
              output_dir)
     try:
         with runners.beam_quiet():
-            job_id = runners.run_direct(run)
+            job_id = direct.run_direct(run)
     except BaseException:
         runners.after_failure(run)
         raise
@@ -427,7 +427,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
     """Where the run stages, writes and publishes, and how many workers write."""
     cloud = opts.runner == "DataflowRunner"
     # On Dataflow the shard tasks are staged under the temp location, read by workers.
-    task_dir = (storage.join(runners.temp_location(opts, output_dir), f"tasks-{run_id}")
+    task_dir = (storage.join(dataflow.temp_location(opts, output_dir), f"tasks-{run_id}")
                 if cloud else None)
     # On an object store, shards go straight to their final names when no previous
     # output is there to keep; otherwise into the run's folder, moved at the end.

@@ -1,0 +1,168 @@
+"""Running a conversion from this process: Beam's DirectRunner (its FnApiRunner in this
+process or in one worker process per core), any other Beam runner but Dataflow driven
+from here, or an update's steps run here without Beam; with a progress bar where one
+shows. Its own module because only these runs watch progress, pick Beam's local runner
+and tune its state sampler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+
+from tfrecorder._errors import TFRecorderError
+from tfrecorder._folder import output
+from tfrecorder._writer.cluster import dask_arguments, dask_in_notebooks
+from tfrecorder._writer.runners import Run, beam_runner, explained, remove_local_tempdir
+
+
+def run_direct(run: Run) -> str:
+    """Runs the conversion from this process (the DirectRunner, or any Beam runner but
+    Dataflow), with a progress bar where one shows."""
+    import shutil
+    import tempfile
+
+    from tfrecorder._writer import progress
+
+    go = _run_here if run.without_beam else _run_beam
+    # Shard writers report progress to a folder on this machine: other runners' workers
+    # may run elsewhere.
+    if run.opts.runner != "DirectRunner" or not progress.wanted(run.opts.progress):
+        return go(run, None)
+    folder = tempfile.mkdtemp(prefix="tfrecorder-progress-")  # local, even for gs:// output
+    try:
+        return progress.watch(lambda: go(run, folder), run.records, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_here(run: Run, progress_dir: str | None) -> str:
+    """The steps of the pipeline run in this process, without Beam (``Run.without_beam``);
+    a failed run's error budget is explained as Beam's runs explain it."""
+    from tfrecorder._writer import steps
+
+    steps.run_here(run.task_dir, len(run.shards), run.settings, run.spec, progress_dir,
+                   kept=run.kept, rows_read=run.rows_read)
+    failure = output.budget_failure(run.settings.run, run.spec)
+    if failure is not None:
+        raise explained(failure, run.settings.run)
+    return f"here-{uuid.uuid4().hex[:12]}"
+
+
+def _run_beam(run: Run, progress_dir: str | None) -> str:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from tfrecorder._writer import pipeline
+
+    name = run.opts.runner
+    extra = {}
+    if name == "DirectRunner":
+        extra["direct_num_workers"] = run.workers
+        if run.workers > 1:
+            extra["direct_running_mode"] = "multi_processing"
+    flags, keywords = run.opts.beam_flags(), run.opts.beam_keywords()
+    if name == "DaskRunner":
+        flags, keywords = dask_arguments(run.opts)
+    beam_options = PipelineOptions(flags, runner=name, **{**keywords, **extra})
+    job_id = f"{name.rsplit('.', 1)[-1].lower().replace('runner', '')}-{uuid.uuid4().hex[:12]}"
+    # Any other runner (Dask, Flink, Spark, Portable, Prism...) runs the same pipeline;
+    # the shard tasks are staged under the output folder, which its workers must reach.
+    runner = (_local_runner(beam_options) if name == "DirectRunner"
+              else beam_runner(name))
+    p = beam.Pipeline(runner=runner, options=beam_options)
+    try:
+        try:
+            # The pipeline runs when ``p`` exits, inside the other context.
+            with (dask_in_notebooks() if name == "DaskRunner"
+                  else short_sampler_ticks(run.opts.beam_sampler_ms)
+                  if name == "DirectRunner" and run.opts.beam_sampler_ms is not None
+                  else contextlib.nullcontext()), p:
+                pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec,
+                               progress_dir, kept=run.kept)
+        finally:
+            # Beam's Dask runner connects a Client of its own and leaves it open.
+            client = getattr(getattr(p, "result", None), "client", None)
+            if client is not None:
+                client.close()
+        failure = output.budget_failure(run.settings.run, run.spec)  # from its errors file
+        if failure is not None:
+            raise explained(failure, run.settings.run)
+    except TFRecorderError:
+        raise
+    except Exception:
+        # The runner wraps a failed step in its own exception (from a worker process, as
+        # text). The error budget's failure is recognised by the files the step left;
+        # Beam's chain of frames around it says nothing a user can act on.
+        failure = output.budget_failure(run.settings.run, run.spec)
+        if failure is not None:
+            raise explained(failure, run.settings.run) from None
+        raise
+    finally:
+        remove_local_tempdir(p)
+    return job_id
+
+
+_sampler = threading.Lock()
+_sampler_asked: list[int] = []  # the periods asked by the runs in progress
+_sampler_beams: tuple = ()  # Beam's own default, while they run
+
+
+@contextlib.contextmanager
+def short_sampler_ticks(ms: int):
+    """Beam's state sampler ticks at most every ``ms`` while this runs (the user's
+    ``beam_sampler_ms``).
+
+    Each bundle Beam runs in this process starts a thread that samples which step is
+    running, sleeping 2 ms between samples at first, then 1.2 times longer each time, up
+    to 200 ms; when the bundle ends, Beam waits for that sleep to end. The conversion's
+    writing step lasts about a second, by which time the sleep is 200 ms: it waited 0 to
+    200 ms for nothing, 100 ms on average (docs/performance.md). Beam has no option for
+    the period: the default of ``StateSampler``'s constructor is set for the run, to the
+    least period the runs in progress asked for, and put back by the last of them. That
+    changes it for every pipeline of the process meanwhile, which is why it is only done
+    when asked. A Beam whose sampler takes its period some other way is left as it is.
+    Worker processes (``num_workers`` > 1, Dataflow) keep Beam's period.
+    """
+    global _sampler_beams
+    try:
+        from apache_beam.runners.worker import statesampler
+        init = statesampler.StateSampler.__init__
+        code, beams = init.__code__, init.__defaults__
+        known = (isinstance(beams, tuple) and len(beams) == 1 and type(beams[0]) is int
+                 and code.co_varnames[code.co_argcount - 1] == "sampling_period_ms")
+    except (ImportError, AttributeError):
+        known = False
+    if known:
+        with _sampler:
+            if not _sampler_asked:
+                _sampler_beams = init.__defaults__
+            _sampler_asked.append(ms)
+            init.__defaults__ = (min(*_sampler_asked, _sampler_beams[0]),)
+    try:
+        yield
+    finally:
+        if known:
+            with _sampler:
+                _sampler_asked.remove(ms)
+                init.__defaults__ = ((min(*_sampler_asked, _sampler_beams[0]),)
+                                     if _sampler_asked else _sampler_beams)
+
+
+def _local_runner(beam_options):
+    """Beam's FnApiRunner, which the DirectRunner runs our pipeline on.
+
+    Since Beam 2.6x the DirectRunner first tries the Prism runner, a binary it downloads
+    from GitHub on first use and runs beside this process; here that would mean a
+    network download inside a conversion, temporary folders left behind, and a runner our
+    design and measurements do not cover. The FnApiRunner runs in this process, or in
+    one worker process per core with ``direct_running_mode="multi_processing"``.
+    """
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(beam_options.get_all_options())
+    return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
+        beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
