@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder import access, _index as index, _layout as layout, _metadata as metadata
+from tfrecorder import (
+    access, _index as index, _layout as layout, _metadata as metadata, _records as records)
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tests.conftest import BUCKET, SAMPLES, encode, split_files
 
@@ -48,7 +49,7 @@ def _write_index_files(out):
             path = os.path.join(out, index.name(shard.file))
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(os.path.join(out, shard.file), "rb") as f:
-                text = index.format(index.scan(f))
+                text = index.format(records.scan(f))
             with open(path, "wb") as f:
                 f.write(text)
 

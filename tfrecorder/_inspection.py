@@ -159,7 +159,7 @@ def verify(tfrecord_dir: str, version: int | None = None) -> Verification:
         v = opened.view(split)
         total = 0
         for i, (shard, info) in enumerate(zip(v.shards, manifest.splits[split].shards)):
-            framed = [16 + len(r) for r in shard_records(shard.path, manifest.compression)]
+            framed = [records.framed_length(r) for r in shard_records(shard.path, manifest.compression)]
             n = len(framed)
             if n != shard.num_examples and shard.num_examples >= 0:  # -1: not recorded
                 raise records.CorruptRecordError(

@@ -29,7 +29,7 @@ from typing import Iterable
 
 from tfrecorder import (
     _index as index, _layout as layout, _legacy as legacy, _metadata as metadata,
-    _storage as storage, _view as view)
+    _records as records, _storage as storage, _view as view)
 from tfrecorder._errors import (ConfigError, ConversionError, CorruptRecordError,
                                IncompleteOutputError, OutputBusyError, OutputExistsError,
                                TFRecorderError)
@@ -674,7 +674,7 @@ def build_index(output_dir: str) -> list[str]:
         for name, shard in sorted(shards.items()):
             shard_path = here(name)
             with storage.open_file(shard_path, "rb") as f:
-                entries = list(index.scan(f, shard_path))
+                entries = list(records.scan(f, shard_path))
             if 0 <= shard.num_examples != len(entries):
                 raise CorruptRecordError(
                     f"{shard_path}: {len(entries)} records, the manifest says "

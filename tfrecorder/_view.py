@@ -33,8 +33,8 @@ import operator
 import os
 
 from tfrecorder import (
-    _index as index, _layout as layout, _metadata as metadata, _splits as splits,
-    _storage as storage)
+    _index as index, _layout as layout, _metadata as metadata, _records as records,
+    _splits as splits, _storage as storage)
 from tfrecorder._errors import (ConfigError, CorruptRecordError, IncompleteOutputError,
                                OutputChangedError)
 from tfrecorder._manifest import Manifest, ShardInfo, SplitInfo, check_names, loads
@@ -201,7 +201,7 @@ class View:
         except FileNotFoundError:
             # Written before index files existed: the shard's length fields, read once.
             with storage.open_file(s.path, "rb") as f:
-                entries = list(index.scan(f, s.path))
+                entries = list(records.scan(f, s.path))
             if len(entries) != s.num_examples:
                 raise CorruptRecordError(
                     f"{s.path}: holds {len(entries)} records, the manifest says "
