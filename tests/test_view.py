@@ -21,7 +21,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder import _index as index, _layout as layout, _output as output, access
-from tfrecorder import _records
+from tfrecorder._records import scan as scan_records
 from tfrecorder._errors import ConfigError, CorruptRecordError
 from tests.conftest import BUCKET, SAMPLES
 
@@ -108,7 +108,7 @@ def version_2(tf, out, publish: bool = True) -> dict:
         for r in new:
             w.write(r)
     with open(path, "rb") as f:
-        _write(out, index.name(NEW_SHARD), index.format(_records.scan(f)))
+        _write(out, index.name(NEW_SHARD), index.format(scan_records(f)))
     rows = f"rows/{NEW_SHARD}.rows.jsonl.gz"
     _write(out, rows, gzip.compress(b"".join(
         json.dumps({"row": 100 + k, "key": f"new-{k}.png", "split": "train"}).encode()
