@@ -137,12 +137,19 @@ class Manifest:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Manifest":
+        """The Manifest of a ``tfrecorder.json``'s JSON, format 1 or 2: the one parse of
+        the format, which every reader, the writer and the versions' list share. Every
+        name is checked to be one its conversion writes (``check_names``), and each
+        shard's live records to be some of its records; a split's ``num_examples`` is
+        its live records. ValueError, KeyError, TypeError or AttributeError when ``d``
+        is not a manifest."""
         check_names(d)
-        splits = {
-            name: SplitInfo(s["name"], s["num_examples"], s["num_bytes"],
-                            [ShardInfo(**x) for x in s["shards"]], dict(s.get("label_counts", {})))
-            for name, s in sorted(d["splits"].items(), key=lambda kv: layout.split_order(kv[0]))
-        }
+        splits = {}
+        for name, s in sorted(d["splits"].items(), key=lambda kv: layout.split_order(kv[0])):
+            shards = [_shard(x) for x in s["shards"]]
+            total = sum(x.live_examples for x in shards) if shards else s["num_examples"]
+            splits[name] = SplitInfo(s["name"], total, s["num_bytes"], shards,
+                                     dict(s.get("label_counts", {})))
         return cls(
             name=d["name"], compression=d["compression"],
             features={k: FeatureSpec(**v) for k, v in d["features"].items()},
@@ -166,6 +173,18 @@ class Manifest:
         """The Manifest in the text of a ``tfrecorder.json``; ValueError, KeyError,
         TypeError or AttributeError when the text is not one."""
         return cls.from_json(loads(data))
+
+
+def _shard(x: Mapping[str, Any]) -> ShardInfo:
+    """A shard's entry read; ValueError unless its live records are some of its records
+    (``live`` of a shard without a live index is all of them)."""
+    shard = ShardInfo(**x)
+    n, live = int(shard.num_examples), shard.live_examples
+    if not isinstance(live, int) or (shard.live_index is None and live != n) or live < 0 \
+            or (n >= 0 and live > n):
+        raise ValueError(f"shard {shard.file}: live {live} of {n} records"
+                         + ("" if shard.live_index else " without a live index"))
+    return shard
 
 
 def check_names(d: Mapping[str, Any]) -> None:

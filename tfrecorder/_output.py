@@ -318,7 +318,8 @@ def _all_versions(output_dir: str, latest: "view.Version") -> list:
 
 def _order(latest, path: str):
     """Index files in the manifest's order of their shards (splits, then shards)."""
-    names = [index.name(s.file) for listed in latest.shards.values() for s in listed]
+    names = [index.name(s.file) for info in latest.manifest.splits.values()
+             for s in info.shards]
     name = path.rsplit("/", 2)
     name = f"{name[-2]}/{name[-1]}"
     return (names.index(name) if name in names else len(names), name)
@@ -666,7 +667,7 @@ def build_index(output_dir: str) -> list[str]:
         here = functools.partial(_inside, output_dir)
         # Every shard some version reads: a reader of an older version needs its index too.
         shards = {s.file: s for v in _all_versions(output_dir, latest)
-                  for listed in v.shards.values() for s in listed}
+                  for info in v.manifest.splits.values() for s in info.shards}
         targets = {name: here(index.name(name)) for name in shards}
         if not storage.is_remote(output_dir):
             storage.makedirs(here(index.DIR))

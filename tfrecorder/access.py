@@ -86,7 +86,7 @@ class Reader:
             raise ConfigError(
                 f"{self.output_dir} was written by TFRecorder 2.0 and its manifest has no "
                 f"record counts; convert the data again with tfrecorder to read it at random.")
-        self.shards = list(self.manifest.splits[self.split].shards)
+        self.shards = self.view.shards
         #: Path of each shard of the split, in file order.
         self.files = self.view.files
         sizes = [s.num_bytes for s in self.view.shards]
