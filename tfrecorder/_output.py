@@ -190,32 +190,12 @@ def _remove_empty_index_dir(output_dir: str) -> None:
 
 def read_versions(output_dir: str, entries: Iterable[str] | None = None) -> tuple:
     """``((number, Manifest), ...)`` of every version published in ``output_dir``
-    (``versions/KKKKK.json``), in order. IncompleteOutputError naming the file when one
-    is not a manifest whose every name its conversion writes (``Manifest.from_json``):
-    a version's manifest is created whole or not at all, so such a file was damaged or
-    edited, and nothing it lists may be read or removed."""
-    if entries is not None and layout.VERSIONS_DIR not in entries:
-        return ()
-    folder = storage.join(output_dir, layout.VERSIONS_DIR)
-    try:
-        names = storage.listdir(folder)
-    except (FileNotFoundError, NotADirectoryError):
-        return ()
-    out = []
-    for name in names:
-        k = layout.parse_version_manifest(f"{layout.VERSIONS_DIR}/{name.rstrip('/')}")
-        if k is None:
-            continue
-        path = _inside(output_dir, layout.version_manifest(k))
-        try:
-            m = Manifest.from_bytes(storage.read_bytes(path))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise IncompleteOutputError(
-                f"{path} is not a manifest tfrecorder wrote ({type(e).__name__}: {e}), so "
-                f"nothing it lists is read or removed. Put back the file tfrecorder wrote, "
-                f"or convert into another folder") from None
-        out.append((k, m))
-    return tuple(sorted(out, key=lambda km: km[0]))
+    (``versions/KKKKK.json``), in order, as ``view.published`` lists them and
+    ``view.read_version`` reads them: IncompleteOutputError naming the file when one is
+    not a manifest whose every name its conversion writes, and nothing it lists may be
+    read or removed."""
+    return tuple((k, view.read_version(output_dir, k).manifest)
+                 for k in view.published(output_dir, entries))
 
 
 def under_a_file(output_dir: str) -> ConfigError:

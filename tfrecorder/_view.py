@@ -230,14 +230,53 @@ class View:
 def versions(output_dir: str) -> list[int]:
     """The numbers of the versions ``output_dir`` holds: those of ``versions/*.json``,
     or ``[1]`` for a folder converted before versions existed."""
+    return published(output_dir) or [1]
+
+
+def published(output_dir: str, entries=None) -> list[int]:
+    """The numbers of the version manifests ``versions/KKKKK.json`` in ``output_dir``,
+    in order ([] where there are none): the one listing of a folder's versions.
+    ``entries``: the folder's entries where the caller listed them already."""
+    if entries is not None and layout.VERSIONS_DIR not in entries:
+        return []
     folder = storage.join(output_dir, layout.VERSIONS_DIR)
     try:
         names = storage.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         names = []
-    found = sorted(k for n in names if (k := layout.parse_version_manifest(
+    return sorted(k for n in names if (k := layout.parse_version_manifest(
         f"{layout.VERSIONS_DIR}/{n.rstrip('/').rsplit('/', 1)[-1]}")) is not None)
-    return found or [1]
+
+
+def read_version(output_dir: str, number: int) -> Version:
+    """Version ``number`` from its own manifest ``versions/KKKKK.json``, which
+    ``published`` listed: IncompleteOutputError (``damaged``) when it cannot be read or
+    is not a manifest its conversion wrote."""
+    try:
+        path = storage.inside(output_dir, layout.version_manifest(number))
+    except storage.UnsafePathError as e:  # versions/ a link: nothing outside is read
+        raise ConfigError(str(e)) from None
+    try:
+        data = storage.read_bytes(path)
+    except OSError as e:
+        raise damaged(path, e) from None
+    return _version(output_dir, data, path, number)
+
+
+def damaged(path: str, error: Exception) -> IncompleteOutputError:
+    """The error for a manifest file that is not one a conversion wrote: the one policy
+    for a damaged manifest. ``tfrecorder.json`` is replaced whole by each conversion,
+    so a damaged one is a conversion that did not finish; a version's own manifest is
+    never rewritten, so a damaged one was changed since, and nothing it lists is read
+    or removed."""
+    why = f"{type(error).__name__}: {error}"
+    if storage.basename(path) == layout.MANIFEST:
+        return IncompleteOutputError(
+            f"{path} is not a complete tfrecorder manifest ({why}); the conversion that "
+            f"wrote it did not finish cleanly. Convert again with overwrite=True.")
+    return IncompleteOutputError(
+        f"{path} is not a manifest tfrecorder wrote ({why}), so nothing it lists is read "
+        f"or removed. Put back the file tfrecorder wrote, or convert into another folder")
 
 
 def check_version(version) -> int | None:
@@ -340,10 +379,7 @@ def _version(output_dir: str, data: bytes | None, pin: str, number: int) -> Vers
         if d.get("format_version", 1) >= 2 and d.get("version", number) != number:
             raise ValueError(f"it says it is version {d.get('version')!r}")
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise IncompleteOutputError(
-            f"{pin} is not a complete tfrecorder manifest ({type(e).__name__}: {e}); the "
-            f"conversion that wrote it did not finish cleanly. Convert again with "
-            f"overwrite=True.") from None
+        raise damaged(pin, e) from None
     files = _files(manifest)
     if pin.endswith(layout.version_manifest(number)):
         files = files | {layout.version_manifest(number)}
