@@ -3,8 +3,9 @@
 ``metadata.build`` makes one from the shards' statistics and ``metadata.read_manifest``
 reads one back (or describes a TFRecorder 2.0 folder as one, through ``legacy``); the
 writer (``output``) and every reader (``loading``, ``inspection``, ``access``) share
-these types. This module defines them and their text only, so it imports no tfrecorder
-module but ``layout`` and ``index`` (for the names a manifest may list).
+these types. This module defines them, their text and the one policy for a damaged
+one (``damaged``), so it imports no tfrecorder module but ``layout`` and ``index``
+(for the names a manifest may list) and ``errors``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from typing import Any, Mapping
 
 from tfrecorder import _index as index, _layout as layout
+from tfrecorder._errors import IncompleteOutputError
 from tfrecorder._layout import FeatureSpec
 
 #: Manifest.format_version of the directories tfrecorder writes (``legacy`` has 0):
@@ -185,6 +187,22 @@ def _shard(x: Mapping[str, Any]) -> ShardInfo:
         raise ValueError(f"shard {shard.file}: live {live} of {n} records"
                          + ("" if shard.live_index else " without a live index"))
     return shard
+
+
+def damaged(path: str, error: Exception) -> IncompleteOutputError:
+    """The error for a manifest file that is not one a conversion wrote: the one policy
+    for a damaged manifest. ``tfrecorder.json`` is replaced whole by each conversion,
+    so a damaged one is a conversion that did not finish; a version's own manifest is
+    never rewritten, so a damaged one was changed since, and nothing it lists is read
+    or removed."""
+    why = f"{type(error).__name__}: {error}"
+    if path.rstrip("/").rsplit("/", 1)[-1] == layout.MANIFEST:
+        return IncompleteOutputError(
+            f"{path} is not a complete tfrecorder manifest ({why}); the conversion that "
+            f"wrote it did not finish cleanly. Convert again with overwrite=True.")
+    return IncompleteOutputError(
+        f"{path} is not a manifest tfrecorder wrote ({why}), so nothing it lists is read "
+        f"or removed. Put back the file tfrecorder wrote, or convert into another folder")
 
 
 def check_names(d: Mapping[str, Any]) -> None:

@@ -35,9 +35,8 @@ import os
 from tfrecorder import (
     _index as index, _layout as layout, _metadata as metadata, _records as records,
     _splits as splits, _storage as storage)
-from tfrecorder._errors import (ConfigError, CorruptRecordError, IncompleteOutputError,
-                               OutputChangedError)
-from tfrecorder._manifest import Manifest, ShardInfo, loads
+from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
+from tfrecorder._manifest import Manifest, ShardInfo, damaged, loads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,22 +260,6 @@ def read_version(output_dir: str, number: int) -> Version:
     except OSError as e:
         raise damaged(path, e) from None
     return _version(output_dir, data, path, number)
-
-
-def damaged(path: str, error: Exception) -> IncompleteOutputError:
-    """The error for a manifest file that is not one a conversion wrote: the one policy
-    for a damaged manifest. ``tfrecorder.json`` is replaced whole by each conversion,
-    so a damaged one is a conversion that did not finish; a version's own manifest is
-    never rewritten, so a damaged one was changed since, and nothing it lists is read
-    or removed."""
-    why = f"{type(error).__name__}: {error}"
-    if storage.basename(path) == layout.MANIFEST:
-        return IncompleteOutputError(
-            f"{path} is not a complete tfrecorder manifest ({why}); the conversion that "
-            f"wrote it did not finish cleanly. Convert again with overwrite=True.")
-    return IncompleteOutputError(
-        f"{path} is not a manifest tfrecorder wrote ({why}), so nothing it lists is read "
-        f"or removed. Put back the file tfrecorder wrote, or convert into another folder")
 
 
 def check_version(version) -> int | None:
