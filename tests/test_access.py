@@ -306,10 +306,20 @@ def test_tfrecorder_2_directories_are_refused_with_the_reason(tmp_path):
     from tests.test_migration import _legacy_dir
 
     _legacy_dir(tmp_path)
-    with pytest.raises(ConfigError, match="gzip-compressed shards"):
-        access.Reader(str(tmp_path), "train")
+    # Each fact is refused in one place, with one fix, whichever reader meets it.
+    fix = {"gzip": "Convert again without compression (compression=None, the default).",
+           "counts": f"write index files with `tfrecorder index {tmp_path}`, which counts them."}
+    readers = (lambda: access.Reader(str(tmp_path), "train"),
+               lambda: tfrecorder.read(str(tmp_path)),
+               lambda: tfrecorder.build_index(str(tmp_path)))
+    for read in readers:
+        with pytest.raises(ConfigError, match="gzip-compressed shards") as e:
+            read()
+        assert str(e.value).endswith(fix["gzip"])
     for path in tmp_path.glob("*.tfrecord.gz"):  # the same directory, uncompressed
         path.with_suffix("").write_bytes(gzip.decompress(path.read_bytes()))
         path.unlink()
-    with pytest.raises(ConfigError, match="written by TFRecorder 2.0 .* no record counts"):
-        access.Reader(str(tmp_path), "train")
+    for read in readers[:2]:
+        with pytest.raises(ConfigError, match="written by TFRecorder 2.0 .* no record counts") as e:
+            read()
+        assert str(e.value).endswith(fix["counts"])

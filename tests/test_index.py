@@ -225,8 +225,9 @@ def test_build_index_on_a_tfrecorder_2_folder_gives_its_counts(tmp_path):
     _legacy_uncompressed(legacy_dir)
     before = tfrecorder.info(str(legacy_dir))
     assert before.splits["train"].shards[0].num_examples == -1
-    with pytest.raises(tfrecorder.ConfigError, match="tfrecorder index"):
+    with pytest.raises(tfrecorder.ConfigError, match="no record counts.*shard=") as e:
         tfrecorder.load(str(legacy_dir), split="train", shard=(0, 2))
+    assert str(e.value).endswith(f"`tfrecorder index {legacy_dir}`, which counts them.")
     tfrecorder.build_index(str(legacy_dir))
     after = tfrecorder.info(str(legacy_dir))
     assert {s: i.num_examples for s, i in after.splits.items()} == {

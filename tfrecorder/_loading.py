@@ -596,11 +596,8 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
 
     counts = v.counts
     known = v.counts_known  # TFRecorder 2.0 did not record them
-    if not known and (reader[1] > 1 or shuffle == "global"):
-        raise ConfigError(
-            f"{root} does not record how many records each shard holds (TFRecorder 2.0), "
-            f"which shard= and shuffle='global' need; write index files with "
-            f"`tfrecorder index {root}` (uncompressed shards only)")
+    if reader[1] > 1 or shuffle == "global":
+        v.need_counts("shard= and shuffle='global'")
     if reader[1] > 1 or shuffle == "global" or v.retired:
         ds, length = _reader_records(tf, v, compression, reader, shuffle, seed, deterministic,
                                      shard_cache if v.version.generation else None)

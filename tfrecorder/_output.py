@@ -634,11 +634,7 @@ def build_index(output_dir: str) -> list[str]:
     output_dir = str(output_dir)
     latest = view.open_version(output_dir)
     manifest = latest.manifest
-    if manifest.compression == "gzip":
-        raise ConfigError(
-            f"{output_dir} holds gzip shards: a gzip stream cannot be entered at a record's "
-            f"byte offset, so an index of it would serve no reader. Convert again without "
-            f"compression (the default), which writes the index files with the shards.")
+    latest.need_offsets("an index file")
     lock = acquire(output_dir, new_run_id(), "DirectRunner")
     try:
         # Every path written is checked before the first write: a link planted at the

@@ -75,6 +75,17 @@ class Version:
     def view(self, split) -> "View":
         return View(self, self.split_name(split))
 
+    def need_offsets(self, what: str) -> None:
+        """ConfigError where the shards are compressed, saying that ``what`` needs to
+        enter them at a record's offset: the one refusal of compressed shards."""
+        compression = self.manifest.compression
+        if compression:
+            raise ConfigError(
+                f"{self.output_dir} holds {compression}-compressed shards, which have no "
+                f"index file: a {compression} stream cannot be entered at a record's byte "
+                f"offset, which {what} needs. Convert again without compression "
+                f"(compression=None, the default).")
+
     @property
     def label_names(self) -> list[str]:
         return self.manifest.label_names
@@ -126,6 +137,18 @@ class View:
     def counts_known(self) -> bool:
         return all(s.num_examples >= 0 for s in self.shards)
 
+    def need_counts(self, what: str) -> None:
+        """ConfigError where a shard's record count is not recorded (TFRecorder 2.0),
+        saying that ``what`` needs it: the one refusal of a folder without counts.
+        Compressed shards are refused first (``need_offsets``): an index, which gives
+        the counts, cannot be written for them."""
+        if not self.counts_known:
+            self.version.need_offsets(what)
+            raise ConfigError(
+                f"{self.output_dir} was written by TFRecorder 2.0 and has no record counts "
+                f"per shard, which {what} needs; write index files with `tfrecorder index "
+                f"{self.output_dir}`, which counts them.")
+
     @property
     def retired(self) -> bool:
         """True when some shard of the split has records this version does not read."""
@@ -159,18 +182,8 @@ class View:
         there is one, else the index file, else a scan of the shard's length fields.
         ConfigError for gzip shards and for shards without counts (TFRecorder 2.0)."""
         s = self.shards[shard]
-        root = self.output_dir
-        if self.manifest.compression:
-            raise ConfigError(
-                f"{root}: shard {s.file} has no index file, which reading single records "
-                f"needs: {self.manifest.compression} shards cannot be indexed (a "
-                f"{self.manifest.compression} stream cannot be entered at a record's "
-                f"offset). Convert again without compression (the default).")
-        if s.num_examples < 0:
-            raise ConfigError(
-                f"{root} does not record how many records each shard holds (TFRecorder "
-                f"2.0), which reading by position needs; write index files with "
-                f"`tfrecorder index {root}`")
+        self.version.need_offsets("reading single records")
+        self.need_counts("reading by position")
         size = s.num_bytes if s.num_bytes >= 0 else None
         if s.live_index:
             live_index = self.path(shard, s.live_index)
@@ -215,13 +228,10 @@ class View:
     def refuse_retired(self, shard: int) -> None:
         """ConfigError when shard ``shard`` has retired records and cannot be entered at
         a record's offset (gzip): its live records cannot be told from the others."""
-        s = self.shards[shard]
-        if s.live_index and self.manifest.compression:
-            raise ConfigError(
-                f"{self.output_dir}: version {self.version.number} retired records of "
-                f"{s.file}, a {self.manifest.compression} shard, whose records cannot be "
-                f"read by offset; read version {self.version.number} with "
-                f"compression=None shards (convert again without compression)")
+        if self.shards[shard].live_index:
+            self.version.need_offsets(f"reading the live records of "
+                                      f"{self.shards[shard].file} in version "
+                                      f"{self.version.number}")
 
 
 # --- opening a version ----------------------------------------------------------------

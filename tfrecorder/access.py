@@ -76,16 +76,9 @@ class Reader:
         #: The version read (1 for a folder converted before versions existed).
         self.version = self.view.version.number
         self._generation = self.view.version.generation
-        if self.manifest.compression:
-            raise ConfigError(
-                f"{self.output_dir} holds {self.manifest.compression}-compressed shards; "
-                f"records cannot be read at random from a {self.manifest.compression} "
-                f"stream. Convert again with compression=None (the default) to read it "
-                f"with tfrecorder.access, .torch or .grain, or use tfrecorder.load().")
-        if not self.view.counts_known:  # TFRecorder 2.0: no counts
-            raise ConfigError(
-                f"{self.output_dir} was written by TFRecorder 2.0 and its manifest has no "
-                f"record counts; convert the data again with tfrecorder to read it at random.")
+        what = "reading at random (tfrecorder.access, .torch, .grain)"
+        self.view.version.need_offsets(what)
+        self.view.need_counts(what)
         self.shards = self.view.shards
         #: Path of each shard of the split, in file order.
         self.files = self.view.files
