@@ -18,9 +18,9 @@ import tempfile
 from typing import Iterator
 
 from tfrecorder import (
-    _example as example, _index as index, _layout as layout, _legacy as legacy,
-    _preview as preview, _records as records, _splits as splits, _storage as storage,
-    _view as view)
+    _example as example, _folder as folder, _index as index, _layout as layout,
+    _legacy as legacy, _preview as preview, _records as records, _splits as splits,
+    _storage as storage, _view as view)
 from tfrecorder._errors import ConfigError, CorruptRecordError, IncompleteOutputError
 
 _EXT = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp"}
@@ -152,8 +152,12 @@ def verify(tfrecord_dir: str, version: int | None = None) -> Verification:
     Raises CorruptRecordError naming the damaged file, IncompleteOutputError, or
     ConfigError for a version the folder does not hold.
     """
-    tfrecord_dir = str(tfrecord_dir)
-    opened = view.open_version(tfrecord_dir, version)
+    return folder.open(tfrecord_dir, version).verify()
+
+
+def verify_version(opened: view.Version) -> Verification:
+    """``verify`` of the version ``opened`` (``Folder.verify``)."""
+    tfrecord_dir = opened.output_dir
     manifest = opened.manifest
     per_split, files = {}, 0
     for split in manifest.splits:
@@ -214,8 +218,13 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
     ``version=k`` inspects version ``k`` of an updated folder (None: the latest): its
     live records and its label names.
     """
-    tfrecord_dir = str(tfrecord_dir)
-    opened = view.open_version(tfrecord_dir, version)
+    return folder.open(tfrecord_dir, version).inspect(split, num_records, output_dir)
+
+
+def inspect_version(opened: view.Version, split: str = "train", num_records: int = 5,
+                    output_dir: str | None = None) -> Inspection:
+    """``inspect`` of the version ``opened`` (``Folder.inspect``)."""
+    tfrecord_dir = opened.output_dir
     manifest = opened.manifest
     name = opened.split_name(split)
     if output_dir is None:

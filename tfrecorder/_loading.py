@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from tfrecorder import (
-    _cache, _layout as layout, _legacy as legacy, _view as view,
+    _cache, _folder as folder, _layout as layout, _legacy as legacy, _view as view,
     _partition as partition, _splits as splits)
 from tfrecorder._errors import ConfigError
 from tfrecorder._manifest import Manifest
@@ -79,7 +79,7 @@ def _split_key(key, available) -> str:
 def info(tfrecord_dir: str, version: int | None = None) -> Manifest:
     """The manifest of ``tfrecord_dir`` (of its version ``version``; the latest by
     default): splits, live record counts, features, label names."""
-    return view.open_version(str(tfrecord_dir), version).manifest
+    return folder.open(tfrecord_dir, version).info()
 
 
 def load(
@@ -131,11 +131,43 @@ def load(
     per record). Other reads stream each shard in order and need no cache
     (docs/bucket.md).
     """
+    return folder.open(tfrecord_dir, version, cache_dir=cache_dir,
+                       cache_limit=cache_limit).load(
+        split, batch_size=batch_size, image_size=image_size,
+        as_supervised=as_supervised, shuffle=shuffle,
+        shuffle_buffer=shuffle_buffer, seed=seed, cache=cache,
+        decode_images=decode_images, channels=channels,
+        deterministic=deterministic, drop_remainder=drop_remainder,
+        with_info=with_info, shard=shard, input_context=input_context)
+
+
+def load_version(
+    opened: view.Version,
+    split: str | None = None,
+    *,
+    batch_size: int | None = None,
+    image_size: Sequence[int] | None = None,
+    as_supervised: bool = False,
+    shuffle: bool | str = False,
+    shuffle_buffer: int = 1024,
+    seed: int | None = None,
+    cache: bool | str = False,
+    decode_images: bool = True,
+    channels: int = 3,
+    deterministic: bool | None = None,
+    drop_remainder: bool = False,
+    with_info: bool = False,
+    shard: tuple[int, int] | None = None,
+    input_context=None,
+    cache_dir: str | None = None,
+    cache_limit: int | str | None = None,
+):
+    """``load`` of the version ``opened`` (``Folder.load``): every split's pipeline reads
+    that one opening."""
     image_size = _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels)
     import tensorflow as tf
 
-    tfrecord_dir = str(tfrecord_dir)
-    opened = view.open_version(tfrecord_dir, version)
+    tfrecord_dir = opened.output_dir
     manifest = opened.manifest
     image_key, label_key = manifest.image_key, manifest.label_key
     if as_supervised and (image_key is None or label_key is None):

@@ -75,6 +75,14 @@ class Version:
     def view(self, split) -> "View":
         return View(self, self.split_name(split))
 
+    def still_there(self) -> "Version":
+        """This version; ConfigError naming the versions there are when its manifest
+        was removed since it was opened (``vacuum``). Only the file's presence is
+        looked at: readers check that it is still the same conversion as they read."""
+        if not storage.exists(self.pin):
+            raise missing(self.output_dir, self.number)
+        return self
+
     def need_offsets(self, what: str) -> None:
         """ConfigError where the shards are compressed, saying that ``what`` needs to
         enter them at a record's offset: the one refusal of compressed shards."""
@@ -322,12 +330,7 @@ def _open_once(output_dir: str, version: int | None) -> Version:
                 return _version(output_dir, data, latest, 1)
         elif not storage.exists(latest):
             metadata.read_manifest(output_dir)  # no conversion there: says so
-        held = versions(output_dir)
-        raise ConfigError(
-            f"{output_dir} has no version {version}; it has version"
-            f"{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}. Give "
-            f"{'one of them' if len(held) > 1 else 'that one'}, or version=None for the "
-            f"latest (on the command line, leave out --version)")
+        raise missing(output_dir, version)
     try:
         data = storage.read_bytes(latest)
     except (FileNotFoundError, NotADirectoryError):
@@ -344,6 +347,16 @@ def _open_once(output_dir: str, version: int | None) -> Version:
         if own is not None and generation_of(own) == generation_of(data):
             return _version(output_dir, own, pinned, number)
     return _version(output_dir, data, latest, number)
+
+
+def missing(output_dir: str, version: int) -> ConfigError:
+    """The error for a version ``output_dir`` does not hold, naming those it does."""
+    held = versions(output_dir)
+    return ConfigError(
+        f"{output_dir} has no version {version}; it has version"
+        f"{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}. Give "
+        f"{'one of them' if len(held) > 1 else 'that one'}, or version=None for the "
+        f"latest (on the command line, leave out --version)")
 
 
 def _has_versions(output_dir: str, number: int) -> bool:
