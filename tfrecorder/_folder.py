@@ -4,9 +4,11 @@ Every reader and verb of a ``Folder`` sees the version it was opened at, as
 ``lance.dataset(uri, version=)`` and Delta's ``DeltaTable`` do: an update published
 meanwhile changes nothing a ``Folder`` reads, and ``tfrecorder.open(out)`` again sees it.
 A ``Folder`` is made from one opening of the folder (``view.open_version``: one parse of
-its manifest) and hands that opening to each reader, so none opens the folder again.
-The free functions (``tfrecorder.load``, ``read``, ``info``, ``report``, ``verify``,
-``inspect``, ``versions``) open the folder and call the method of the same name.
+its manifest) and hands that opening to each reader (``read_version``, ``load_version``,
+``access.Reader.of``, ...), so none opens the folder again. The free functions
+(``tfrecorder.load``, ``read``, ``info``, ``report``, ``verify``, ``inspect``,
+``versions``) are a line that opens the folder the same way and hands the opening to
+the same function; they do not import this module, which sits above the readers.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import tempfile
 from typing import Iterator
 
 from tfrecorder import (
-    _example as example, _folder as folder, _index as index, _layout as layout,
+    _example as example, _index as index, _layout as layout,
     _legacy as legacy, _preview as preview, _records as records, _splits as splits,
     _storage as storage, _view as view)
 from tfrecorder._errors import ConfigError, CorruptRecordError, IncompleteOutputError
@@ -152,7 +152,7 @@ def verify(tfrecord_dir: str, version: int | None = None) -> Verification:
     Raises CorruptRecordError naming the damaged file, IncompleteOutputError, or
     ConfigError for a version the folder does not hold.
     """
-    return folder.open(tfrecord_dir, version).verify()
+    return verify_version(view.open_version(str(tfrecord_dir), version))
 
 
 def verify_version(opened: view.Version) -> Verification:
@@ -218,7 +218,8 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
     ``version=k`` inspects version ``k`` of an updated folder (None: the latest): its
     live records and its label names.
     """
-    return folder.open(tfrecord_dir, version).inspect(split, num_records, output_dir)
+    return inspect_version(view.open_version(str(tfrecord_dir), version), split,
+                           num_records, output_dir)
 
 
 def inspect_version(opened: view.Version, split: str = "train", num_records: int = 5,

@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from tfrecorder import (
-    _cache, _folder as folder, _layout as layout, _legacy as legacy, _view as view,
+    _cache, _layout as layout, _legacy as legacy, _view as view,
     _partition as partition, _splits as splits)
 from tfrecorder._errors import ConfigError
 from tfrecorder._manifest import Manifest
@@ -79,7 +79,7 @@ def _split_key(key, available) -> str:
 def info(tfrecord_dir: str, version: int | None = None) -> Manifest:
     """The manifest of ``tfrecord_dir`` (of its version ``version``; the latest by
     default): splits, live record counts, features, label names."""
-    return folder.open(tfrecord_dir, version).info()
+    return view.open_version(str(tfrecord_dir), version).manifest
 
 
 def load(
@@ -131,9 +131,9 @@ def load(
     per record). Other reads stream each shard in order and need no cache
     (docs/bucket.md).
     """
-    return folder.open(tfrecord_dir, version, cache_dir=cache_dir,
-                       cache_limit=cache_limit).load(
-        split, batch_size=batch_size, image_size=image_size,
+    return load_version(
+        view.open_version(str(tfrecord_dir), version), split, cache_dir=cache_dir,
+        cache_limit=cache_limit, batch_size=batch_size, image_size=image_size,
         as_supervised=as_supervised, shuffle=shuffle,
         shuffle_buffer=shuffle_buffer, seed=seed, cache=cache,
         decode_images=decode_images, channels=channels,

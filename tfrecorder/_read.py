@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from tfrecorder import _example as example, _folder as folder, _layout as layout
+from tfrecorder import _example as example, _layout as layout
 from tfrecorder import _view as view, access
 from tfrecorder._errors import ConfigError, CorruptRecordError
 from tfrecorder._detection import BOX_FLAGS
@@ -64,7 +64,8 @@ def read(output_dir: str, split: str | None = None, images: bool = False, *,
     OutputChangedError when another conversion replaces it while it is read.
     """
     access._refuse_a_file(str(output_dir))  # the table given for the folder: as Reader says
-    return folder.open(output_dir, version).read(split, images, chunksize=chunksize)
+    return read_version(view.open_version(str(output_dir), version), split, images,
+                        chunksize=chunksize)
 
 
 def read_version(opened: view.Version, split: str | None = None, images: bool = False, *,

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from tfrecorder import (
-    _folder as folder, _layout as layout, _quality as quality, _storage as storage,
+    _layout as layout, _quality as quality, _storage as storage,
     _view as view)
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 
@@ -466,7 +466,7 @@ def report(output_dir: str, version: int | None = None) -> Report:
     the conversion was written without a report (before tfrecorder wrote one), or when
     the report of ``version`` is no longer there (docs/versions.md).
     """
-    return folder.open(output_dir, version).report()
+    return report_version(view.open_version(str(output_dir), version))
 
 
 def report_version(opened: view.Version) -> Report:

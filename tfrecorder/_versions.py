@@ -640,9 +640,9 @@ def versions(output_dir) -> "Any":
     ``<split>_added``, ``<split>_retired``, ``<split>_kept`` and ``<split>_records``
     (live records of that version). A folder written before versions existed is
     listed as its one version."""
-    from tfrecorder._folder import open
+    from tfrecorder import _view as view
 
-    return open(output_dir).versions()
+    return table(str(output_dir), view.open_version(str(output_dir)))
 
 
 def table(output_dir: str, opened) -> "Any":
