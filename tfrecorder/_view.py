@@ -389,7 +389,8 @@ def _version(output_dir: str, data: bytes | None, pin: str, number: int) -> Vers
     files = _files(manifest)
     if pin.endswith(layout.version_manifest(number)):
         files = files | {layout.version_manifest(number)}
-    return Version(output_dir, number, manifest, pin, generation_of(data), files)
+    generation = d.get("generation")  # what generation_of gives, from the one parse
+    return Version(output_dir, number, manifest, pin, generation, files)
 
 
 def _files(manifest: Manifest) -> frozenset:
