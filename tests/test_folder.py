@@ -92,3 +92,19 @@ def test_a_report_shows_the_records_of_the_version_opened_whatever_is_published_
     tfrecorder.convert(_table(paths[1:3] + paths[4:]), out, mode="update")
     assert folder.report()._repr_html_() == page
     assert folder.report().data["version"] == 2
+
+
+@pytest.mark.slow
+def test_a_damaged_version_manifest_is_one_error_whoever_reads_it(two_versions):
+    out, _, _ = two_versions
+    (out / "versions" / "00001.json").write_text("{not json")
+    messages = []
+    for read in (lambda: tfrecorder.open(str(out), version=1),
+                 lambda: tfrecorder.versions(str(out))):
+        with pytest.raises(tfrecorder.IncompleteOutputError) as e:
+            read()
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+    assert "00001.json is not a manifest tfrecorder wrote" in messages[0]
+    assert "Put back the file tfrecorder wrote" in messages[0]
+    assert tfrecorder.open(str(out)).version == 2  # the latest reads as it did
