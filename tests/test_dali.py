@@ -17,6 +17,7 @@ import pytest
 import tfrecorder
 from tfrecorder import access
 from tfrecorder._folder import index, metadata
+from tfrecorder._writer import records
 from tests.conftest import SAMPLES, docs_snippets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +42,7 @@ def index_files(out, split):
         if not os.path.exists(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(os.path.join(out, shard.file), "rb") as f:
-                text = index.format(index.scan(f))
+                text = index.format(records.scan(f))
             with open(path, "wb") as f:
                 f.write(text)
         paths.append(path)

@@ -72,3 +72,39 @@ def test_the_verbs_that_publish_act_on_the_latest_version_only(two_versions, tmp
 def test_opening_a_folder_without_a_conversion_or_version_says_so(tmp_path):
     with pytest.raises(tfrecorder.IncompleteOutputError):
         tfrecorder.open(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_a_report_shows_the_records_of_the_version_opened_whatever_is_published_after(
+        tmp_path):
+    import shutil
+
+    paths = _images(tmp_path / "img", 6)
+    copy = str(tmp_path / "img" / "copy.jpg")
+    shutil.copy(paths[3], copy)  # the same bytes twice: a finding shown with thumbnails
+    out = str(tmp_path / "out")
+    tfrecorder.convert(_table(paths + [copy]), out)
+    tfrecorder.convert(_table(paths[1:] + [copy]), out, mode="update")
+    folder = tfrecorder.open(out)
+    page = folder.report()._repr_html_()
+    assert folder.version == 2 and page.count("data:image/jpeg;base64") >= 2
+    # Version 3 retires both copies: its records at version 2's positions are others.
+    tfrecorder.convert(_table(paths[1:3] + paths[4:]), out, mode="update")
+    assert folder.report()._repr_html_() == page
+    assert folder.report().data["version"] == 2
+
+
+@pytest.mark.slow
+def test_a_damaged_version_manifest_is_one_error_whoever_reads_it(two_versions):
+    out, _, _ = two_versions
+    (out / "versions" / "00001.json").write_text("{not json")
+    messages = []
+    for read in (lambda: tfrecorder.open(str(out), version=1),
+                 lambda: tfrecorder.versions(str(out))):
+        with pytest.raises(tfrecorder.IncompleteOutputError) as e:
+            read()
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+    assert "00001.json is not a manifest tfrecorder wrote" in messages[0]
+    assert "Put back the file tfrecorder wrote" in messages[0]
+    assert tfrecorder.open(str(out)).version == 2  # the latest reads as it did

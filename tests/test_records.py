@@ -2,7 +2,7 @@ import io
 
 import pytest
 
-from tfrecorder._folder import layout
+from tfrecorder._folder import index, layout
 from tfrecorder._writer import records
 from tfrecorder._errors import CorruptRecordError
 
@@ -71,3 +71,29 @@ def test_record_parts_are_framed_like_one_record():
     buf = io.BytesIO()
     n = records.write_record_parts(buf, parts)
     assert buf.getvalue() == records.frame(b"".join(parts)) and n == len(buf.getvalue())
+
+
+# --- the records of a file from their length fields (what an index file lists) ---------
+
+def _framed(datas):
+    buf = io.BytesIO()
+    for d in datas:
+        records.write_record(buf, d)
+    return buf
+
+
+def test_scan_gives_the_offset_and_framed_length_of_every_record():
+    datas = [b"a" * 5, b"", b"xyz" * 100]
+    entries = list(records.scan(_framed(datas)))
+    assert entries == [(0, 21), (21, 16), (37, 316)]
+    assert entries == index.offsets([records.framed_length(d) for d in datas])
+
+
+def test_scan_refuses_a_truncated_shard_and_a_bad_length():
+    data = _framed([b"abc", b"defg"]).getvalue()
+    with pytest.raises(CorruptRecordError, match="truncated record at byte 19"):
+        list(records.scan(io.BytesIO(data[:-2])))
+    broken = bytearray(data)
+    broken[0] ^= 1
+    with pytest.raises(CorruptRecordError, match="bad length checksum at byte 0"):
+        list(records.scan(io.BytesIO(bytes(broken))))

@@ -42,10 +42,11 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     assert sorted(os.listdir(out)) == [task.filename, "index", "rows"]  # .part renamed
     # The index file, from the lengths the writer framed: the shard's own framing.
     from tfrecorder._folder import index
+    from tfrecorder._writer import records
 
     assert stats.index_file == index.name(task.filename)
     with open(out / task.filename, "rb") as f:
-        assert index.read(str(out), task.filename) == list(index.scan(f))
+        assert index.read(str(out), task.filename) == list(records.scan(f))
 
     ex = read_examples(tf, [str(out / task.filename)])
     assert [e["image"][0] for e in ex] == [open(good, "rb").read(), open(png, "rb").read()]

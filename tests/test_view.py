@@ -22,6 +22,7 @@ import pytest
 import tfrecorder
 from tfrecorder import access
 from tfrecorder._folder import index, layout, output
+from tfrecorder._writer.records import scan as scan_records
 from tfrecorder._errors import ConfigError, CorruptRecordError
 from tests.conftest import BUCKET, SAMPLES
 
@@ -108,7 +109,7 @@ def version_2(tf, out, publish: bool = True) -> dict:
         for r in new:
             w.write(r)
     with open(path, "rb") as f:
-        _write(out, index.name(NEW_SHARD), index.format(index.scan(f)))
+        _write(out, index.name(NEW_SHARD), index.format(scan_records(f)))
     rows = f"rows/{NEW_SHARD}.rows.jsonl.gz"
     _write(out, rows, gzip.compress(b"".join(
         json.dumps({"row": 100 + k, "key": f"new-{k}.png", "split": "train"}).encode()

@@ -65,30 +65,36 @@ class Reader:
     def __init__(self, output_dir: str, split: str = "train", *, version: int | None = None,
                  max_open_files: int = 64, cache_dir: str | None = None,
                  cache_limit: int | str | None = None):
-        self.output_dir = str(output_dir)
-        cache = _cache.for_source(self.output_dir, cache_dir, cache_limit)
-        if not (isinstance(max_open_files, int) and max_open_files >= 1):
-            raise ConfigError(f"max_open_files={max_open_files!r}; give an int >= 1")
+        output_dir = str(output_dir)
+        cache = _settings(output_dir, max_open_files, cache_dir, cache_limit)
+        _refuse_a_file(output_dir)
+        self._start(_view.open_version(output_dir, version).view(split), max_open_files,
+                    cache)
+
+    @classmethod
+    def of(cls, view: "_view.View", *, max_open_files: int = 64, cache_dir: str | None = None,
+           cache_limit: int | str | None = None) -> "Reader":
+        """A reader of ``view``, a split of a version already opened
+        (``tfrecorder.open(out).reader(split)``): the folder is not opened again."""
+        cache = _settings(view.output_dir, max_open_files, cache_dir, cache_limit)
+        reader = cls.__new__(cls)
+        reader._start(view, max_open_files, cache)
+        return reader
+
+    def _start(self, view: "_view.View", max_open_files: int, cache) -> None:
+        self.output_dir = view.output_dir
         self.max_open_files = max_open_files
-        _refuse_a_file(self.output_dir)
         #: The split's live records in the version opened (``_view.View``).
-        self.view = _view.open_version(self.output_dir, version).view(split)
+        self.view = view
         self.manifest = self.view.manifest
         self.split = self.view.split
         #: The version read (1 for a folder converted before versions existed).
         self.version = self.view.version.number
         self._generation = self.view.version.generation
-        if self.manifest.compression:
-            raise ConfigError(
-                f"{self.output_dir} holds {self.manifest.compression}-compressed shards; "
-                f"records cannot be read at random from a {self.manifest.compression} "
-                f"stream. Convert again with compression=None (the default) to read it "
-                f"with tfrecorder.access, .torch or .grain, or use tfrecorder.load().")
-        if not self.view.counts_known:  # TFRecorder 2.0: no counts
-            raise ConfigError(
-                f"{self.output_dir} was written by TFRecorder 2.0 and its manifest has no "
-                f"record counts; convert the data again with tfrecorder to read it at random.")
-        self.shards = list(self.manifest.splits[self.split].shards)
+        what = "reading at random (tfrecorder.access, .torch, .grain)"
+        self.view.version.need_offsets(what)
+        self.view.need_counts(what)
+        self.shards = self.view.shards
         #: Path of each shard of the split, in file order.
         self.files = self.view.files
         sizes = [s.num_bytes for s in self.view.shards]
@@ -371,6 +377,15 @@ class Reader:
             while len(self._fds) > self.max_open_files:
                 os.close(self._fds.popitem(last=False)[1])
             return fd
+
+
+def _settings(output_dir: str, max_open_files, cache_dir, cache_limit):
+    """The shard cache of a reader of ``output_dir`` (``_cache.for_source``);
+    ConfigError for a bad setting, before anything is read."""
+    cache = _cache.for_source(output_dir, cache_dir, cache_limit)
+    if not (isinstance(max_open_files, int) and max_open_files >= 1):
+        raise ConfigError(f"max_open_files={max_open_files!r}; give an int >= 1")
+    return cache
 
 
 def _refuse_a_file(output_dir: str) -> None:

@@ -3,8 +3,12 @@
 Every reader and verb of a ``Folder`` sees the version it was opened at, as
 ``lance.dataset(uri, version=)`` and Delta's ``DeltaTable`` do: an update published
 meanwhile changes nothing a ``Folder`` reads, and ``tfrecorder.open(out)`` again sees it.
-The free functions (``tfrecorder.load``, ``read``, ``report``, ...) stay as they are; a
-``Folder`` passes its version to each.
+A ``Folder`` is made from one opening of the folder (``view.open_version``: one parse of
+its manifest) and hands that opening to each reader (``read_version``, ``load_version``,
+``access.Reader.of``, ...), so none opens the folder again. The free functions
+(``tfrecorder.load``, ``read``, ``info``, ``report``, ``verify``, ``inspect``,
+``versions``) are a line that opens the folder the same way and hands the opening to
+the same function; they do not import this module, which sits above the readers.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ class Folder:
 
     ======================  ===============================================
     ``folder.version``      the version it reads (the latest when opened)
-    ``folder.manifest``     that version's ``Manifest`` (splits, labels, ...)
+    ``folder.manifest``     that version's ``Manifest`` (``tfrecorder.info``)
     ``folder.read(split)``  its records as a pandas table (``tfrecorder.read``)
     ``folder.load(split)``  a ``tf.data`` pipeline (``tfrecorder.load``)
     ``folder.reader(split)``  random access (``tfrecorder.access.Reader``)
@@ -40,10 +44,11 @@ class Folder:
 
     def __init__(self, path: str, version: int | None = None, *,
                  cache_dir: str | None = None, cache_limit: int | str | None = None):
-        opened = view.open_version(str(path), version)
-        self.path = str(path)
-        self.manifest: Manifest = opened.manifest
-        self.version: int = opened.number
+        #: The version opened (``view.Version``): what every reader is made from.
+        self._opened = view.open_version(str(path), version)
+        self.path = self._opened.output_dir
+        self.manifest: Manifest = self._opened.manifest
+        self.version: int = self._opened.number
         self.cache_dir = cache_dir
         self.cache_limit = cache_limit
 
@@ -59,20 +64,26 @@ class Folder:
 
     # --- reading --------------------------------------------------------------------
 
+    def info(self) -> Manifest:
+        """This version's manifest: splits, live record counts, features, label names
+        (``tfrecorder.info``)."""
+        return self.manifest
+
     def read(self, split: str | None = None, images: bool = False, *,
              chunksize: int | None = None):
         """This version's records as a pandas DataFrame (``tfrecorder.read``)."""
-        from tfrecorder._readers.read import read
+        from tfrecorder._readers.read import read_version
 
-        return read(self.path, split, images, chunksize=chunksize, version=self.version)
+        return read_version(self._opened.still_there(), split, images, chunksize=chunksize)
 
     def load(self, split: str | None = None, **options):
         """A ``tf.data`` pipeline of this version (``tfrecorder.load``'s options)."""
-        from tfrecorder._readers.loading import load
+        from tfrecorder._readers.loading import load_version
 
         options.setdefault("cache_dir", self.cache_dir)
         options.setdefault("cache_limit", self.cache_limit)
-        return load(self.path, split, version=self._given(options), **options)
+        self._given(options)
+        return load_version(self._opened.still_there(), split, **options)
 
     def reader(self, split: str = "train", **options):
         """Random access to a split of this version (``tfrecorder.access.Reader``)."""
@@ -80,32 +91,36 @@ class Folder:
 
         options.setdefault("cache_dir", self.cache_dir)
         options.setdefault("cache_limit", self.cache_limit)
-        return Reader(self.path, split, version=self._given(options), **options)
+        self._given(options)
+        return Reader.of(self._opened.still_there().view(split), **options)
 
     def report(self):
-        """This version's data report (``tfrecorder.report``)."""
-        from tfrecorder._report.findings import report
+        """This version's data report (``tfrecorder.report``); its thumbnails show this
+        version's records."""
+        from tfrecorder._report.findings import report_version
 
-        return report(self.path, version=self.version)
+        return report_version(self._opened.still_there())
 
     def verify(self):
         """Every record of this version read and checked (``tfrecorder.verify``)."""
-        from tfrecorder._readers.inspection import verify
+        from tfrecorder._readers.inspection import verify_version
 
-        return verify(self.path, version=self.version)
+        return verify_version(self._opened.still_there())
 
     def inspect(self, split: str = "train", num_records: int = 5,
                 output_dir: str | None = None):
         """A few records of a split of this version (``tfrecorder.inspect``)."""
-        from tfrecorder._readers.inspection import inspect
+        from tfrecorder._readers.inspection import inspect_version
 
-        return inspect(self.path, split, num_records, output_dir, version=self.version)
+        return inspect_version(self._opened.still_there(), split, num_records, output_dir)
 
     def versions(self):
-        """Every version of the folder, as ``tfrecorder.versions`` lists them."""
-        from tfrecorder._folder.versions import versions
+        """Every version of the folder, as ``tfrecorder.versions`` lists them: those
+        published up to this one from their own manifests, this one from the manifest
+        it was opened with, and any published since."""
+        from tfrecorder._folder.versions import table
 
-        return versions(self.path)
+        return table(self.path, self._opened)
 
     # --- what publishes or removes versions -------------------------------------------
 
@@ -135,6 +150,7 @@ class Folder:
         return vacuum(self.path, keep)
 
     def _given(self, options: dict) -> int:
+        """ConfigError where ``options`` ask for another version than this one."""
         given = options.pop("version", self.version)
         if given != self.version:
             raise ConfigError(f"version={given!r}, but this Folder reads version "

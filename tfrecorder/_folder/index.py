@@ -14,25 +14,23 @@ its own so that a glob over the shard names (``OUT/data-train.tfrecord-*``) matc
 shards only. This module is the only place that writes or parses the format.
 
 A conversion writes each index with its shard (``shard.write``), from the framed
-lengths it wrote; ``output.build_index`` writes them for a directory that has none.
+lengths it wrote; ``output.build_index`` writes them for a directory that has none,
+from the shards' length fields (``records.scan``).
 gzip shards have no index: a gzip stream cannot be entered at a byte offset, so there
 is nothing a reader could do with one.
 """
 
 from __future__ import annotations
 
-import struct
-from typing import BinaryIO, Iterable, Iterator
+from typing import Iterable
 
 from tfrecorder import _storage as storage
+from tfrecorder._writer import records
 from tfrecorder._errors import CorruptRecordError
 
 #: The folder of index files, inside the output directory.
 DIR = "index"
 SUFFIX = ".idx"
-#: Bytes of framing around a record's data: length, its CRC, the data's CRC.
-FRAMING = 16
-_LENGTH = struct.Struct("<Q")
 
 
 def name(shard_file: str) -> str:
@@ -81,7 +79,7 @@ def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
             raise CorruptRecordError(
                 f"{where}, line {number}: {line!r} is not 'OFFSET LENGTH'; rebuild the "
                 f"index with `tfrecorder index`") from None
-        if (offset < at if gaps else offset != at) or length < FRAMING:
+        if (offset < at if gaps else offset != at) or length < records.FRAMING:
             raise CorruptRecordError(
                 f"{where}, line {number}: a record at byte {offset} of length {length}, "
                 f"where the previous one ends at byte {at}; " + _REBUILD[gaps])
@@ -126,7 +124,7 @@ def _parse_whole(data: bytes, *, count: int | None, size: int | None,
     except ValueError:
         return None
     offsets, lengths = numbers[0::2], numbers[1::2]
-    if lengths and min(lengths) < FRAMING:
+    if lengths and min(lengths) < records.FRAMING:
         return None
     at = 0
     for offset, length in zip(offsets, lengths):
@@ -145,28 +143,6 @@ _REBUILD = {False: "rebuild the index with `tfrecorder index`",
                   "again with overwrite=True"}
 #: What to do about a damaged live index.
 LIVE_DAMAGED = _REBUILD[True]
-
-
-def scan(file: BinaryIO, where: str = "<stream>") -> Iterator[tuple[int, int]]:
-    """``(offset, length)`` of every record of an uncompressed TFRecord ``file``, read
-    from the length fields alone (the data is skipped with seeks, not read). Each length
-    field's checksum is checked, and a record that runs past the file's end is an error."""
-    from tfrecorder._writer import records
-
-    end = file.seek(0, 2)
-    at = 0
-    while at < end:
-        file.seek(at)
-        header = file.read(12)
-        if len(header) < 12:
-            raise CorruptRecordError(f"{where}: truncated record header at byte {at}")
-        if records.masked_crc32c(header[:8]) != int.from_bytes(header[8:], "little"):
-            raise CorruptRecordError(f"{where}: bad length checksum at byte {at}")
-        (length,) = _LENGTH.unpack_from(header)
-        if at + length + FRAMING > end:
-            raise CorruptRecordError(f"{where}: truncated record at byte {at}")
-        yield at, length + FRAMING
-        at += length + FRAMING
 
 
 def path(output_dir: str, shard_file: str) -> str:

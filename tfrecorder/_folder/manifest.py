@@ -3,8 +3,9 @@
 ``metadata.build`` makes one from the shards' statistics and ``metadata.read_manifest``
 reads one back (or describes a TFRecorder 2.0 folder as one, through ``legacy``); the
 writer (``output``) and every reader (``loading``, ``inspection``, ``access``) share
-these types. This module defines them and their text only, so it imports no tfrecorder
-module but ``layout`` and ``index`` (for the names a manifest may list).
+these types. This module defines them, their text and the one policy for a damaged
+one (``damaged``), so it imports no tfrecorder module but ``layout`` and ``index``
+(for the names a manifest may list) and ``errors``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from typing import Any, Mapping
 
 from tfrecorder._folder import index, layout
+from tfrecorder._errors import IncompleteOutputError
 from tfrecorder._folder.layout import FeatureSpec
 
 #: Manifest.format_version of the directories tfrecorder writes (``legacy`` has 0):
@@ -137,12 +139,19 @@ class Manifest:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Manifest":
+        """The Manifest of a ``tfrecorder.json``'s JSON, format 1 or 2: the one parse of
+        the format, which every reader, the writer and the versions' list share. Every
+        name is checked to be one its conversion writes (``check_names``), and each
+        shard's live records to be some of its records; a split's ``num_examples`` is
+        its live records. ValueError, KeyError, TypeError or AttributeError when ``d``
+        is not a manifest."""
         check_names(d)
-        splits = {
-            name: SplitInfo(s["name"], s["num_examples"], s["num_bytes"],
-                            [ShardInfo(**x) for x in s["shards"]], dict(s.get("label_counts", {})))
-            for name, s in sorted(d["splits"].items(), key=lambda kv: layout.split_order(kv[0]))
-        }
+        splits = {}
+        for name, s in sorted(d["splits"].items(), key=lambda kv: layout.split_order(kv[0])):
+            shards = [_shard(x) for x in s["shards"]]
+            total = sum(x.live_examples for x in shards) if shards else s["num_examples"]
+            splits[name] = SplitInfo(s["name"], total, s["num_bytes"], shards,
+                                     dict(s.get("label_counts", {})))
         return cls(
             name=d["name"], compression=d["compression"],
             features={k: FeatureSpec(**v) for k, v in d["features"].items()},
@@ -166,6 +175,34 @@ class Manifest:
         """The Manifest in the text of a ``tfrecorder.json``; ValueError, KeyError,
         TypeError or AttributeError when the text is not one."""
         return cls.from_json(loads(data))
+
+
+def _shard(x: Mapping[str, Any]) -> ShardInfo:
+    """A shard's entry read; ValueError unless its live records are some of its records
+    (``live`` of a shard without a live index is all of them)."""
+    shard = ShardInfo(**x)
+    n, live = int(shard.num_examples), shard.live_examples
+    if not isinstance(live, int) or (shard.live_index is None and live != n) or live < 0 \
+            or (n >= 0 and live > n):
+        raise ValueError(f"shard {shard.file}: live {live} of {n} records"
+                         + ("" if shard.live_index else " without a live index"))
+    return shard
+
+
+def damaged(path: str, error: Exception) -> IncompleteOutputError:
+    """The error for a manifest file that is not one a conversion wrote: the one policy
+    for a damaged manifest. ``tfrecorder.json`` is replaced whole by each conversion,
+    so a damaged one is a conversion that did not finish; a version's own manifest is
+    never rewritten, so a damaged one was changed since, and nothing it lists is read
+    or removed."""
+    why = f"{type(error).__name__}: {error}"
+    if path.rstrip("/").rsplit("/", 1)[-1] == layout.MANIFEST:
+        return IncompleteOutputError(
+            f"{path} is not a complete tfrecorder manifest ({why}); the conversion that "
+            f"wrote it did not finish cleanly. Convert again with overwrite=True.")
+    return IncompleteOutputError(
+        f"{path} is not a manifest tfrecorder wrote ({why}), so nothing it lists is read "
+        f"or removed. Put back the file tfrecorder wrote, or convert into another folder")
 
 
 def check_names(d: Mapping[str, Any]) -> None:

@@ -33,7 +33,7 @@ from tfrecorder._report import quality
 from tfrecorder import _storage as storage
 from tfrecorder._errors import ConversionError, IncompleteOutputError
 from tfrecorder._folder.layout import DATASET_INFO, FEATURES, MANIFEST, FeatureSpec
-from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, json_bytes
+from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, damaged, json_bytes
 
 TFDS_VERSION = "1.0.0"
 
@@ -301,10 +301,7 @@ def read_manifest(output_dir: str) -> Manifest:
     try:
         return Manifest.from_bytes(data)
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise IncompleteOutputError(
-            f"{path} is not a complete tfrecorder manifest ({type(e).__name__}: {e}); the "
-            f"conversion that wrote it did not finish cleanly. Convert again with "
-            f"overwrite=True.") from None
+        raise damaged(path, e) from None
 
 
 # --- TFDS -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Iterable
 
 from tfrecorder import _storage as storage
 from tfrecorder._folder import index, layout, legacy, metadata, view
+from tfrecorder._writer import records
 from tfrecorder._errors import (ConfigError, ConversionError, CorruptRecordError,
                                IncompleteOutputError, OutputBusyError, OutputExistsError,
                                TFRecorderError)
@@ -189,32 +190,12 @@ def _remove_empty_index_dir(output_dir: str) -> None:
 
 def read_versions(output_dir: str, entries: Iterable[str] | None = None) -> tuple:
     """``((number, Manifest), ...)`` of every version published in ``output_dir``
-    (``versions/KKKKK.json``), in order. IncompleteOutputError naming the file when one
-    is not a manifest whose every name its conversion writes (``Manifest.from_json``):
-    a version's manifest is created whole or not at all, so such a file was damaged or
-    edited, and nothing it lists may be read or removed."""
-    if entries is not None and layout.VERSIONS_DIR not in entries:
-        return ()
-    folder = storage.join(output_dir, layout.VERSIONS_DIR)
-    try:
-        names = storage.listdir(folder)
-    except (FileNotFoundError, NotADirectoryError):
-        return ()
-    out = []
-    for name in names:
-        k = layout.parse_version_manifest(f"{layout.VERSIONS_DIR}/{name.rstrip('/')}")
-        if k is None:
-            continue
-        path = _inside(output_dir, layout.version_manifest(k))
-        try:
-            m = Manifest.from_bytes(storage.read_bytes(path))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-            raise IncompleteOutputError(
-                f"{path} is not a manifest tfrecorder wrote ({type(e).__name__}: {e}), so "
-                f"nothing it lists is read or removed. Put back the file tfrecorder wrote, "
-                f"or convert into another folder") from None
-        out.append((k, m))
-    return tuple(sorted(out, key=lambda km: km[0]))
+    (``versions/KKKKK.json``), in order, as ``view.published`` lists them and
+    ``view.read_version`` reads them: IncompleteOutputError naming the file when one is
+    not a manifest whose every name its conversion writes, and nothing it lists may be
+    read or removed."""
+    return tuple((k, view.read_version(output_dir, k).manifest)
+                 for k in view.published(output_dir, entries))
 
 
 def under_a_file(output_dir: str) -> ConfigError:
@@ -317,7 +298,8 @@ def _all_versions(output_dir: str, latest: "view.Version") -> list:
 
 def _order(latest, path: str):
     """Index files in the manifest's order of their shards (splits, then shards)."""
-    names = [index.name(s.file) for listed in latest.shards.values() for s in listed]
+    names = [index.name(s.file) for info in latest.manifest.splits.values()
+             for s in info.shards]
     name = path.rsplit("/", 2)
     name = f"{name[-2]}/{name[-1]}"
     return (names.index(name) if name in names else len(names), name)
@@ -652,11 +634,7 @@ def build_index(output_dir: str) -> list[str]:
     output_dir = str(output_dir)
     latest = view.open_version(output_dir)
     manifest = latest.manifest
-    if manifest.compression == "gzip":
-        raise ConfigError(
-            f"{output_dir} holds gzip shards: a gzip stream cannot be entered at a record's "
-            f"byte offset, so an index of it would serve no reader. Convert again without "
-            f"compression (the default), which writes the index files with the shards.")
+    latest.need_offsets("an index file")
     with acquire(output_dir, new_run_id(), "DirectRunner"):
         # Every path written is checked before the first write: a link planted at the
         # index folder is refused (what it points to is outside); a link at an index
@@ -664,7 +642,7 @@ def build_index(output_dir: str) -> list[str]:
         here = functools.partial(_inside, output_dir)
         # Every shard some version reads: a reader of an older version needs its index too.
         shards = {s.file: s for v in _all_versions(output_dir, latest)
-                  for listed in v.shards.values() for s in listed}
+                  for info in v.manifest.splits.values() for s in info.shards}
         targets = {name: here(index.name(name)) for name in shards}
         if not storage.is_remote(output_dir):
             storage.makedirs(here(index.DIR))
@@ -672,7 +650,7 @@ def build_index(output_dir: str) -> list[str]:
         for name, shard in sorted(shards.items()):
             shard_path = here(name)
             with storage.open_file(shard_path, "rb") as f:
-                entries = list(index.scan(f, shard_path))
+                entries = list(records.scan(f, shard_path))
             if 0 <= shard.num_examples != len(entries):
                 raise CorruptRecordError(
                     f"{shard_path}: {len(entries)} records, the manifest says "

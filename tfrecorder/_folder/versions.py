@@ -641,18 +641,24 @@ def versions(output_dir) -> "Any":
     ``<split>_added``, ``<split>_retired``, ``<split>_kept`` and ``<split>_records``
     (live records of that version). A folder written before versions existed is
     listed as its one version."""
+    from tfrecorder._folder import view
+
+    return table(str(output_dir), view.open_version(str(output_dir)))
+
+
+def table(output_dir: str, opened) -> "Any":
+    """``versions``' table of the folder opened as ``opened`` (a ``view.Version``):
+    the versions ``versions/`` lists, with ``opened``'s own manifest for its row (the
+    one row of a folder written before versions existed)."""
     import pandas as pd
 
-    from tfrecorder._folder import metadata, output
+    from tfrecorder._folder import output
 
-    output_dir = str(output_dir)
-    found = output.read_versions(output_dir)
+    found = tuple(sorted({**dict(output.read_versions(output_dir)),
+                          opened.number: opened.manifest}.items()))
     problem = output.unlike(output_dir, None, found)
     if problem:
         raise IncompleteOutputError(problem)
-    if not found:
-        m = metadata.read_manifest(output_dir)  # IncompleteOutputError when none
-        found = ((m.version or 1, m),)
     rows_, splits = [], []
     for k, m in found:
         row = {"version": k, "published": pd.Timestamp(m.published) if m.published else pd.NaT,

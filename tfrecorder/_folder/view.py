@@ -15,9 +15,9 @@ here, and the policies around reading live here once:
 - which conversion: the version's manifest file and its ``generation``, which a
   reader pins and checks (``Version.pin``, ``stamp``, ``open_pin``).
 
-The format-2 fields of a shard (``live``, ``live_index``, ``rows``) and the
-``-vKKKKK`` shard names are read here from the manifest's JSON, so a reader needs
-nothing more from ``manifest`` than today's Manifest::
+A version is made from the one parse of its manifest (``Manifest.from_json``, whose
+``ShardInfo`` is the one shard type, its format-2 fields ``live``, ``live_index`` and
+``rows`` included); a view adds only where the files are and which records are live::
 
     version = open_version("out/", version=2)
     view = version.view("train")
@@ -34,29 +34,10 @@ import os
 
 from tfrecorder import _storage as storage
 from tfrecorder._folder import index, layout, metadata
+from tfrecorder._writer import records
 from tfrecorder._inputs import splits
-from tfrecorder._errors import (ConfigError, CorruptRecordError, IncompleteOutputError,
-                               OutputChangedError)
-from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, check_names, loads
-
-
-@dataclasses.dataclass(frozen=True)
-class Shard:
-    """One shard file as a version sees it."""
-
-    file: str                 # its name in the folder
-    path: str                 # its path (local or gs://)
-    num_examples: int         # records the file holds (-1: not recorded, TFRecorder 2.0)
-    num_bytes: int
-    live: int                 # records of it the version reads
-    index: str                # path of its index file (present or not)
-    live_index: str | None    # path of the version's live index, where it retired some
-    rows: str | None = None   # its rows file's name, where there is one
-
-    @property
-    def reader_index(self) -> str:
-        """The index file that lists exactly the live records: what DALI is given."""
-        return self.live_index or self.index
+from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
+from tfrecorder._folder.manifest import Manifest, ShardInfo, damaged, loads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +47,6 @@ class Version:
     output_dir: str
     number: int
     manifest: Manifest        # splits' num_examples are live records
-    shards: dict              # split -> list[Shard], in file order
     #: The manifest file a reader pins: ``versions/KKKKK.json``, or ``tfrecorder.json``
     #: for a folder without versions (or one whose version file is not there).
     pin: str
@@ -96,6 +76,25 @@ class Version:
     def view(self, split) -> "View":
         return View(self, self.split_name(split))
 
+    def still_there(self) -> "Version":
+        """This version; ConfigError naming the versions there are when its manifest
+        was removed since it was opened (``vacuum``). Only the file's presence is
+        looked at: readers check that it is still the same conversion as they read."""
+        if not storage.exists(self.pin):
+            raise missing(self.output_dir, self.number)
+        return self
+
+    def need_offsets(self, what: str) -> None:
+        """ConfigError where the shards are compressed, saying that ``what`` needs to
+        enter them at a record's offset: the one refusal of compressed shards."""
+        compression = self.manifest.compression
+        if compression:
+            raise ConfigError(
+                f"{self.output_dir} holds {compression}-compressed shards, which have no "
+                f"index file: a {compression} stream cannot be entered at a record's byte "
+                f"offset, which {what} needs. Convert again without compression "
+                f"(compression=None, the default).")
+
     @property
     def label_names(self) -> list[str]:
         return self.manifest.label_names
@@ -110,9 +109,10 @@ class View:
     def __init__(self, version: Version, split: str):
         self.version = version
         self.split = split
-        self.shards: list[Shard] = list(version.shards[split])
+        #: The split's shards as its manifest lists them, in file order.
+        self.shards: list[ShardInfo] = list(version.manifest.splits[split].shards)
         #: Live records of each shard, in file order.
-        self.counts = [s.live for s in self.shards]
+        self.counts = [s.live_examples for s in self.shards]
         self.starts = [0]
         for n in self.counts:
             self.starts.append(self.starts[-1] + n)
@@ -128,17 +128,35 @@ class View:
 
     @property
     def files(self) -> list[str]:
-        return [s.path for s in self.shards]
+        """The path of each shard (local or gs://)."""
+        return [self.path(i) for i in range(len(self.shards))]
+
+    def path(self, shard: int, name: str | None = None) -> str:
+        """The path of shard ``shard``, or of the file ``name`` of the folder."""
+        return storage.join(self.output_dir, self.shards[shard].file if name is None else name)
 
     @property
     def index_files(self) -> list[str]:
-        """Per shard, the index file listing its live records: the version's live
-        index where it retired some, else the shard's index file."""
-        return [s.reader_index for s in self.shards]
+        """Per shard, the index file listing its live records (what DALI is given): the
+        version's live index where it retired some, else the shard's index file."""
+        return [self.path(i, s.live_index or index.name(s.file))
+                for i, s in enumerate(self.shards)]
 
     @property
     def counts_known(self) -> bool:
         return all(s.num_examples >= 0 for s in self.shards)
+
+    def need_counts(self, what: str) -> None:
+        """ConfigError where a shard's record count is not recorded (TFRecorder 2.0),
+        saying that ``what`` needs it: the one refusal of a folder without counts.
+        Compressed shards are refused first (``need_offsets``): an index, which gives
+        the counts, cannot be written for them."""
+        if not self.counts_known:
+            self.version.need_offsets(what)
+            raise ConfigError(
+                f"{self.output_dir} was written by TFRecorder 2.0 and has no record counts "
+                f"per shard, which {what} needs; write index files with `tfrecorder index "
+                f"{self.output_dir}`, which counts them.")
 
     @property
     def retired(self) -> bool:
@@ -173,38 +191,31 @@ class View:
         there is one, else the index file, else a scan of the shard's length fields.
         ConfigError for gzip shards and for shards without counts (TFRecorder 2.0)."""
         s = self.shards[shard]
-        root = self.output_dir
-        if self.manifest.compression:
-            raise ConfigError(
-                f"{root}: shard {s.file} has no index file, which reading single records "
-                f"needs: {self.manifest.compression} shards cannot be indexed (a "
-                f"{self.manifest.compression} stream cannot be entered at a record's "
-                f"offset). Convert again without compression (the default).")
-        if s.num_examples < 0:
-            raise ConfigError(
-                f"{root} does not record how many records each shard holds (TFRecorder "
-                f"2.0), which reading by position needs; write index files with "
-                f"`tfrecorder index {root}`")
+        self.version.need_offsets("reading single records")
+        self.need_counts("reading by position")
         size = s.num_bytes if s.num_bytes >= 0 else None
         if s.live_index:
+            live_index = self.path(shard, s.live_index)
             try:
-                data = storage.read_bytes(s.live_index)
+                data = storage.read_bytes(live_index)
             except FileNotFoundError:
                 raise CorruptRecordError(
-                    f"{s.live_index}: the live index of {s.file} in version "
+                    f"{live_index}: the live index of {s.file} in version "
                     f"{self.version.number} is missing; a version's files are never "
                     f"removed but by overwrite or vacuum: open another version") from None
-            return index.parse(data, s.live_index, count=s.live, size=size, gaps=True)
+            return index.parse(data, live_index, count=s.live_examples, size=size, gaps=True)
+        where = self.path(shard, index.name(s.file))
         try:
-            return index.parse(storage.read_bytes(s.index), s.index, count=s.num_examples,
+            return index.parse(storage.read_bytes(where), where, count=s.num_examples,
                                size=size)
         except FileNotFoundError:
             # Written before index files existed: the shard's length fields, read once.
-            with storage.open_file(s.path, "rb") as f:
-                entries = list(index.scan(f, s.path))
+            path = self.path(shard)
+            with storage.open_file(path, "rb") as f:
+                entries = list(records.scan(f, path))
             if len(entries) != s.num_examples:
                 raise CorruptRecordError(
-                    f"{s.path}: holds {len(entries)} records, the manifest says "
+                    f"{path}: holds {len(entries)} records, the manifest says "
                     f"{s.num_examples}; the shard was truncated or replaced") from None
             return entries
 
@@ -226,13 +237,10 @@ class View:
     def refuse_retired(self, shard: int) -> None:
         """ConfigError when shard ``shard`` has retired records and cannot be entered at
         a record's offset (gzip): its live records cannot be told from the others."""
-        s = self.shards[shard]
-        if s.live_index and self.manifest.compression:
-            raise ConfigError(
-                f"{self.output_dir}: version {self.version.number} retired records of "
-                f"{s.file}, a {self.manifest.compression} shard, whose records cannot be "
-                f"read by offset; read version {self.version.number} with "
-                f"compression=None shards (convert again without compression)")
+        if self.shards[shard].live_index:
+            self.version.need_offsets(f"reading the live records of "
+                                      f"{self.shards[shard].file} in version "
+                                      f"{self.version.number}")
 
 
 # --- opening a version ----------------------------------------------------------------
@@ -240,14 +248,37 @@ class View:
 def versions(output_dir: str) -> list[int]:
     """The numbers of the versions ``output_dir`` holds: those of ``versions/*.json``,
     or ``[1]`` for a folder converted before versions existed."""
+    return published(output_dir) or [1]
+
+
+def published(output_dir: str, entries=None) -> list[int]:
+    """The numbers of the version manifests ``versions/KKKKK.json`` in ``output_dir``,
+    in order ([] where there are none): the one listing of a folder's versions.
+    ``entries``: the folder's entries where the caller listed them already."""
+    if entries is not None and layout.VERSIONS_DIR not in entries:
+        return []
     folder = storage.join(output_dir, layout.VERSIONS_DIR)
     try:
         names = storage.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         names = []
-    found = sorted(k for n in names if (k := layout.parse_version_manifest(
+    return sorted(k for n in names if (k := layout.parse_version_manifest(
         f"{layout.VERSIONS_DIR}/{n.rstrip('/').rsplit('/', 1)[-1]}")) is not None)
-    return found or [1]
+
+
+def read_version(output_dir: str, number: int) -> Version:
+    """Version ``number`` from its own manifest ``versions/KKKKK.json``, which
+    ``published`` listed: IncompleteOutputError (``damaged``) when it cannot be read or
+    is not a manifest its conversion wrote."""
+    try:
+        path = storage.inside(output_dir, layout.version_manifest(number))
+    except storage.UnsafePathError as e:  # versions/ a link: nothing outside is read
+        raise ConfigError(str(e)) from None
+    try:
+        data = storage.read_bytes(path)
+    except OSError as e:
+        raise damaged(path, e) from None
+    return _version(output_dir, data, path, number)
 
 
 def check_version(version) -> int | None:
@@ -300,12 +331,7 @@ def _open_once(output_dir: str, version: int | None) -> Version:
                 return _version(output_dir, data, latest, 1)
         elif not storage.exists(latest):
             metadata.read_manifest(output_dir)  # no conversion there: says so
-        held = versions(output_dir)
-        raise ConfigError(
-            f"{output_dir} has no version {version}; it has version"
-            f"{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}. Give "
-            f"{'one of them' if len(held) > 1 else 'that one'}, or version=None for the "
-            f"latest (on the command line, leave out --version)")
+        raise missing(output_dir, version)
     try:
         data = storage.read_bytes(latest)
     except (FileNotFoundError, NotADirectoryError):
@@ -322,6 +348,16 @@ def _open_once(output_dir: str, version: int | None) -> Version:
         if own is not None and generation_of(own) == generation_of(data):
             return _version(output_dir, own, pinned, number)
     return _version(output_dir, data, latest, number)
+
+
+def missing(output_dir: str, version: int) -> ConfigError:
+    """The error for a version ``output_dir`` does not hold, naming those it does."""
+    held = versions(output_dir)
+    return ConfigError(
+        f"{output_dir} has no version {version}; it has version"
+        f"{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}. Give "
+        f"{'one of them' if len(held) > 1 else 'that one'}, or version=None for the "
+        f"latest (on the command line, leave out --version)")
 
 
 def _has_versions(output_dir: str, number: int) -> bool:
@@ -342,76 +378,33 @@ def _version(output_dir: str, data: bytes | None, pin: str, number: int) -> Vers
     ``metadata.read_manifest`` explains, or reads as TFRecorder 2.0's)."""
     if data is None:
         manifest = metadata.read_manifest(output_dir)  # IncompleteOutputError, or legacy
-        shards = {name: [_shard(output_dir, s.file, s.num_examples, s.num_bytes,
-                                s.num_examples, s.index, None, None)
-                         for s in info.shards] for name, info in manifest.splits.items()}
-        return Version(output_dir, 1, manifest, shards, pin, None,
-                       frozenset(s.file for v in shards.values() for s in v))
+        return Version(output_dir, 1, manifest, pin, None, frozenset(
+            s.file for info in manifest.splits.values() for s in info.shards))
     try:
         d = loads(data)
-        manifest, shards, files = _parse(output_dir, d)
+        manifest = Manifest.from_json(d)
         if d.get("format_version", 1) >= 2 and d.get("version", number) != number:
             raise ValueError(f"it says it is version {d.get('version')!r}")
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise IncompleteOutputError(
-            f"{pin} is not a complete tfrecorder manifest ({type(e).__name__}: {e}); the "
-            f"conversion that wrote it did not finish cleanly. Convert again with "
-            f"overwrite=True.") from None
+        raise damaged(pin, e) from None
+    files = _files(manifest)
     if pin.endswith(layout.version_manifest(number)):
         files = files | {layout.version_manifest(number)}
-    return Version(output_dir, number, manifest, shards, pin, generation_of(data), files)
+    generation = d.get("generation")  # what generation_of gives, from the one parse
+    return Version(output_dir, number, manifest, pin, generation, files)
 
 
-def _parse(output_dir: str, d: dict) -> tuple[Manifest, dict, frozenset]:
-    """The Manifest, shards and listed files of a manifest's JSON, format 1 or 2. The
-    format-2 fields are read here; every name is checked to be one its conversion
-    writes (``manifest.check_names``), since readers read what a manifest lists and
-    overwrite removes it."""
-    check_names(d)
-    splits_json, files, indexed = {}, set(), set()
-    shards: dict[str, list[Shard]] = {}
-    for name, s in d["splits"].items():
-        listed = []
-        for x in s["shards"]:
-            file = x.get("file")
-            live_index, rows = x.get("live_index"), x.get("rows")
-            n = int(x["num_examples"])
-            live = int(x.get("live", n))
-            if live_index is None and live != n or live < 0 or (n >= 0 and live > n):
-                raise ValueError(f"shard {file}: live {live} of {n} records"
-                                 + ("" if live_index else " without a live index"))
-            listed.append(_shard(output_dir, file, n, int(x["num_bytes"]), live,
-                                 x.get("index"), live_index, rows))
-            if x.get("index") is not None:
-                indexed.add(file)
-            files.add(file)
-            files.update(v for v in (x.get("index"), live_index, rows) if v)
-        shards[name] = listed
-        total = sum(sh.live for sh in listed) if listed else s["num_examples"]
-        splits_json[name] = {**s, "num_examples": total, "shards": []}
-    quality = d.get("quality")
-    base = Manifest.from_json({**d, "splits": splits_json, "quality": None})
-    split_infos = {
-        name: SplitInfo(info.name, info.num_examples, info.num_bytes,
-                        [ShardInfo(sh.file, sh.num_examples, sh.num_bytes,
-                                   index.name(sh.file) if sh.file in indexed else None)
-                         for sh in shards[name]],
-                        info.label_counts)
-        for name, info in base.splits.items()}
-    manifest = dataclasses.replace(base, splits=split_infos, quality=quality)
-    files.update({layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES})
+def _files(manifest: Manifest) -> frozenset:
+    """Every file a manifest lists, relative to the folder: its shards and their index,
+    live index and rows files, its labels, metadata and data report."""
+    files = {layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES}
+    for info in manifest.splits.values():
+        for s in info.shards:
+            files.update(v for v in (s.file, s.index, s.live_index, s.rows) if v)
     files.update(layout.labels_file(k) for k in manifest.vocabularies)
-    if quality:
-        files.add(quality)
-    return manifest, {name: shards[name] for name in base.splits}, frozenset(files)
-
-
-def _shard(output_dir, file, n, size, live, listed_index, live_index, rows) -> Shard:
-    return Shard(file=file, path=storage.join(output_dir, file), num_examples=n,
-                 num_bytes=size, live=live,
-                 index=storage.join(output_dir, listed_index or index.name(file)),
-                 live_index=storage.join(output_dir, live_index) if live_index else None,
-                 rows=rows)
+    if manifest.quality:
+        files.add(manifest.quality)
+    return frozenset(files)
 
 
 # --- the conversion a reader pinned ---------------------------------------------------

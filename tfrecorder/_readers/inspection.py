@@ -121,13 +121,14 @@ def iter_records(v: view.View) -> Iterator[bytes]:
     """Every live record of the split of view ``v``, in file order, checksums verified:
     a shard whose version retired records is read through its live index."""
     for i, shard in enumerate(v.shards):
+        path = v.path(i)
         if shard.live_index is None:
-            yield from shard_records(shard.path, v.manifest.compression)
+            yield from shard_records(path, v.manifest.compression)
             continue
         v.refuse_retired(i)
         for offset, length in v.entries(i):
-            yield records.unframe(storage.read_range(shard.path, offset, length), length,
-                                  f"{shard.path}, record at byte {offset}")
+            yield records.unframe(storage.read_range(path, offset, length), length,
+                                  f"{path}, record at byte {offset}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,20 +153,26 @@ def verify(tfrecord_dir: str, version: int | None = None) -> Verification:
     Raises CorruptRecordError naming the damaged file, IncompleteOutputError, or
     ConfigError for a version the folder does not hold.
     """
-    tfrecord_dir = str(tfrecord_dir)
-    opened = view.open_version(tfrecord_dir, version)
+    return verify_version(view.open_version(str(tfrecord_dir), version))
+
+
+def verify_version(opened: view.Version) -> Verification:
+    """``verify`` of the version ``opened`` (``Folder.verify``)."""
+    tfrecord_dir = opened.output_dir
     manifest = opened.manifest
     per_split, files = {}, 0
     for split in manifest.splits:
         v = opened.view(split)
         total = 0
-        for i, (shard, info) in enumerate(zip(v.shards, manifest.splits[split].shards)):
-            framed = [16 + len(r) for r in shard_records(shard.path, manifest.compression)]
+        for i, shard in enumerate(v.shards):
+            path = v.path(i)
+            framed = [records.framed_length(r)
+                      for r in shard_records(path, manifest.compression)]
             n = len(framed)
             if n != shard.num_examples and shard.num_examples >= 0:  # -1: not recorded
                 raise records.CorruptRecordError(
-                    f"{shard.path}: {n} records, the manifest says {shard.num_examples}")
-            if info.index:  # the index the manifest lists must describe the shard exactly
+                    f"{path}: {n} records, the manifest says {shard.num_examples}")
+            if shard.index:  # the index the manifest lists must describe the shard exactly
                 index.check(index.read(tfrecord_dir, shard.file), framed,
                             index.path(tfrecord_dir, shard.file))
             if shard.live_index:  # every entry one of the shard's records, none twice
@@ -173,9 +180,10 @@ def verify(tfrecord_dir: str, version: int | None = None) -> Verification:
                 for line, entry in enumerate(v.read_entries(i), 1):
                     if entry not in whole:
                         raise CorruptRecordError(
-                            f"{shard.live_index}, line {line}: {entry[0]} {entry[1]} is no "
-                            f"record of {shard.file}; the live index is damaged")
-                n = shard.live
+                            f"{v.path(i, shard.live_index)}, line {line}: {entry[0]} "
+                            f"{entry[1]} is no record of {shard.file}; the live index is "
+                            f"damaged")
+                n = shard.live_examples
             total += n
             files += 1
         per_split[split] = total
@@ -211,8 +219,14 @@ def inspect(tfrecord_dir: str, split: str = "train", num_records: int = 5,
     ``version=k`` inspects version ``k`` of an updated folder (None: the latest): its
     live records and its label names.
     """
-    tfrecord_dir = str(tfrecord_dir)
-    opened = view.open_version(tfrecord_dir, version)
+    return inspect_version(view.open_version(str(tfrecord_dir), version), split,
+                           num_records, output_dir)
+
+
+def inspect_version(opened: view.Version, split: str = "train", num_records: int = 5,
+                    output_dir: str | None = None) -> Inspection:
+    """``inspect`` of the version ``opened`` (``Folder.inspect``)."""
+    tfrecord_dir = opened.output_dir
     manifest = opened.manifest
     name = opened.split_name(split)
     if output_dir is None:

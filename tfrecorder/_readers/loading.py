@@ -131,11 +131,43 @@ def load(
     per record). Other reads stream each shard in order and need no cache
     (docs/bucket.md).
     """
+    return load_version(
+        view.open_version(str(tfrecord_dir), version), split, cache_dir=cache_dir,
+        cache_limit=cache_limit, batch_size=batch_size, image_size=image_size,
+        as_supervised=as_supervised, shuffle=shuffle,
+        shuffle_buffer=shuffle_buffer, seed=seed, cache=cache,
+        decode_images=decode_images, channels=channels,
+        deterministic=deterministic, drop_remainder=drop_remainder,
+        with_info=with_info, shard=shard, input_context=input_context)
+
+
+def load_version(
+    opened: view.Version,
+    split: str | None = None,
+    *,
+    batch_size: int | None = None,
+    image_size: Sequence[int] | None = None,
+    as_supervised: bool = False,
+    shuffle: bool | str = False,
+    shuffle_buffer: int = 1024,
+    seed: int | None = None,
+    cache: bool | str = False,
+    decode_images: bool = True,
+    channels: int = 3,
+    deterministic: bool | None = None,
+    drop_remainder: bool = False,
+    with_info: bool = False,
+    shard: tuple[int, int] | None = None,
+    input_context=None,
+    cache_dir: str | None = None,
+    cache_limit: int | str | None = None,
+):
+    """``load`` of the version ``opened`` (``Folder.load``): every split's pipeline reads
+    that one opening."""
     image_size = _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels)
     import tensorflow as tf
 
-    tfrecord_dir = str(tfrecord_dir)
-    opened = view.open_version(tfrecord_dir, version)
+    tfrecord_dir = opened.output_dir
     manifest = opened.manifest
     image_key, label_key = manifest.image_key, manifest.label_key
     if as_supervised and (image_key is None or label_key is None):
@@ -596,11 +628,8 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
 
     counts = v.counts
     known = v.counts_known  # TFRecorder 2.0 did not record them
-    if not known and (reader[1] > 1 or shuffle == "global"):
-        raise ConfigError(
-            f"{root} does not record how many records each shard holds (TFRecorder 2.0), "
-            f"which shard= and shuffle='global' need; write index files with "
-            f"`tfrecorder index {root}` (uncompressed shards only)")
+    if reader[1] > 1 or shuffle == "global":
+        v.need_counts("shard= and shuffle='global'")
     if reader[1] > 1 or shuffle == "global" or v.retired:
         ds, length = _reader_records(tf, v, compression, reader, shuffle, seed, deterministic,
                                      shard_cache if v.version.generation else None)

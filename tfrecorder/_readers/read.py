@@ -23,7 +23,7 @@ from tfrecorder._writer import example
 from tfrecorder._folder import layout
 from tfrecorder import access
 from tfrecorder._folder import view
-from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
+from tfrecorder._errors import ConfigError, CorruptRecordError
 from tfrecorder._inputs.detection import BOX_FLAGS
 from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._folder.manifest import Manifest
@@ -65,11 +65,21 @@ def read(output_dir: str, split: str | None = None, images: bool = False, *,
     IncompleteOutputError when the directory holds no finished conversion;
     OutputChangedError when another conversion replaces it while it is read.
     """
+    access._refuse_a_file(str(output_dir))  # the table given for the folder: as Reader says
+    return read_version(view.open_version(str(output_dir), version), split, images,
+                        chunksize=chunksize)
+
+
+def read_version(opened: view.Version, split: str | None = None, images: bool = False, *,
+                 chunksize: int | None = None):
+    """``read`` of the version ``opened`` (``Folder.read``): every split's reader is
+    made from that one opening, so all read one conversion."""
     if chunksize is not None and (isinstance(chunksize, (bool, np.bool_)) or not isinstance(
             chunksize, (int, np.integer)) or chunksize < 1):
         raise ConfigError(f"chunksize={chunksize!r}; give a whole number of rows, 1 or more, "
                           f"or None for one DataFrame")
-    readers = _open(str(output_dir), split, version)
+    names = [split] if split is not None else list(opened.manifest.splits)
+    readers = [access.Reader.of(opened.view(name)) for name in names]
     columns = _columns(readers[0].manifest, bool(images)) if readers else []
     skip = frozenset() if images else frozenset({layout.IMAGE})
     if chunksize is not None:
@@ -84,22 +94,6 @@ def read(output_dir: str, split: str | None = None, images: bool = False, *,
         for reader in readers:
             reader.close()
     return _frame(cells, columns)
-
-
-def _open(output_dir: str, split: str | None, version: int | None) -> list[access.Reader]:
-    """A reader of each split to read, all of one conversion and version."""
-    access._refuse_a_file(output_dir)  # the table given for the folder: as Reader says
-    opened = view.open_version(output_dir, version)
-    names = [split] if split is not None else list(opened.manifest.splits)
-    readers = [access.Reader(output_dir, name, version=opened.number) for name in names]
-    found = {(r.manifest.generation, tuple(r.manifest.splits)) for r in readers}
-    if len(found) > 1 or (split is None and readers
-                          and list(readers[0].manifest.splits) != names):
-        for reader in readers:
-            reader.close()
-        raise OutputChangedError(f"{output_dir} was written again while it was being opened; "
-                                 f"read it again once that conversion is done")
-    return readers
 
 
 def _chunks(readers: list[access.Reader], columns: list[_Column], skip: frozenset,

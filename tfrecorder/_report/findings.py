@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import layout, metadata, view
+from tfrecorder._folder import layout, view
 from tfrecorder._report import measures, quality
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 
@@ -63,9 +63,12 @@ class Report:
     split (``access.Reader(out, split)[position]``).
     """
 
-    def __init__(self, output_dir: str, data: dict[str, Any]):
+    def __init__(self, output_dir: str, data: dict[str, Any], opened=None):
         self.output_dir = str(output_dir)
         self.data = data
+        #: The version whose records the thumbnails show (a ``view.Version``); None:
+        #: the folder's latest when they are drawn.
+        self._opened = opened
         pairs = data.get("pairs", [])
         frame = _pairs_frame(pairs)
         across = frame["split_a"] != frame["split_b"]
@@ -250,7 +253,7 @@ class Report:
         esc = html.escape
         parts = [f"<div><b>data report</b> of <code>{esc(self.output_dir)}</code>: "
                  f"{esc(self.summary())}</div>", self._bars_svg()]
-        thumbs = _Thumbnails(self.output_dir)
+        thumbs = _Thumbnails(self.output_dir, self._opened)
         groups = self.data.get("groups")
         if groups:
             # a group is one strip of thumbnails: the image and where each copy is
@@ -414,8 +417,9 @@ class _Thumbnails:
     """Small images of records, read from the conversion itself (the table's files may
     have moved since), as HTML cells."""
 
-    def __init__(self, output_dir: str):
+    def __init__(self, output_dir: str, opened=None):
         self._dir = output_dir
+        self._opened = opened
         self._readers: dict = {}
 
     def _image(self, split: str, position) -> bytes | None:
@@ -425,7 +429,8 @@ class _Thumbnails:
             if split not in self._readers:
                 from tfrecorder.access import Reader
 
-                self._readers[split] = Reader(self._dir, split)
+                self._readers[split] = (Reader(self._dir, split) if self._opened is None
+                                        else Reader.of(self._opened.view(split)))
             reader = self._readers[split]
             feats = reader.features(int(position))
             data = feats.get(layout.IMAGE)
@@ -461,20 +466,24 @@ def report(output_dir: str, version: int | None = None) -> Report:
     the conversion was written without a report (before tfrecorder wrote one), or when
     the report of ``version`` is no longer there (docs/versions.md).
     """
-    output_dir = str(output_dir)
-    manifest = (metadata.read_manifest(output_dir) if version is None
-                else view.open_version(output_dir, version).manifest)
+    return report_version(view.open_version(str(output_dir), version))
+
+
+def report_version(opened: view.Version) -> Report:
+    """``report`` of the version ``opened`` (``Folder.report``): its own report file, and
+    thumbnails read from its own records, whatever was published since."""
+    output_dir, manifest, version = opened.output_dir, opened.manifest, opened.number
     if not manifest.quality:
         raise ConfigError(f"{output_dir} was converted without a data report (quality.json); "
                           f"convert it again with overwrite=True to get one")
     data = read(output_dir, manifest.quality)
-    if version is not None and data.get("version", 1) != (manifest.version or 1):
+    if data.get("version", 1) != (manifest.version or 1):
         # Version 1 names the folder's quality.json, which every later version replaces.
         raise ConfigError(
             f"the data report of version {version} of {output_dir} was replaced by version "
             f"{data.get('version')}'s ({manifest.quality}): only the versions after the "
             f"first keep their own (versions/KKKKK/quality.json)")
-    return Report(output_dir, data)
+    return Report(output_dir, data, opened)
 
 
 def read(output_dir: str, name: str) -> dict:

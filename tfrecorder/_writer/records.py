@@ -7,7 +7,11 @@ A TFRecord file is a sequence of records, each::
     bytes  data[length]
     uint32 masked CRC32C of data
 
-Writer and reader both use this module, so they cannot disagree about the format.
+Writer and reader both use this module, so they cannot disagree about the format: it
+is the one place that frames a record or parses framing (as Beam's ``_TFRecordUtil``
+serves its source and sink). ``read_records`` reads a stream whole, ``scan`` finds the
+records of a file from their length fields alone (what an index file lists), and
+``unframe`` checks one record read by its index entry.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from tfrecorder._errors import CorruptRecordError
 _MASK_DELTA = 0xA282EAD8
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
+#: Bytes of framing around a record's data: its length, the length's CRC, the data's CRC.
+FRAMING = 16
+#: Bytes before a record's data: its length and the length's CRC.
+_HEADER = 12
 
 
 def _mask(crc: int) -> int:
@@ -66,7 +74,23 @@ def write_record_parts(file: BinaryIO, parts: list[bytes], digest=None) -> int:
     file.write(footer)
     if digest is not None:
         digest.update(header + footer)
-    return length + 16
+    return length + FRAMING
+
+
+def framed_length(data: bytes) -> int:
+    """The bytes ``data`` takes in a file as one record, framing included (what an
+    index file lists as the record's length)."""
+    return len(data) + FRAMING
+
+
+def _length(header: bytes, where: str, at: int) -> int:
+    """The data length a record's header gives; CorruptRecordError naming ``where`` and
+    byte ``at`` when the header is cut short or its checksum is wrong."""
+    if len(header) < _HEADER:
+        raise CorruptRecordError(f"{where}: truncated record header at byte {at}")
+    if _CRC.unpack_from(header, 8)[0] != masked_crc32c(header[:8]):
+        raise CorruptRecordError(f"{where}: bad length checksum at byte {at}")
+    return _LENGTH.unpack_from(header)[0]
 
 
 def read_records(file: BinaryIO, name: str = "<stream>") -> Iterator[bytes]:
@@ -77,23 +101,34 @@ def read_records(file: BinaryIO, name: str = "<stream>") -> Iterator[bytes]:
     """
     offset = 0
     while True:
-        header = file.read(12)
+        header = file.read(_HEADER)
         if not header:
             return
-        if len(header) < 12:
-            raise CorruptRecordError(f"{name}: truncated record header at byte {offset}")
-        (length,) = _LENGTH.unpack_from(header)
-        (crc,) = _CRC.unpack_from(header, 8)
-        if crc != masked_crc32c(header[:8]):
-            raise CorruptRecordError(f"{name}: bad length checksum at byte {offset}")
+        length = _length(header, name, offset)
         data = file.read(length)
         footer = file.read(4)
         if len(data) < length or len(footer) < 4:
             raise CorruptRecordError(f"{name}: truncated record at byte {offset}")
         if _CRC.unpack(footer)[0] != masked_crc32c(data):
             raise CorruptRecordError(f"{name}: bad data checksum at byte {offset}")
-        offset += 16 + length
+        offset += FRAMING + length
         yield data
+
+
+def scan(file: BinaryIO, where: str = "<stream>") -> Iterator[tuple[int, int]]:
+    """``(offset, framed length)`` of every record of an uncompressed TFRecord ``file``,
+    read from the length fields alone (the data is skipped with seeks, not read): the
+    entries of its index file. Each length field's checksum is checked, and a record
+    that runs past the file's end is an error."""
+    end = file.seek(0, 2)
+    at = 0
+    while at < end:
+        file.seek(at)
+        length = _length(file.read(_HEADER), where, at)
+        if at + length + FRAMING > end:
+            raise CorruptRecordError(f"{where}: truncated record at byte {at}")
+        yield at, length + FRAMING
+        at += length + FRAMING
 
 
 def unframe(framed: bytes, length: int, where: str) -> bytes:
@@ -104,14 +139,14 @@ def unframe(framed: bytes, length: int, where: str) -> bytes:
     if len(framed) != length:
         raise CorruptRecordError(f"{where}: the shard ends {length - len(framed)} bytes "
                                  f"early; the shard or its index file is damaged")
-    (size,) = _LENGTH.unpack_from(framed) if length >= 12 else (-1,)
-    if length < 12 or _CRC.unpack_from(framed, 8)[0] != masked_crc32c(framed[:8]):
+    (size,) = _LENGTH.unpack_from(framed) if length >= _HEADER else (-1,)
+    if length < _HEADER or _CRC.unpack_from(framed, 8)[0] != masked_crc32c(framed[:8]):
         raise CorruptRecordError(f"{where}: bad length checksum (is the index file the "
                                  f"shard's own?)")
-    if size + 16 != length:
+    if size + FRAMING != length:
         raise CorruptRecordError(f"{where}: a record of {size} bytes where the index says "
-                                 f"{length - 16}; rebuild the index files")
-    data = framed[12:12 + size]
+                                 f"{length - FRAMING}; rebuild the index files")
+    data = framed[_HEADER:_HEADER + size]
     if _CRC.unpack_from(framed, length - 4)[0] != masked_crc32c(data):
         raise CorruptRecordError(f"{where}: bad data checksum")
     return data
