@@ -99,7 +99,7 @@ def main() -> None:
         os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{proxy_port}"
 
         from tfrecorder._writer import example, plan, shard
-        from tfrecorder._folder import output
+        from tfrecorder._folder import ledger
         from tfrecorder._writer.plan import Row
 
         rows = [Row(i, "train", uri, {"label": example.int64_feature([0])}, ("TRAIN", uri, 0))
@@ -110,7 +110,7 @@ def main() -> None:
         for threads in (1, shipped):
             shard.REMOTE_READ_THREADS = threads
             settings = shard.WriteSettings(
-                output.RunFolder(os.path.join(work, f"out{threads}"), "bench"),
+                ledger.RunFolder(os.path.join(work, f"out{threads}"), "bench"),
                 ("split", "image_uri", "label"))
             start = time.perf_counter()
             stats, bad = shard.write(task, settings)

@@ -18,7 +18,7 @@ import pytest
 import tfrecorder
 from tfrecorder import _storage as storage
 from tfrecorder._writer import example, records, shard
-from tfrecorder._folder import layout, metadata, output
+from tfrecorder._folder import layout, ledger, metadata
 from tfrecorder._writer.plan import Row, ShardTask
 from tests.conftest import encode
 
@@ -102,7 +102,7 @@ class _ReadThrough(shard.WriteSettings):
     ``shard.write`` takes its reader from, so the shard decides the reads in flight."""
 
     def __init__(self, tmp_path, read):
-        super().__init__(output.RunFolder(str(tmp_path / "out"), "r1"), ("image_uri",))
+        super().__init__(ledger.RunFolder(str(tmp_path / "out"), "r1"), ("image_uri",))
         object.__setattr__(self, "read", read)
 
     def reader(self):

@@ -279,7 +279,7 @@ def test_index_files_and_reader_parts_on_cloud_storage(gcs, tmp_path):
 
 
 def test_index_files_a_dead_run_left_under_their_final_names_are_cleared(tmp_path):
-    from tfrecorder._folder import output
+    from tfrecorder._folder import ledger, removal, survey
 
     # What a run killed on an object store leaves: files under their final names,
     # listed in its ledger, and no manifest.
@@ -288,8 +288,8 @@ def test_index_files_a_dead_run_left_under_their_final_names_are_cleared(tmp_pat
     (out / index.DIR).mkdir(parents=True)
     (out / shard).write_bytes(b"partial")
     (out / index.DIR / f"{shard}.idx").write_bytes(b"0 23\n")
-    output.write_ledger(output.RunFolder(str(out), "dead").folder, [shard, index.name(shard)])
-    survey = output.survey(str(out), layout.Declared("data", frozenset({"train"})))
-    assert survey.foreign() == []  # the index folder is the dead run's, so ours
-    output.clear_leftovers(survey, keep_run="new")
+    ledger.write_ledger(ledger.RunFolder(str(out), "dead").folder, [shard, index.name(shard)])
+    surveyed = survey.survey(str(out), layout.Declared("data", frozenset({"train"})))
+    assert surveyed.foreign() == []  # the index folder is the dead run's, so ours
+    removal.clear_leftovers(surveyed, keep_run="new")
     assert sorted(os.listdir(out)) == []  # the folder of runs too, once empty

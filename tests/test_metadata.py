@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tfrecorder._folder import layout, metadata, output
+from tfrecorder._folder import layout, ledger, metadata, publishing
 from tfrecorder._errors import ConversionError, IncompleteOutputError
 from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._writer.shard import Quarantined, ShardStats
@@ -18,7 +18,7 @@ def _spec(out, rows_in=5, budget=1.0):
 
 
 def _run(out):
-    return output.RunFolder(out, "r1")
+    return ledger.RunFolder(out, "r1")
 
 
 def _stage(out, stats):
@@ -61,7 +61,7 @@ def test_rows_of_one_id_are_in_the_same_order_whatever_order_the_shards_came_in(
 def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
     out = str(tmp_path)
     _stage(out, _stats())
-    m = output.finish(_run(out), _spec(out), _stats(), _bad())
+    m = publishing.finish(_run(out), _spec(out), _stats(), _bad())
     assert list(m.splits) == ["train", "test"]
     assert m.files("train") == ["d-train.tfrecord-00000-of-00002", "d-train.tfrecord-00001-of-00002"]
     assert (m.rows_written, m.rows_quarantined) == (4, 1)
@@ -90,7 +90,7 @@ def test_finish_publishes_every_file_sorted_and_deterministic(tmp_path):
 
     first = files()
     _stage(out, _stats())
-    again = output.finish(_run(out), _spec(out), list(reversed(_stats())), _bad())
+    again = publishing.finish(_run(out), _spec(out), list(reversed(_stats())), _bad())
     assert first == files()
     assert dataclasses.replace(metadata.read_manifest(out), published=None) == \
         dataclasses.replace(m, published=None)
@@ -101,7 +101,7 @@ def test_over_the_error_budget_no_manifest_is_written(tmp_path):
     out = str(tmp_path)
     _stage(out, _stats())
     with pytest.raises(ConversionError, match="1 of 5 rows.*max_error_fraction=0.1.*not found"):
-        output.finish(_run(out), _spec(out, budget=0.1), _stats(), _bad())
+        publishing.finish(_run(out), _spec(out, budget=0.1), _stats(), _bad())
     assert not os.path.exists(tmp_path / layout.MANIFEST)
     assert os.path.exists(tmp_path / layout.ERRORS)
     assert not any(n.endswith(("00001", "00002")) for n in os.listdir(out))  # nothing published

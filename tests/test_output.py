@@ -14,7 +14,8 @@ import pytest
 import tfrecorder
 from tfrecorder import _storage as storage
 from tfrecorder._readers import inspection
-from tfrecorder._folder import layout, metadata, output
+from tfrecorder._folder import layout, metadata, survey
+from tfrecorder._folder.lock import LOCK_TTL, acquire, identity, release
 from tests.conftest import BUCKET, SAMPLES, encode, read_split
 
 
@@ -136,7 +137,7 @@ def test_a_live_lock_refuses_at_once_and_names_the_run(tmp_path):
 ], ids=["dead process", "expired", "expired dataflow"])
 def test_a_stale_lock_is_taken_over(tmp_path, holder):
     if holder.get("pid") == "DEAD":
-        holder = {**output.identity(), "pid": _dead_pid()}
+        holder = {**identity(), "pid": _dead_pid()}
     out = tmp_path / "out"
     _lock_file(out, **holder)
     result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
@@ -169,7 +170,7 @@ def test_a_lock_whose_process_is_gone_is_taken_over_at_once_whatever_ran(
     shutil.copytree(samples_converted()[0], out)
     holder = _killed_holding_the_lock(out, runner)
     assert holder["runner"] == runner and holder["pid"] != os.getpid()
-    assert holder["expires"] > time.time() + output.LOCK_TTL / 2  # far from expired
+    assert holder["expires"] > time.time() + LOCK_TTL / 2  # far from expired
     assert tfrecorder.vacuum(str(out), keep=1).versions == ()
     assert layout.LOCK not in os.listdir(out)
     _killed_holding_the_lock(out, runner)
@@ -181,7 +182,7 @@ def test_a_lock_whose_process_is_gone_is_taken_over_at_once_whatever_ran(
 def test_a_live_holder_or_a_job_elsewhere_keeps_its_lock(tmp_path, samples_converted):
     out = tmp_path / "out"
     shutil.copytree(samples_converted()[0], out)
-    lock = output.acquire(str(out), "live", "compact")  # this process: alive
+    lock = acquire(str(out), "live", "compact")  # this process: alive
     with pytest.raises(tfrecorder.OutputBusyError, match=r"run live \(compact, process"):
         tfrecorder.vacuum(str(out), keep=1)
     lock.release()
@@ -200,7 +201,7 @@ def test_a_live_holder_or_a_job_elsewhere_keeps_its_lock(tmp_path, samples_conve
 ], ids=["other pid namespace", "other boot", "no identity"])
 def test_a_process_that_is_only_invisible_from_here_keeps_its_lock(tmp_path, holder):
     out = tmp_path / "out"
-    _lock_file(out, **{**output.identity(), "pid": _dead_pid(), **holder})
+    _lock_file(out, **{**identity(), "pid": _dead_pid(), **holder})
     before = (out / layout.LOCK).read_bytes()
     with pytest.raises(tfrecorder.OutputBusyError, match="run other"):
         tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
@@ -222,7 +223,7 @@ def test_a_malformed_lock_is_busy_while_young_and_taken_over_once_provably_expir
         tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
     assert str(lock) in str(e.value)
     assert os.listdir(out) == [layout.LOCK]
-    old = time.time() - output.LOCK_TTL - 5
+    old = time.time() - LOCK_TTL - 5
     os.utime(lock, (old, old))  # nobody rewrote it for longer than a lock lives
     result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
     assert result.rows_written == 36
@@ -233,7 +234,7 @@ def test_a_folder_at_the_locks_name_is_busy_and_never_moved(tmp_path):
     out = tmp_path / "out"
     (out / layout.LOCK).mkdir(parents=True)
     (out / layout.LOCK / "keep").write_text("mine")
-    old = time.time() - 10 * output.LOCK_TTL
+    old = time.time() - 10 * LOCK_TTL
     os.utime(out / layout.LOCK, (old, old))
     with pytest.raises(tfrecorder.OutputBusyError, match="is a folder"):
         tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
@@ -284,26 +285,26 @@ def test_a_lock_being_created_is_not_a_file_of_the_folder(tmp_path):
     out.mkdir()
     making = out / os.path.basename(storage.temp_name(str(out / layout.LOCK)))
     making.write_text("{}")
-    assert output.survey(str(out)).entries == ()
+    assert survey.survey(str(out)).entries == ()
     tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out))  # overwrite=False
     assert making.exists()
     (out / "mine.txt").write_text("x")
-    assert output.survey(str(out)).entries != ()
+    assert survey.survey(str(out)).entries != ()
 
 
 def test_the_lock_on_cloud_storage(gcs):
     out = f"gs://{BUCKET}/locked"
-    lock = output.acquire(out, "run-1", "DataflowRunner", ttl=3600)
+    lock = acquire(out, "run-1", "DataflowRunner", ttl=3600)
     with pytest.raises(tfrecorder.OutputBusyError, match="run run-1 \\(DataflowRunner"):
-        output.acquire(out, "run-2", "DirectRunner")
+        acquire(out, "run-2", "DirectRunner")
     lock.holder["job_id"] = "2026-11-23_job"
     lock.write()
     with pytest.raises(tfrecorder.OutputBusyError, match="job 2026-11-23_job"):
-        output.acquire(out, "run-2", "DirectRunner")
-    output.release(storage.join(out, layout.LOCK), "someone-else")  # not theirs: stays
+        acquire(out, "run-2", "DirectRunner")
+    release(storage.join(out, layout.LOCK), "someone-else")  # not theirs: stays
     assert gcs.exists(f"{BUCKET}/locked/{layout.LOCK}")
     lock.release()
-    output.acquire(out, "run-2", "DirectRunner").release()
+    acquire(out, "run-2", "DirectRunner").release()
     assert not gcs.exists(f"{BUCKET}/locked/{layout.LOCK}")
 
 
@@ -395,10 +396,10 @@ def test_the_index_files_overwrite_removes_are_those_a_conversion_names():
     listed = ShardInfo(shard, 1, 10, index="notes.txt")
     manifest = Manifest("data", None, {}, {}, {"train": SplitInfo("train", 1, 10, [listed])},
                         1, 1, 0)
-    survey = output.Survey("out", ("notes.txt", shard, index.DIR, layout.MANIFEST),
-                           manifest, frozenset())
-    assert "notes.txt" not in survey.complete_files
-    assert index.name(shard) in survey.complete_files and survey.foreign() == ["notes.txt"]
+    surveyed = survey.Survey("out", ("notes.txt", shard, index.DIR, layout.MANIFEST),
+                             manifest, frozenset())
+    assert "notes.txt" not in surveyed.complete_files
+    assert index.name(shard) in surveyed.complete_files and surveyed.foreign() == ["notes.txt"]
 
 
 def test_a_users_file_that_a_run_would_replace_is_refused(tmp_path):

@@ -10,7 +10,7 @@ import stat
 import pytest
 
 import tfrecorder
-from tfrecorder._folder import layout, output
+from tfrecorder._folder import layout, ledger
 from tfrecorder._writer import staging
 from tfrecorder._writer.plan import Row
 from tests.conftest import BUCKET, encode, stage_rows
@@ -285,7 +285,7 @@ def test_a_ledger_naming_files_of_no_conversion_here_removes_none(tmp_path, publ
     run = out / layout.TMP_DIR / "deadrun"
     run.mkdir(parents=True)
     theirs = ["mine-train.tfrecord-00000-of-00001", "notes.labels.txt"]
-    (run / output.LEDGER).write_text(json.dumps({"files": theirs}))
+    (run / ledger.LEDGER).write_text(json.dumps({"files": theirs}))
     for name in theirs:
         (out / name).write_text("the user's")
     result = tfrecorder.convert(_table(tmp_path, "b"), str(out), overwrite=True)
@@ -298,7 +298,7 @@ def test_a_ledger_listing_paths_outside_removes_nothing_there(tmp_path, victims)
     out = tmp_path / "out"
     run = out / layout.TMP_DIR / "deadrun"
     run.mkdir(parents=True)
-    (run / output.LEDGER).write_text(json.dumps({"files": [
+    (run / ledger.LEDGER).write_text(json.dumps({"files": [
         "../victim.txt", "../victimdir", str(tmp_path / "victim.txt"), "/",
         "data-train.tfrecord-00000-of-00001"]}))
     (out / "data-train.tfrecord-00000-of-00001").write_bytes(b"left by the dead run")
@@ -426,11 +426,11 @@ def test_the_run_folder_is_its_owners_alone(tmp_path):
     folder = tmp_path / "out" / layout.TMP_DIR / "run1"
     old = os.umask(0o002)
     try:
-        output.write_ledger(str(folder), ["tfrecorder.json"])
+        ledger.write_ledger(str(folder), ["tfrecorder.json"])
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
-    assert stat.S_IMODE(os.stat(folder / output.LEDGER).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(folder / ledger.LEDGER).st_mode) == 0o600
 
 
 @pytest.mark.slow  # the storage emulator end to end

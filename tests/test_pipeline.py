@@ -6,7 +6,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from tfrecorder._writer import example, pipeline, plan, shard, staging
-from tfrecorder._folder import metadata, output
+from tfrecorder._folder import ledger, metadata
 from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._writer.plan import Row
 from tests.conftest import encode, read_split, stage_rows
@@ -31,7 +31,7 @@ def test_write_shards_emits_one_element_per_shard_with_its_quarantined_rows(tmp_
     rows = _rows(tmp_path, image_table, 6, [100, 101])
     tasks = stage_rows(rows, tmp_path / "tasks", num_shards=2)
     out = str(tmp_path / "out")
-    settings = shard.WriteSettings(output.RunFolder(out, "r1"), COLUMNS)
+    settings = shard.WriteSettings(ledger.RunFolder(out, "r1"), COLUMNS)
     with BeamTestPipeline() as p:
         written = (p | beam.Create(range(len(tasks)))
                    | pipeline.WriteShards(str(tmp_path / "tasks"), settings))
@@ -49,7 +49,7 @@ def test_the_job_graph_is_one_chain_without_side_inputs_or_tagged_outputs(tmp_pa
     spec = metadata.DatasetSpec("d", None, {}, {}, 1)
     p = beam.Pipeline()
     pipeline.build(p, str(tmp_path), 1,
-                   shard.WriteSettings(output.RunFolder(str(tmp_path), "r1"), COLUMNS), spec)
+                   shard.WriteSettings(ledger.RunFolder(str(tmp_path), "r1"), COLUMNS), spec)
     steps = []
 
     class Visit(beam.pipeline.PipelineVisitor):
@@ -72,7 +72,7 @@ def test_shards_are_reshuffled_unless_one_worker_in_this_process_writes_them(tmp
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 
     spec = metadata.DatasetSpec("d", None, {}, {}, 1)
-    settings = shard.WriteSettings(output.RunFolder(str(tmp_path), "r1"), COLUMNS)
+    settings = shard.WriteSettings(ledger.RunFolder(str(tmp_path), "r1"), COLUMNS)
 
     def labels(p):
         pipeline.build(p, str(tmp_path), 2, settings, spec)
@@ -103,7 +103,7 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
         len(rows), max_error_fraction=0.5)
     with beam.Pipeline() as p:
         pipeline.build(p, str(tmp_path / "tasks"), len(tasks),
-                       shard.WriteSettings(output.RunFolder(out, "r1"), COLUMNS), spec)
+                       shard.WriteSettings(ledger.RunFolder(out, "r1"), COLUMNS), spec)
     m = metadata.read_manifest(out)
     assert (m.rows_in, m.rows_written, m.rows_quarantined) == (6, 5, 1)
     assert m.splits["train"].num_examples == 5 and m.splits["test"].num_examples == 0

@@ -1,14 +1,14 @@
 import os
 
 from tfrecorder._writer import example, shard
-from tfrecorder._folder import layout, output
+from tfrecorder._folder import layout, ledger
 from tfrecorder._writer.plan import ShardTask
 from tfrecorder._writer.plan import Row
 from tests.conftest import encode, read_examples
 
 
 def _settings(tmp_path, columns=("split", "image_uri", "label"), **kw):
-    run = output.RunFolder(str(tmp_path / "out"), "r1")
+    run = ledger.RunFolder(str(tmp_path / "out"), "r1")
     return shard.WriteSettings(run, columns, **kw)
 
 

@@ -8,7 +8,8 @@ import pytest
 
 import tfrecorder
 from tfrecorder._inputs import labels, schema, spill
-from tfrecorder._folder import metadata, output
+from tfrecorder._folder import ledger, metadata
+from tfrecorder._folder.lock import LOCK_TTL, acquire
 from tests.conftest import SAMPLES, check_table, encode, timeless
 
 
@@ -224,7 +225,7 @@ def test_nothing_is_left_of_the_spill(tmp_path, monkeypatch, tiny_chunks):
     with pytest.raises(tfrecorder.OutputExistsError):
         tfrecorder.convert(csv, out)
     assert os.listdir(spill_root) == []
-    lock = output.acquire(out, output.new_run_id(), "DirectRunner", output.LOCK_TTL)
+    lock = acquire(out, ledger.new_run_id(), "DirectRunner", LOCK_TTL)
     try:
         with pytest.raises(tfrecorder.OutputBusyError):
             tfrecorder.convert(csv, out, overwrite=True)

@@ -21,7 +21,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder import access
-from tfrecorder._folder import index, layout, output
+from tfrecorder._folder import index, layout, survey
 from tfrecorder._writer.records import scan as scan_records
 from tfrecorder._errors import ConfigError, CorruptRecordError
 from tests.conftest import BUCKET, SAMPLES
@@ -347,9 +347,9 @@ def test_overwrite_removes_every_file_of_every_version_and_nothing_else(tf, vers
     out = str(tmp_path / "out")
     shutil.copytree(src, out)
     _write(out, "notes.txt", b"the user's")
-    survey = output.survey(out)
-    assert survey.foreign() == ["notes.txt"]
-    ours = survey.complete_files
+    surveyed = survey.survey(out)
+    assert surveyed.foreign() == ["notes.txt"]
+    ours = surveyed.complete_files
     assert {"versions/00001.json", "versions/00002.json", NEW_SHARD, index.name(NEW_SHARD),
             f"rows/{NEW_SHARD}.rows.jsonl.gz"} <= ours
     assert any(n.startswith("versions/00002/index/") for n in ours)
@@ -480,7 +480,7 @@ def test_a_version_listing_names_tfrecorder_does_not_write_is_refused(versioned,
     # Version 1 is whole and still reads; overwrite takes nothing the bad version lists
     # as its own, so it refuses to replace the shards.
     assert access.Reader(out, "train", version=1).version == 1
-    assert "versions" in output.survey(out).foreign()
+    assert "versions" in survey.survey(out).foreign()
     with pytest.raises(tfrecorder.OutputExistsError):
         tfrecorder.convert(DATA, out, num_shards={"train": 3, "validation": 1, "test": 1},
                            overwrite=True)

@@ -43,7 +43,8 @@ from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._readers.loading import Datasets, info, load
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo
 from tfrecorder._options import Dataflow, Options
-from tfrecorder._folder.output import build_index, vacuum
+from tfrecorder._folder.indexing import build_index
+from tfrecorder._folder.vacuum import vacuum
 from tfrecorder._folder.compact import compact
 from tfrecorder._readers.preview import Preview, show
 from tfrecorder._readers.read import read

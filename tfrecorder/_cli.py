@@ -96,7 +96,7 @@ def _run_csv(args, _beam_flags) -> int:
 
 
 def _run_index(args, _beam_flags) -> int:
-    from tfrecorder._folder.output import build_index
+    from tfrecorder._folder.indexing import build_index
 
     written = build_index(args.output_dir)
     print(f"wrote {len(written)} index files in {args.output_dir}")
@@ -145,7 +145,7 @@ def _run_versions(args, _beam_flags) -> int:
 
 
 def _run_vacuum(args, _beam_flags) -> int:
-    from tfrecorder._folder.output import vacuum
+    from tfrecorder._folder.vacuum import vacuum
 
     print(f"{args.output_dir}: {vacuum(args.output_dir, args.keep)}")
     return 0

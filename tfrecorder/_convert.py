@@ -3,7 +3,7 @@
 Every table takes the same way: ``spill.read`` reads, checks and spills it, chunk by
 chunk; ``plan.plans`` cuts each split into shards from its row count; ``staging.stage``
 writes the shard tasks the workers read; a runner (``direct``, ``dataflow``) runs the
-Beam pipeline; its last step publishes the output folder (``output``).
+Beam pipeline; its last step publishes the output folder (``publishing``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import logging
 import os
 from tfrecorder._inputs import arguments
 from tfrecorder._writer import cluster, dataflow, direct, image, plan, runners
-from tfrecorder._folder import index, layout, metadata, output
+from tfrecorder._folder import index, layout, ledger, metadata, publishing, removal, survey
+from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
 from tfrecorder._report import matching
 from tfrecorder import _storage as storage
 from tfrecorder._folder import rows, versions
@@ -100,20 +101,20 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     table = planned = None
     updates = opts.updates
     if updates:
-        found = output.survey(output_dir)
+        found = survey.survey(output_dir)
         updates = found.latest is not None or bool(found.damaged)
     try:
         if not updates:
             table, _ = read()
             planned = _planned(opts, table)
-            output.check_target(output.survey(output_dir, planned.declared), opts.overwrite,
+            survey.check_target(survey.survey(output_dir, planned.declared), opts.overwrite,
                                 planned.files)
         # Nothing has been written so far. From here on the directory is this run's.
         with _lock(output_dir, opts) as lock:
             run_id = lock.holder["run_id"]
             # With the lock held the directory cannot change under us: look (again, for
             # a conversion, as another run may have finished there since the first look).
-            before = output.survey(output_dir, planned.declared if planned else None)
+            before = survey.survey(output_dir, planned.declared if planned else None)
             if updates:
                 if before.damaged:
                     # Its versions cannot be trusted: nothing to update, nor to convert over.
@@ -128,11 +129,11 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                                           stored), table.notes)
                 # A folder with no version yet: the update is a first conversion.
                 planned = _planned(opts, table)
-                before = output.survey(output_dir, planned.declared)
-            output.check_target(before, opts.overwrite, planned.files, run_id)
-            output.clear_leftovers(before, run_id)
+                before = survey.survey(output_dir, planned.declared)
+            survey.check_target(before, opts.overwrite, planned.files, run_id)
+            removal.clear_leftovers(before, run_id)
             run = _run(opts, output_dir, run_id, before, table, planned.shards, schema, source)
-            output.write_ledger(run.settings.run.folder, planned.files)
+            ledger.write_ledger(run.settings.run.folder, planned.files)
             _stop_over_budget(run, table)
             # The rows go to the staged task files; the spill is removed before the run.
             staging.stage(table, planned.plans, run.task_dir, name=opts.name,
@@ -253,7 +254,7 @@ def _execute(run, lock, opts: Options):
     return ConversionResult.from_output(output_dir, opts.runner, job_id)
 
 
-def _update(opts: Options, lock, before: output.Survey, parent, table: spill.Spilled,
+def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spilled,
             schema, source, stored_splits: versions.StoredSplits):
     """The update of ``parent``, the latest version of the folder ``before`` surveyed with
     ``lock`` held, by ``table`` (``mode="update"`` or ``"append"``): the rows that changed
@@ -265,9 +266,9 @@ def _update(opts: Options, lock, before: output.Survey, parent, table: spill.Spi
     run_id = lock.holder["run_id"]
     subset = None
     try:
-        output.check_target(before, True, [], run_id)
-        output.clear_leftovers(before, run_id)
-        output.complete_latest(before)  # a run killed while it published
+        survey.check_target(before, True, [], run_id)
+        removal.clear_leftovers(before, run_id)
+        publishing.complete_latest(before)  # a run killed while it published
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
         rows_of = _row_settings(opts, table, schema)
         with gc_paused():  # a record of every stored row, none in a cycle (gc_paused)
@@ -284,13 +285,13 @@ def _update(opts: Options, lock, before: output.Survey, parent, table: spill.Spi
         subset = spill.subset(table, decided.picked, look=_looks(opts))
         planned = _planned(opts, subset, version, tuple(decided.update.live_indexes))
         shards = planned.shards
-        output.check_target(before, True, planned.files, run_id)
+        survey.check_target(before, True, planned.files, run_id)
         # The error budget is the whole table's: rows quarantined before are tried again
         # in every update, and must not make a small update fail.
         run = _run(opts, output_dir, run_id, before, subset, shards, schema, source,
                    update=decided.update, rows_in=table.rows_in)
         folder = run.settings.run.folder
-        output.write_ledger(folder, planned.files)
+        ledger.write_ledger(folder, planned.files)
         _stop_over_budget(run, subset)
         for name, data in decided.live_index_data.items():
             storage.write_into(storage.join(folder, name), data)
@@ -302,8 +303,8 @@ def _update(opts: Options, lock, before: output.Survey, parent, table: spill.Spi
                                         pending=folder, distance=opts.near_distance)[0]
                      for split, kept in decided.update.kept.items()
                      for j, info in enumerate(kept)]
-            output.finish(run.settings.run, run.spec, looks, [],
-                          matches=matching.matches(looks, opts.near_duplicates))
+            publishing.finish(run.settings.run, run.spec, looks, [],
+                              matches=matching.matches(looks, opts.near_duplicates))
             return _existing(ConversionResult.from_output(output_dir, opts.runner, None),
                              decided.update)
         staging.stage(subset, planned.plans, run.task_dir, name=opts.name,
@@ -350,8 +351,8 @@ def _stop_over_budget(run: runners.Run, table: spill.Spilled) -> None:
                 for q in shard.missing_file(row, table.columns)]
     try:
         # Raises the error (a Dataflow run's spec says so); else it is read back.
-        output.finish(run.settings.run, spec, [], bad)
-        raise runners.explained(output.budget_failure(run.settings.run, spec),
+        publishing.finish(run.settings.run, spec, [], bad)
+        raise runners.explained(publishing.budget_failure(run.settings.run, spec),
                                 run.settings.run)
     except BaseException:
         runners.after_failure(run)
@@ -374,18 +375,18 @@ def _noted(result, notes: list[str]):
     return dataclasses.replace(result, notes=list(notes)) if notes else result
 
 
-def _lock(output_dir: str, opts: Options) -> output.Lock:
+def _lock(output_dir: str, opts: Options) -> Lock:
     """Creates the output folder and takes its lock, for a ``with`` block."""
     arguments.makedirs(output_dir)
-    run_id = output.new_run_id()
-    ttl = output.DATAFLOW_LOCK_TTL if opts.runner == "DataflowRunner" else output.LOCK_TTL
+    run_id = ledger.new_run_id()
+    ttl = DATAFLOW_LOCK_TTL if opts.runner == "DataflowRunner" else LOCK_TTL
     try:
         # Creating the lock is the first write: it shows a folder we cannot write to
         # where permission bits do not (a read-only mount, an ACL).
         # Any runner but the DirectRunner runs the job elsewhere, which may go on
         # without this process.
-        return output.acquire(output_dir, run_id, opts.runner, ttl,
-                              detached=opts.runner != "DirectRunner")
+        return acquire(output_dir, run_id, opts.runner, ttl,
+                       detached=opts.runner != "DirectRunner")
     except OSError as e:
         if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
@@ -421,7 +422,7 @@ def _row_settings(opts: Options, table: spill.Spilled, schema) -> dict:
         feature_columns=tuple(i for i, c in enumerate(columns) if c not in roles))
 
 
-def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
+def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
          table: spill.Spilled, shards: list[str], schema, source,
          update=None, rows_in: int | None = None) -> runners.Run:
     """Where the run stages, writes and publishes, and how many workers write."""
@@ -431,7 +432,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: output.Survey,
                 if cloud else None)
     # On an object store, shards go straight to their final names when no previous
     # output is there to keep; otherwise into the run's folder, moved at the end.
-    folder = output.RunFolder(
+    folder = ledger.RunFolder(
         output_dir, run_id, moved=not (storage.is_remote(output_dir) and before.manifest is None),
         cleanup=(task_dir,) if cloud else ())
     task_dir = task_dir or storage.join(folder.folder, "tasks")

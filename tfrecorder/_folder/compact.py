@@ -19,7 +19,8 @@ import gzip
 import hashlib
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import index, layout, metadata, output, rows
+from tfrecorder._folder import (index, layout, ledger, lock, metadata, publishing, removal,
+                                rows, survey)
 from tfrecorder._writer import plan, records
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._writer.shard import open_for_write, part_name
@@ -69,22 +70,22 @@ def compact(output_dir: str, splits=None) -> Compacted:
                                or not all(isinstance(x, str) for x in splits)):
         raise ConfigError(f"splits={splits!r}: give a split's name or a list of names "
                           f"(or None for every split TFDS cannot read)")
-    s = output.survey(output_dir)
+    s = survey.survey(output_dir)
     if s.manifest is None:
         raise IncompleteOutputError(
             f"{output_dir} holds no whole conversion ({s.damaged or 'no tfrecorder.json'}); "
             f"nothing to compact")
-    run_id = output.new_run_id()
-    run = output.RunFolder(output_dir, run_id)
-    with output.acquire(output_dir, run_id, "compact"):
+    run_id = ledger.new_run_id()
+    run = ledger.RunFolder(output_dir, run_id)
+    with lock.acquire(output_dir, run_id, "compact"):
         try:
             # With the lock held nothing changes under us: look again.
-            before = output.survey(output_dir)
-            output.check_target(before, True, [], run_id)
+            before = survey.survey(output_dir)
+            survey.check_target(before, True, [], run_id)
             # What a killed run left goes first, even when there is nothing to rewrite.
-            output.clear_leftovers(before, run_id)
-            if output.complete_latest(before):
-                before = output.survey(output_dir)
+            removal.clear_leftovers(before, run_id)
+            if publishing.complete_latest(before):
+                before = survey.survey(output_dir)
             parent = before.latest
             wanted = _wanted(parent, splits)
             if not wanted:
@@ -98,8 +99,8 @@ def compact(output_dir: str, splits=None) -> Compacted:
             files = [*written, layout.version_manifest(version), layout.version_quality(version),
                      layout.version_copy(version, layout.DATASET_INFO),
                      layout.QUALITY, layout.MANIFEST, layout.DATASET_INFO]
-            output.check_target(before, True, files, run_id)
-            output.write_ledger(run.folder, files)
+            survey.check_target(before, True, files, run_id)
+            ledger.write_ledger(run.folder, files)
             new_splits, digests = {}, []
             for name in parent.splits:
                 info = parent.splits[name]
@@ -113,9 +114,9 @@ def compact(output_dir: str, splits=None) -> Compacted:
             if report is not None:
                 files_out[layout.version_quality(version)] = report
                 files_out[layout.QUALITY] = report
-            output.publish(run, written, files_out, manifest, version)
+            publishing.publish(run, written, files_out, manifest, version)
         except BaseException:
-            output.close(run)  # its folder removed
+            publishing.close(run)  # its folder removed
             raise
     return Compacted(output_dir, version,
                      {n: new_splits[n].num_examples for n in wanted}, tuple(shards),
@@ -167,7 +168,7 @@ def _live(output_dir: str, shard: ShardInfo, gzipped: bool):
                 yield data, entries[position]
 
 
-def _rewrite(output_dir: str, run: output.RunFolder, info: SplitInfo, names: list[str],
+def _rewrite(output_dir: str, run: ledger.RunFolder, info: SplitInfo, names: list[str],
              digests: list) -> SplitInfo:
     """The live records of split ``info`` written into shards ``names`` in the run's
     folder, cut as a conversion cuts a split (``plan.boundaries``); the split as the new

@@ -144,7 +144,7 @@ class Folder:
 
     def vacuum(self, keep: int):
         """``tfrecorder.vacuum``: the versions older than the last ``keep`` removed."""
-        from tfrecorder._folder.output import vacuum
+        from tfrecorder._folder.vacuum import vacuum
 
         self._latest("vacuum")
         return vacuum(self.path, keep)

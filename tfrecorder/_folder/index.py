@@ -14,7 +14,7 @@ its own so that a glob over the shard names (``OUT/data-train.tfrecord-*``) matc
 shards only. This module is the only place that writes or parses the format.
 
 A conversion writes each index with its shard (``shard.write``), from the framed
-lengths it wrote; ``output.build_index`` writes them for a directory that has none,
+lengths it wrote; ``indexing.build_index`` writes them for a directory that has none,
 from the shards' length fields (``records.scan``).
 gzip shards have no index: a gzip stream cannot be entered at a byte offset, so there
 is nothing a reader could do with one.

@@ -2,7 +2,7 @@
 
 ``metadata.build`` makes one from the shards' statistics and ``metadata.read_manifest``
 reads one back (or describes a TFRecorder 2.0 folder as one, through ``legacy``); the
-writer (``output``) and every reader (``loading``, ``inspection``, ``access``) share
+writer (``publishing``) and every reader (``loading``, ``inspection``, ``access``) share
 these types. This module defines them, their text and the one policy for a damaged
 one (``damaged``), so it imports no tfrecorder module but ``layout`` and ``index``
 (for the names a manifest may list) and ``errors``.

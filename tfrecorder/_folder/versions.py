@@ -5,7 +5,7 @@ An update reads the latest version's rows files (never its shards), matches the 
 the edited table to the stored records by key, and decides per row: unchanged (kept,
 its image not read), new or changed (written into new shards), or gone (retired: left
 out of the live index of its shard). ``plan`` makes that decision; the pipeline's last
-step publishes it (``output.finish`` with ``Update``). No Beam here.
+step publishes it (``publishing.finish`` with ``Update``). No Beam here.
 """
 
 from __future__ import annotations
@@ -652,11 +652,11 @@ def table(output_dir: str, opened) -> "Any":
     one row of a folder written before versions existed)."""
     import pandas as pd
 
-    from tfrecorder._folder import output
+    from tfrecorder._folder import survey
 
-    found = tuple(sorted({**dict(output.read_versions(output_dir)),
+    found = tuple(sorted({**dict(survey.read_versions(output_dir)),
                           opened.number: opened.manifest}.items()))
-    problem = output.unlike(output_dir, None, found)
+    problem = survey.unlike(output_dir, None, found)
     if problem:
         raise IncompleteOutputError(problem)
     rows_, splits = [], []

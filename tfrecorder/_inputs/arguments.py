@@ -8,7 +8,7 @@ import os
 from typing import Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import index, output
+from tfrecorder._folder import index, survey
 from tfrecorder._inputs import labels
 from tfrecorder._writer import shard, staging
 from tfrecorder._inputs import schema as schemas
@@ -62,7 +62,7 @@ def makedirs(output_dir: str) -> None:
     try:
         storage.makedirs(output_dir)
     except (NotADirectoryError, FileExistsError):
-        raise output.under_a_file(output_dir) from None
+        raise survey.under_a_file(output_dir) from None
     except PermissionError:
         raise ConfigError(f"output directory {output_dir} cannot be created or written (no "
                           f"permission); give a folder you can write to") from None

@@ -11,7 +11,7 @@ import re
 import uuid
 
 from tfrecorder._errors import ConfigError
-from tfrecorder._folder import output
+from tfrecorder._folder.lock import Lock
 from tfrecorder._writer.runners import Run, remove_local_tempdir
 from tfrecorder._writer.wheel import build_wheel
 
@@ -52,7 +52,7 @@ def temp_location(opts, output_dir: str) -> str:
     return f"gs://{bucket}/tfrecorder-tmp"
 
 
-def run_dataflow(run: Run, lock: output.Lock):
+def run_dataflow(run: Run, lock: Lock):
     """Submits the job and hands ``lock`` on to it: its last step publishes the directory
     and removes the lock. A job not submitted (a failure, a dry run) leaves the lock to
     the caller's ``with`` block, which releases it."""

@@ -12,7 +12,7 @@ import threading
 import uuid
 
 from tfrecorder._errors import TFRecorderError
-from tfrecorder._folder import output
+from tfrecorder._folder import publishing
 from tfrecorder._writer.cluster import dask_arguments, dask_in_notebooks
 from tfrecorder._writer.runners import Run, beam_runner, explained, remove_local_tempdir
 
@@ -44,7 +44,7 @@ def _run_here(run: Run, progress_dir: str | None) -> str:
 
     steps.run_here(run.task_dir, len(run.shards), run.settings, run.spec, progress_dir,
                    kept=run.kept, rows_read=run.rows_read)
-    failure = output.budget_failure(run.settings.run, run.spec)
+    failure = publishing.budget_failure(run.settings.run, run.spec)
     if failure is not None:
         raise explained(failure, run.settings.run)
     return f"here-{uuid.uuid4().hex[:12]}"
@@ -86,7 +86,7 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
             client = getattr(getattr(p, "result", None), "client", None)
             if client is not None:
                 client.close()
-        failure = output.budget_failure(run.settings.run, run.spec)  # from its errors file
+        failure = publishing.budget_failure(run.settings.run, run.spec)  # from its errors file
         if failure is not None:
             raise explained(failure, run.settings.run)
     except TFRecorderError:
@@ -95,7 +95,7 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
         # The runner wraps a failed step in its own exception (from a worker process, as
         # text). The error budget's failure is recognised by the files the step left;
         # Beam's chain of frames around it says nothing a user can act on.
-        failure = output.budget_failure(run.settings.run, run.spec)
+        failure = publishing.budget_failure(run.settings.run, run.spec)
         if failure is not None:
             raise explained(failure, run.settings.run) from None
         raise

@@ -2,7 +2,7 @@
 
 Every step only wires code that lives elsewhere: ``steps`` holds what each step does
 (a staged task written by ``shard.write``, its records keyed and matched by ``matching``
-for the data report, the run published by ``output.finish``), and runs the same steps
+for the data report, the run published by ``publishing.finish``), and runs the same steps
 without Beam for an update small enough to run in this process.
 
 The pipeline uses only what every Beam runner supports, so that any of them runs it the
@@ -24,7 +24,7 @@ import contextlib
 import apache_beam as beam
 import apache_beam.pipeline as beam_pipeline
 
-from tfrecorder._folder import metadata, output
+from tfrecorder._folder import ledger, metadata
 from tfrecorder._report import matching
 from tfrecorder._writer import shard, steps
 
@@ -98,16 +98,16 @@ def _one_key(element):
     return 0, element
 
 
-def _finish(keyed, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
+def _finish(keyed, run: ledger.RunFolder, spec: metadata.DatasetSpec) -> str:
     _, elements = keyed
     return steps.finish(elements, run, spec)
 
 
 class WriteMetadata(beam.PTransform):
     """After every shard and match: the shards moved into place, errors file, labels,
-    TFDS metadata, the data report, and the manifest last (``output.finish``)."""
+    TFDS metadata, the data report, and the manifest last (``publishing.finish``)."""
 
-    def __init__(self, run: output.RunFolder, spec: metadata.DatasetSpec):
+    def __init__(self, run: ledger.RunFolder, spec: metadata.DatasetSpec):
         super().__init__()
         self._run = run
         self._spec = spec

@@ -19,7 +19,7 @@ import os
 import re
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import layout, metadata, output
+from tfrecorder._folder import layout, ledger, metadata
 from tfrecorder._writer import plan, shard
 
 #: Beam's Dask runner, which Beam does not list among its runner names.
@@ -87,7 +87,7 @@ def after_failure(run: Run) -> None:
     """Removes what a failed local run wrote into its folder, but its ledger and errors."""
     folder = run.settings.run.folder
     for name in storage.listdir(folder):
-        if name not in (output.LEDGER, layout.ERRORS):
+        if name not in (ledger.LEDGER, layout.ERRORS):
             storage.remove(storage.join(folder, name))
 
 
@@ -131,7 +131,7 @@ def beam_quiet():
                 logging.root.removeHandler(h)
 
 
-def explained(failure: Exception, run: output.RunFolder) -> Exception:
+def explained(failure: Exception, run: ledger.RunFolder) -> Exception:
     """``failure``, with how relative image paths were resolved when images were not
     found: the one fact a wrong working directory hides."""
     hint = _resolution_hint(run)
@@ -140,7 +140,7 @@ def explained(failure: Exception, run: output.RunFolder) -> Exception:
     return type(failure)(f"{failure} {hint}")
 
 
-def _resolution_hint(run: output.RunFolder) -> str | None:
+def _resolution_hint(run: ledger.RunFolder) -> str | None:
     for folder in (run.folder, run.output_dir):
         try:
             with storage.open_file(storage.join(folder, layout.ERRORS), "rb") as f:

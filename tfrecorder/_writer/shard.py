@@ -3,7 +3,7 @@ could not be written with their reasons. No Beam: the pipeline only calls ``writ
 
 A shard is written into the run's own folder, under a temporary name renamed when the
 shard is complete (locally), and the run's last step moves every shard into place
-(``output.finish``). On an object store, into a directory that held no previous output,
+(``publishing.finish``). On an object store, into a directory that held no previous output,
 a shard is uploaded under its final name directly: the store makes an object visible
 only once its upload is complete, and a rename there would copy the whole shard. Either
 way a file with a shard name is always whole, and a retried shard writes its file again.
@@ -28,7 +28,7 @@ from tfrecorder._writer import example, image, records
 from tfrecorder._folder import index, layout, rows
 from tfrecorder._report import looker, measures
 from tfrecorder._folder.metadata import strict_json
-from tfrecorder._folder.output import RunFolder
+from tfrecorder._folder.ledger import RunFolder
 from tfrecorder._writer.plan import ShardTask
 
 #: Reads kept in flight per shard for remote images, so per-object latency overlaps.

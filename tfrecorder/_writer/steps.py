@@ -16,7 +16,7 @@ import dataclasses
 import functools
 from typing import Iterable
 
-from tfrecorder._folder import metadata, output, versions
+from tfrecorder._folder import ledger, metadata, publishing, versions
 from tfrecorder._writer import progress, shard, staging
 from tfrecorder._report import matching
 from tfrecorder._writer.plan import gc_paused
@@ -92,9 +92,9 @@ def matched(keyed: Iterable) -> list:
     return [m for group in groups.items() for m in matches(group)]
 
 
-def finish(elements, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
+def finish(elements, run: ledger.RunFolder, spec: metadata.DatasetSpec) -> str:
     """Every shard's and every match's element -> the run published
-    (``output.finish``); its output folder."""
+    (``publishing.finish``); its output folder."""
     written, exact, near = [], [], []
     for e in elements:
         if e[0] == "shard":
@@ -103,8 +103,8 @@ def finish(elements, run: output.RunFolder, spec: metadata.DatasetSpec) -> str:
             exact.append(e[1:])
         else:
             near.append(e[1:])
-    output.finish(run, spec, [s for s, _ in written],
-                  [q for _, bad in written for q in bad], matches=(exact, near))
+    publishing.finish(run, spec, [s for s, _ in written],
+                      [q for _, bad in written for q in bad], matches=(exact, near))
     return run.output_dir
 
 
