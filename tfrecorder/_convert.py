@@ -18,7 +18,7 @@ from tfrecorder._folder import index, layout, ledger, metadata, publishing, remo
 from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
 from tfrecorder._report import matching
 from tfrecorder import _storage as storage
-from tfrecorder._folder import rows, versions
+from tfrecorder._folder import compatibility, rows, stored_records, updating
 from tfrecorder._writer import shard, staging
 from tfrecorder._inputs import spill, splits
 from tfrecorder._errors import ConfigError, IncompleteOutputError
@@ -123,8 +123,8 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                 parent = before.latest
                 table, stored = read(parent)
                 if parent is not None:
-                    versions.check_updatable(output_dir, parent, opts, table.features,
-                                             table.vocabularies, schema.column("label"))
+                    compatibility.check_updatable(output_dir, parent, opts, table.features,
+                                                  table.vocabularies, schema.column("label"))
                     return _noted(_update(opts, lock, before, parent, table, schema, source,
                                           stored), table.notes)
                 # A folder with no version yet: the update is a first conversion.
@@ -175,8 +175,8 @@ def _read(source, schema, header, names, opts: Options, vocabulary, per_chunk,
     extend = False
     if parent is not None:
         extend = vocabulary is None
-        vocabulary = versions.label_vocabulary(parent, label_column, vocabulary)
-        stored = versions.StoredSplits(output_dir, parent)
+        vocabulary = compatibility.label_vocabulary(parent, label_column, vocabulary)
+        stored = stored_records.StoredSplits(output_dir, parent)
     table = spill.read(source, schema, header, names, label_vocabulary=vocabulary,
                        split_fractions=opts.split_fractions, per_chunk=per_chunk,
                        multi_label=opts.multi_label, images_dir=opts.images_dir,
@@ -255,7 +255,7 @@ def _execute(run, lock, opts: Options):
 
 
 def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spilled,
-            schema, source, stored_splits: versions.StoredSplits):
+            schema, source, stored_splits: stored_records.StoredSplits):
     """The update of ``parent``, the latest version of the folder ``before`` surveyed with
     ``lock`` held, by ``table`` (``mode="update"`` or ``"append"``): the rows that changed
     go through the pipeline into new shards, the records they replace or that left the
@@ -272,7 +272,7 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
         rows_of = _row_settings(opts, table, schema)
         with gc_paused():  # a record of every stored row, none in a cycle (gc_paused)
-            decided = versions.plan(output_dir, parent, version, table,
+            decided = updating.plan(output_dir, parent, version, table,
                                     shard.WriteSettings(None, table.columns, **rows_of), opts,
                                     stored_splits.read)
         # New label names are a change even where no record is (an append's new label
@@ -298,7 +298,7 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
         rows.write_renumbered(folder, decided.renumbered)
         if not shards:
             # Only retirements: nothing for workers to write, the last step runs here.
-            looks = [versions.kept_look(output_dir, split, j - len(kept), info,
+            looks = [updating.kept_look(output_dir, split, j - len(kept), info,
                                         run.settings.label_names, opts.near_duplicates,
                                         pending=folder, distance=opts.near_distance)[0]
                      for split, kept in decided.update.kept.items()
@@ -359,7 +359,7 @@ def _stop_over_budget(run: runners.Run, table: spill.Spilled) -> None:
         raise
 
 
-def _existing(result, update: versions.Update):
+def _existing(result, update: updating.Update):
     """``result`` with the rows an append left out because their key was stored, and
     how many of them differ from what is stored, in what."""
     if not isinstance(result, ConversionResult) or not update.existing_count:
@@ -416,7 +416,7 @@ def _row_settings(opts: Options, table: spill.Spilled, schema) -> dict:
     return dict(
         image_column=columns.index(image_column) if image_column in columns else None,
         label_names=tuple(table.vocabularies.get(
-            versions.label_feature(table.features, label_column), []) if label_column else ()),
+            compatibility.label_feature(table.features, label_column), []) if label_column else ()),
         key_column=(columns.index(opts.key)
                     if opts.key != rows.DEFAULT_KEY and opts.key in columns else None),
         feature_columns=tuple(i for i, c in enumerate(columns) if c not in roles))

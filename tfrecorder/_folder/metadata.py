@@ -56,7 +56,7 @@ class DatasetSpec:
     near_duplicates: bool = False    # the data report pairs near duplicates too
     near_distance: int = 6           # ... within this many bits (measures.MAX_DISTANCE)
     # The version's story (Manifest.source, .mode, .key); ``update`` is the
-    # ``versions.Update`` an update publishes, None for a conversion (version 1).
+    # ``updating.Update`` an update publishes, None for a conversion (version 1).
     source: str | None = None
     mode: str = "convert"
     key: str | None = None

@@ -95,7 +95,7 @@ def hashed_name(location: str) -> str:
 
 
 #: ``stored(key as written, location)``: the split the folder an update writes into
-#: already holds that image in, or None (``versions.StoredSplits``).
+#: already holds that image in, or None (``stored_records.StoredSplits``).
 StoredSplit = Callable[[str, str], "str | None"]
 
 

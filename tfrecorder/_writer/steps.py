@@ -16,7 +16,7 @@ import dataclasses
 import functools
 from typing import Iterable
 
-from tfrecorder._folder import ledger, metadata, publishing, versions
+from tfrecorder._folder import ledger, metadata, publishing, updating
 from tfrecorder._writer import progress, shard, staging
 from tfrecorder._report import matching
 from tfrecorder._writer.plan import gc_paused
@@ -36,7 +36,7 @@ def write_shard(index: int, task_dir: str, settings: shard.WriteSettings,
         split, number, kept = _kept(task_dir)[index - len(tasks)]
         s = settings
         with gc_paused():
-            return versions.kept_look(s.run.output_dir, split, number, kept, s.label_names,
+            return updating.kept_look(s.run.output_dir, split, number, kept, s.label_names,
                                       s.near_duplicates, pending=s.run.folder,
                                       entries=(rows_read or {}).get(kept.rows),
                                       distance=s.near_distance)
