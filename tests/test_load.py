@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder._readers import loading as load_module
+from tfrecorder._readers import decoding
 from tfrecorder._folder import metadata
 from tests.conftest import SAMPLES
 
@@ -81,7 +81,7 @@ def test_batched_resized_supervised_pairs(tf, samples_out):
     (449, 449, (224, 224), 1),   # ceil(449 / 2) = 225 >= 224
 ])
 def test_jpeg_scale_is_the_smallest_that_covers_the_size(tf, height, width, size, expected):
-    got = load_module._jpeg_ratio(tf, tf.constant(height, tf.int64), tf.constant(width, tf.int64), size)
+    got = decoding._jpeg_ratio(tf, tf.constant(height, tf.int64), tf.constant(width, tf.int64), size)
     assert int(got) == expected
 
 

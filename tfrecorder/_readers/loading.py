@@ -1,20 +1,14 @@
 """Output directory -> ``tf.data`` pipelines, from the metadata the writer left.
 
 The pipeline follows TensorFlow's data-performance guide: shard files read in parallel
-(interleave), then each record parsed and its image decoded and resized by itself, in
-one parallel map, and only then batched (measured faster than a batch-wide parse; see
-docs/performance.md), and prefetching, all AUTOTUNEd.
+(interleave, ``streams``), then each record parsed and its image decoded and resized by
+itself (``decoding``), in one parallel map, and only then batched (measured faster than
+a batch-wide parse; see docs/performance.md), and prefetching, all AUTOTUNEd.
 
-One more step is specific to us: the writer stored every image's height and width, so
-when a resize is asked for, each JPEG is decoded by libjpeg at the smallest scale (1/2,
-1/4 or 1/8) that still covers the requested size. Decoding fewer pixels is most of the
-work saved; the image is then resized to exactly the requested size as usual.
-
-The manifest's counts make every dataset's length exact (``cardinality()``), and the
-index files (``index.py``) let a reader start at any record: reader ``i`` of ``n``
-(``shard=``, ``input_context=``) reads its part of the records (``partition.py``) with
-one seek per file, and ``shuffle="global"`` reads each record by its offset, in a
-seeded permutation of the whole split.
+The manifest's counts make every dataset's length exact (``cardinality()``); reader
+``i`` of ``n`` reads its part, and ``shuffle="global"`` a seeded permutation of the
+whole split (``streams``). This module holds the public calls (``load``, ``info``,
+``Datasets``), their argument checks, and the pipeline of one split.
 """
 
 from __future__ import annotations
@@ -24,21 +18,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tfrecorder._readers import cache as _cache, partition
-from tfrecorder._folder import layout, legacy, view
-from tfrecorder._inputs import splits
 from tfrecorder._errors import ConfigError
+from tfrecorder._folder import legacy, view
 from tfrecorder._folder.manifest import Manifest
-
-#: Shards read at the same time at most; more only adds memory.
-MAX_PARALLEL_READS = 16
-#: A reader's part is cut into runs of at least this many records, read in parallel.
-MIN_RUN = 256
-#: Read buffer of a run of records started at an offset.
-RUN_BUFFER = 256 << 10
-#: Records read before the manifest is read again to see that they are the opened
-#: conversion's, and handed on only then (``_verified``).
-CHECK_EVERY = 64
+from tfrecorder._inputs import splits
+from tfrecorder._readers import cache as _cache, partition
+from tfrecorder._readers.decoding import _decoder, feature_spec
+from tfrecorder._readers.streams import (MAX_PARALLEL_READS, _counted_records,
+                                         _reader_records, _same_conversion, _verified)
 
 
 class Datasets(dict):
@@ -255,362 +242,12 @@ def _reader(shard, input_context) -> tuple[int, int]:
     return (0, 1) if shard is None else partition.check_reader(shard)
 
 
-def feature_spec(tf, manifest: Manifest) -> dict:
-    """The parsing spec of every feature, from the manifest."""
-    dtypes = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
-    spec = {}
-    for key, f in manifest.features.items():
-        if f.varlen:
-            spec[key] = tf.io.VarLenFeature(dtypes[f.dtype])
-        else:
-            spec[key] = tf.io.FixedLenFeature(f.shape, dtypes[f.dtype])
-    return spec
-
-
-def _jpeg_ratio(tf, height, width, size):
-    """Index 0..3 of the largest libjpeg scale 1/1, 1/2, 1/4, 1/8 that still covers ``size``."""
-    th, tw = size
-    index = tf.constant(0)
-    for r in (2, 4, 8):
-        covers = tf.logical_and((height + r - 1) // r >= th, (width + r - 1) // r >= tw)
-        index += tf.cast(covers, tf.int32)
-    return index
-
-
-def _decoder(tf, image_size, channels, legacy_pixels: bool):
-    """``(keys, decode)``: the features one image needs, and a function of a dict of them
-    giving the image (uint8, or float32 resized to ``image_size``)."""
-    if legacy_pixels:  # TFRecorder 2.0: base64 of raw pixels
-        def decode_raw(ex):
-            img = legacy.tf_pixels(tf, ex[layout.IMAGE], ex[layout.IMAGE_HEIGHT],
-                                   ex[layout.IMAGE_WIDTH], channels)
-            return img if image_size is None else _fit(tf, img, image_size)
-
-        return (layout.IMAGE, layout.IMAGE_HEIGHT, layout.IMAGE_WIDTH), decode_raw
-
-    # Every decoder gives 3 channels. For 1 or 4, an image is decoded to the channels it
-    # has and converted (JPEG and GIF never decode to 4; GIF, BMP and CMYK JPEG never to
-    # 1), except a JPEG, which has no alpha and, unless CMYK, decodes to grey directly.
-    def decode(ex):
-        data = ex[layout.IMAGE]
-
-        def webp_rgb():
-            # TensorFlow decodes a WebP only to the channels it has, 3 or 4 (3 of one
-            # with alpha is refused): its alpha is dropped after.
-            img = tf.io.decode_image(data, channels=0, expand_animations=False)
-            return tf.ensure_shape(img[..., :3], [None, None, 3])
-
-        def any_format():
-            if channels == 3:
-                return tf.cond(tf.equal(ex[layout.IMAGE_FORMAT], "webp"), webp_rgb,
-                               lambda: tf.io.decode_image(data, channels=3,
-                                                          expand_animations=False))
-            img = tf.io.decode_image(data, channels=0, expand_animations=False)
-            return _with_channels(tf, img, channels)
-
-        def jpeg(ratio):
-            def rgb():
-                return tf.io.decode_jpeg(data, channels=3, ratio=ratio)
-
-            if channels == 3:
-                return rgb
-            if channels == 4:
-                return lambda: _opaque(tf, rgb())
-            cmyk = tf.equal(tf.io.extract_jpeg_shape(data)[2], 4)
-            return lambda: tf.cond(cmyk, lambda: tf.image.rgb_to_grayscale(rgb()),
-                                   lambda: tf.io.decode_jpeg(data, channels=1, ratio=ratio))
-
-        if image_size is None and channels == 3:
-            return tf.ensure_shape(any_format(), [None, None, 3])
-        if image_size is None:
-            img = tf.cond(tf.equal(ex[layout.IMAGE_FORMAT], "jpeg"), jpeg(1), any_format)
-            return tf.ensure_shape(img, [None, None, channels])
-        ratio = _jpeg_ratio(tf, ex[layout.IMAGE_HEIGHT], ex[layout.IMAGE_WIDTH], image_size)
-        index = tf.where(tf.equal(ex[layout.IMAGE_FORMAT], "jpeg"), ratio + 1, 0)
-        img = tf.switch_case(index, [any_format, jpeg(1), jpeg(2), jpeg(4), jpeg(8)])
-        return _fit(tf, tf.ensure_shape(img, [None, None, channels]), image_size)
-
-    return (layout.IMAGE, layout.IMAGE_FORMAT, layout.IMAGE_HEIGHT, layout.IMAGE_WIDTH), decode
-
-
-def _with_channels(tf, img, channels: int):
-    """``img`` (uint8 with 1 to 4 channels, as decoded) with ``channels`` channels: grey
-    repeated to RGB, RGB made grey (``tf.image.rgb_to_grayscale``), alpha dropped, or an
-    opaque alpha added."""
-    def stored_as(stored: int):
-        def convert():
-            if stored == channels:
-                return tf.ensure_shape(img, [None, None, channels])
-            colour = tf.ensure_shape(img[..., :3] if stored >= 3 else img[..., :1],
-                                     [None, None, 3 if stored >= 3 else 1])
-            if channels == 1:
-                return tf.image.rgb_to_grayscale(colour) if stored >= 3 else colour
-            rgb = colour if stored >= 3 else tf.image.grayscale_to_rgb(colour)
-            if channels == 3:
-                return rgb
-            if stored in (1, 3):
-                return _opaque(tf, rgb)
-            return tf.ensure_shape(tf.concat([rgb, img[..., stored - 1:]], -1), [None, None, 4])
-        return convert
-
-    return tf.switch_case(tf.shape(img)[-1] - 1, [stored_as(c) for c in (1, 2, 3, 4)])
-
-
-def _opaque(tf, rgb):
-    """An RGB image with an opaque alpha channel added."""
-    return tf.ensure_shape(tf.pad(rgb, [[0, 0], [0, 0], [0, 1]], constant_values=255),
-                           [None, None, 4])
-
-
-def _fit(tf, img, image_size):
-    """``img`` as float32 of ``image_size``: resized, unless it already has that size
-    (images pre-sized at conversion often do)."""
-    same = tf.reduce_all(tf.equal(tf.shape(img)[:2], tf.constant(image_size)))
-    out = tf.cond(same, lambda: tf.cast(img, tf.float32),
-                  lambda: tf.image.resize(img, image_size))
-    out.set_shape([*image_size, img.shape[-1]])
-    return out
-
-
-def _counted_records(tf, path, expected, compression, first=None, offset=None):
-    """The records of one shard; at its end, an error naming the shard when it holds
-    fewer or more records than the manifest says (a truncated or replaced file).
-
-    With ``first`` (and its byte ``offset`` from the index, when there is one) only the
-    ``expected`` records from record ``first`` are read, and the error says when the
-    shard ends before them.
-
-    TFRecord framing cannot show a file cut at a record boundary; the count can. It costs
-    one addition per record and one comparison per shard.
-    """
-    end = tf.data.Dataset.from_tensors((tf.constant(b""), True))
-    if first is None:
-        raw = tf.data.TFRecordDataset(path, compression_type=compression)
-    elif offset is None:  # no index (gzip): the records before are read and dropped
-        raw = tf.data.TFRecordDataset(path, compression_type=compression).skip(first)
-        raw = raw.take(expected)
-    else:
-        raw = _records_at(tf, path, offset, RUN_BUFFER).take(expected)
-    records = raw.map(lambda r: (r, False))
-
-    def count(n, item):
-        record, last = item
-
-        def at_end():
-            return tf.debugging.assert_equal(
-                n, expected, message=tf.strings.format(
-                    "{}: {} records expected from the manifest's counts; this shard "
-                    "holds a different number (it was truncated or replaced). Convert "
-                    "again, or restore the file. Read", (path, expected)))
-
-        check = tf.cond(last, at_end, lambda: tf.no_op())
-        with tf.control_dependencies([check]):
-            return n + tf.cast(tf.logical_not(last), tf.int64), (record, last)
-
-    return (records.concatenate(end)
-            .scan(tf.constant(0, tf.int64), count)
-            .filter(lambda record, last: tf.logical_not(last))
-            .map(lambda record, last: record))
-
-
-def _same_conversion(tf, root: str, pin: str, generation: str):
-    """A function of records already read, making an op that fails, with a message
-    saying what happened, when the manifest file ``pin`` of ``root`` (the version's
-    own, ``versions/KKKKK.json``, or ``tfrecorder.json``) is gone or is another
-    conversion's than ``generation``.
-
-    A conversion replacing a directory removes the old manifest before it touches any
-    shard, and writes the new one last. So if the manifest, read after some records were
-    read, still names the reader's conversion, no shard had been replaced when they were
-    read: they are that conversion's, local or ``gs://``, whatever was open.
-    """
-    path = pin
-    pattern = f'(?s).*"generation": "{generation}".*'
-    message = (f"{root} was replaced by another conversion while this dataset was reading "
-               f"it (its {pin.rsplit('/', 1)[-1]} is missing or of another conversion "
-               f"now), so "
-               f"this epoch would mix two conversions. Call load() again to read the new "
-               f"one.")
-
-    def check(after):
-        # The path is joined with an empty string cut from the records: the read then
-        # depends on them, so it runs after they were read, and TensorFlow's optimiser
-        # cannot fold it into a constant when an iterator starts (it did: the manifest
-        # read once, as the first epoch began, passed every later check).
-        where = tf.strings.join([path, tf.strings.reduce_join(tf.strings.substr(after, 0, 0))])
-        found = tf.io.matching_files(where)
-        text = tf.cond(tf.size(found) > 0, lambda: tf.io.read_file(where),
-                       lambda: tf.constant(""))
-        return tf.debugging.assert_equal(tf.strings.regex_full_match(text, pattern), True,
-                                         message=message)
-
-    return check
-
-
-def _verified(tf, records, check):
-    """``records`` handed on in groups of ``CHECK_EVERY``, each only after ``check`` of
-    the group (the manifest, read after the group's records) passed: no record of
-    another conversion is ever handed on, not even the few read before a replacement
-    could be seen."""
-    def verified(group):
-        with tf.control_dependencies([check(group)]):
-            return tf.identity(group)
-
-    return records.batch(CHECK_EVERY).map(verified).unbatch()
-
-
-def _records_at(tf, path, offset, buffer_size):
-    """The records of uncompressed shard ``path`` from byte ``offset`` (a record's start,
-    from its index) to the file's end, checksums checked; the file before is not read.
-
-    TensorFlow's TFRecord reader takes a start offset (``TFRecordDatasetV2``) that
-    ``tf.data.TFRecordDataset`` does not expose. Such a dataset is made only inside the
-    functions of ``interleave``: there it is built, saved and restored like any other,
-    while as a pipeline's own source TensorFlow cannot serialise it.
-    """
-    variant = tf.raw_ops.TFRecordDatasetV2(
-        filenames=tf.reshape(path, [1]), compression_type="",
-        buffer_size=tf.cast(buffer_size, tf.int64),
-        byte_offsets=tf.reshape(tf.cast(offset, tf.int64), [1]))
-    return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
-
-
-def _epoch_keys(tf, seed: int):
-    """A new random key each iteration (epoch) of the dataset, the same sequence for the
-    same ``seed`` in every process, whatever TensorFlow's global seed.
-
-    ``tf.data.Dataset.random(seed)`` mixes in the global seed (``tf.random.set_seed``),
-    which training scripts often set per worker for their augmentations: readers cutting
-    one permutation would each draw another, and records be read twice or never. The
-    same op, given both of its seeds here, depends on ``seed`` alone. (A checkpoint
-    restores the epoch under way, not how many keys were drawn before.)"""
-    variant = tf.raw_ops.RandomDatasetV2(
-        seed=tf.constant(seed, tf.int64), seed2=tf.constant(_KEY_STREAM, tf.int64),
-        seed_generator=tf.raw_ops.DummySeedGenerator(), rerandomize_each_iteration=True,
-        output_types=[tf.int64], output_shapes=[[]])
-    return tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.int64))
-
-
-#: The second seed of the epoch keys' generator: any constant, fixed for good (it is part
-#: of which permutation a seed gives).
-_KEY_STREAM = 0x7F4A7C15
-
-
-def _one_record(tf, path, offset, length):
-    """The one record at byte ``offset`` of ``path``; an error naming the shard and the
-    offset when the shard ends before it (a shard cut short, read by its index)."""
-    missing = tf.constant(b"\0missing")  # never a record: a serialized Example has no NUL tag
-
-    def present(record):
-        return tf.debugging.assert_none_equal(
-            record, missing, message=tf.strings.join([
-                path, ": no record at byte ", tf.strings.as_string(offset), " (length ",
-                tf.strings.as_string(length), "), where its index file puts one: the "
-                "shard was cut short or replaced. Convert again, or restore the file"]))
-
-    def checked(record):
-        with tf.control_dependencies([present(record)]):
-            return tf.identity(record)
-
-    return (_records_at(tf, path, offset, length).take(1)
-            .concatenate(tf.data.Dataset.from_tensors(missing)).take(1).map(checked))
-
-
 def _cache_file(cache: str, manifest: Manifest, split: str, reader) -> str:
     """The cache files' prefix for ``cache=PATH``: one per conversion, split and reader's
     part, so that no dataset replays another's records (TensorFlow's cache replays
     whatever its files hold)."""
     i, n = reader
     return f"{cache}.{manifest.generation or 'legacy'}.{split}.part-{i}-of-{n}"
-
-
-def _reader_records(tf, v: view.View, compression, reader, shuffle, seed, deterministic,
-                    shard_cache=None):
-    """The records reader ``(i, n)`` reads of the split of view ``v``, and how many
-    there are."""
-    total = len(v)
-    start, end = partition.span(total, *reader)
-    if shuffle == "global" and shard_cache is not None:
-        return _cached_records(tf, v, start, end, seed, shard_cache, deterministic), end - start
-    if shuffle == "global":
-        entries = [v.entries(i) for i in range(len(v.shards))]
-        file_of = np.concatenate([np.full(c, i, np.int32) for i, c in enumerate(v.counts)]
-                                 or [np.zeros(0, np.int32)])
-        offsets = np.array([o for e in entries for o, _ in e], np.int64)
-        lengths = np.array([n for e in entries for _, n in e], np.int64)
-        paths = tf.constant(v.files)
-        file_of, offsets, lengths = (tf.constant(a) for a in (file_of, offsets, lengths))
-        ds = _global_positions(tf, seed, start, end, total).interleave(
-            lambda r: _one_record(tf, tf.gather(paths, tf.gather(file_of, r)),
-                                  tf.gather(offsets, r), tf.gather(lengths, r)),
-            cycle_length=MAX_PARALLEL_READS, block_length=1, num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=deterministic)
-        return ds, end - start
-
-    # Each reader's part cut into pieces read in parallel, and each piece into runs of
-    # records the shard holds back to back (a retired record ends one), read from
-    # their byte offset; gzip shards are read from their start, the records before
-    # dropped.
-    indexed = compression == ""
-    run_list = []  # (file, first record, records, byte offset or -1)
-    for f, first, n in partition.pieces(partition.runs(v.counts, start, end),
-                                        MAX_PARALLEL_READS, MIN_RUN):
-        if indexed:
-            run_list += [(f, first, k, at) for at, k in v.contiguous(f, first, n)]
-        else:
-            v.refuse_retired(f)
-            run_list.append((f, first, n, -1))
-    ds = tf.data.Dataset.from_tensor_slices((
-        tf.constant([v.files[f] for f, _, _, _ in run_list], tf.string),
-        tf.constant([first for _, first, _, _ in run_list], tf.int64),
-        tf.constant([n for _, _, n, _ in run_list], tf.int64),
-        tf.constant([at for _, _, _, at in run_list], tf.int64)))
-    if shuffle:
-        ds = ds.shuffle(max(1, len(run_list)), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.interleave(
-        lambda f, first, n, at: _counted_records(tf, f, n, compression, first,
-                                                 at if indexed else None),
-        cycle_length=max(1, min(len(run_list), MAX_PARALLEL_READS)),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-    return ds, end - start
-
-
-def _cached_records(tf, v: view.View, start, end, seed, shard_cache, deterministic):
-    """``shuffle="global"`` through the shard cache: the same permutation of positions,
-    each group of ``CHECK_EVERY`` read by an ``access.Reader`` of the view's conversion
-    (whole shards fetched once into the cache, then local reads, both checksums
-    checked)."""
-    from tfrecorder import access
-
-    records = access.Reader(v.output_dir, v.split, version=v.version.number,
-                            cache_dir=shard_cache.root, cache_limit=shard_cache.limit)
-    if records._generation != v.version.generation:
-        records._check_generation(0)  # replaced between the two openings: says so
-
-    def read(positions):
-        return np.array(records.records(positions.tolist()), dtype=object)
-
-    def fetched(positions):
-        data = tf.numpy_function(read, [positions], tf.string, stateful=True)
-        data.set_shape([None])
-        return data
-
-    return (_global_positions(tf, seed, start, end, len(v)).batch(CHECK_EVERY)
-            .map(fetched, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-            .unbatch())
-
-
-def _global_positions(tf, seed, start, end, total):
-    """Positions ``start`` to ``end`` of one permutation of the whole split per epoch
-    (index_shuffle: no buffer); every reader draws the same one and reads its part."""
-    last = tf.constant(max(total - 1, 0), tf.int64)
-
-    def epoch(key):
-        positions = tf.data.Dataset.range(start, end)
-        return positions.map(lambda p: tf.random.experimental.index_shuffle(
-            p, tf.stack([tf.constant(seed, tf.int64), key]), last))
-
-    return _epoch_keys(tf, seed).take(1).flat_map(epoch)
 
 
 def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_supervised,
