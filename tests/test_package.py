@@ -130,6 +130,43 @@ def test_public_functions_show_their_real_parameters():
         assert fn.__doc__ and fn.__module__.startswith("tfrecorder."), fn
 
 
+#: Everything that reads or acts on a folder a conversion wrote: it comes first, and is
+#: called ``tfrecord_dir`` (TFRecorder's name in ``load``); ``output_dir`` is only ever
+#: where a call writes (``convert``'s folder, ``inspect``'s images).
+FOLDER_READERS = ["load", "info", "verify", "inspect", "check_tfrecords", "read", "report",
+                  "versions", "compact", "vacuum", "build_index", "open"]
+
+
+@pytest.mark.slow  # imports torch and grain
+def test_the_folder_a_conversion_wrote_has_one_name_everywhere():
+    import inspect
+    import tfrecorder.access
+    import tfrecorder.grain
+    import tfrecorder.torch
+
+    readers = [getattr(tfrecorder, n) for n in FOLDER_READERS] + [
+        tfrecorder.access.Reader, tfrecorder.torch.Dataset, tfrecorder.grain.DataSource]
+    for fn in readers:
+        assert next(iter(inspect.signature(fn).parameters)) == "tfrecord_dir", fn
+    for fn in (tfrecorder.convert, tfrecorder.create_tfrecords, tfrecorder.inspect):
+        assert "output_dir" in inspect.signature(fn).parameters, fn
+
+
+@pytest.mark.parametrize("name", ["read", "report", "versions", "compact", "vacuum",
+                                  "build_index", "open"])
+def test_the_folders_old_keyword_still_works_and_says_so(tmp_path, name):
+    # Each of these took the folder as output_dir= (open: path=) before; a call by the
+    # old keyword reaches the same function, warned from the caller's own line.
+    old = "path" if name == "open" else "output_dir"
+    with pytest.warns(DeprecationWarning, match=f"{name}\\({old}=...\\) is now spelt "
+                      f"{name}\\(tfrecord_dir=...\\)") as caught, \
+            pytest.raises(tfrecorder.TFRecorderError):
+        getattr(tfrecorder, name)(**{old: str(tmp_path / "none")})
+    assert caught[0].filename == __file__
+    with pytest.raises(tfrecorder.ConfigError, match="give tfrecord_dir= only"):
+        getattr(tfrecorder, name)(**{old: "a", "tfrecord_dir": "b"})
+
+
 def test_options_document_every_field_once_and_the_cli_offers_each():
     import dataclasses
 

@@ -17,12 +17,11 @@ import dataclasses
 import difflib
 import inspect
 import os
-import sys
-import warnings
 from typing import Any, Mapping, Sequence
 
 from tfrecorder._writer import image
 from tfrecorder._inputs import splits
+from tfrecorder import _deprecation as deprecation
 from tfrecorder._errors import ConfigError
 from tfrecorder._dataflow_settings import DATAFLOW_SETTINGS, Dataflow
 from tfrecorder._folder.layout import NAME_PATTERN
@@ -268,9 +267,9 @@ class Options:
         if self.check not in image.CHECK_OPTIONS:
             raise ConfigError(f"check={self.check!r}; use one of {image.CHECKS}")
         if self.check == "content":
-            warnings.warn('check="content" is the old spelling of compare="content" (an '
-                          "update's comparison, not an image check); write compare=\"content\"",
-                          DeprecationWarning, stacklevel=_callers_level())
+            deprecation.warn('check="content" is the old spelling of compare="content" (an '
+                             "update's comparison, not an image check); write "
+                             'compare="content"')
             object.__setattr__(self, "check", "header")
             object.__setattr__(self, "compare", "content")
         if self.compare not in COMPARES:
@@ -453,21 +452,6 @@ def _init(self, *args, **kwargs):
 
 _init.__signature__ = inspect.signature(_fields_init)
 Options.__init__ = _init
-
-
-def _callers_level() -> int:
-    """The ``stacklevel`` of the first frame outside this package, for a warning that
-    names the user's line however deep in tfrecorder the option was read."""
-    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-    def ours(code) -> bool:  # dataclasses generate __init__ as "<string>"
-        return (os.path.abspath(code.co_filename).startswith(package)
-                or (code.co_filename == "<string>" and code.co_name == "__init__"))
-
-    frame, level = sys._getframe(1), 1
-    while frame is not None and ours(frame.f_code):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _runner_name(name) -> str:

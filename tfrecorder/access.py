@@ -1,7 +1,7 @@
 """Random access to the records of one split, without TensorFlow: the reader under the
 PyTorch, Grain and DALI adapters (``tfrecorder.torch``, ``tfrecorder.grain``).
 
-``Reader(output_dir, split, version=None)`` lists the split's shards from the manifest
+``Reader(tfrecord_dir, split, version=None)`` lists the split's shards from the manifest
 of the version (the latest by default) and each live record's place from the shards'
 index files (``index/<shard>.idx``, see ``index``), or the version's live index where
 it retired records of a shard; a shard without an index file is scanned once in memory
@@ -43,6 +43,7 @@ from typing import Sequence
 
 import numpy as np
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
 from tfrecorder._readers import cache as _cache, partition
 from tfrecorder._writer import example, records
@@ -54,7 +55,7 @@ __all__ = ["Reader", "part", "permutation", "shard_order", "values"]
 
 class Reader:
     """The live records of split ``split`` of version ``version`` (None: the latest)
-    of the folder ``output_dir``.
+    of the folder ``tfrecord_dir``.
 
     ConfigError when the split or the version is not there, or the shards are
     gzip-compressed (a gzip stream cannot be entered at a record's offset: convert
@@ -62,13 +63,14 @@ class Reader:
     manifest.
     """
 
-    def __init__(self, output_dir: str, split: str = "train", *, version: int | None = None,
+    @deprecation.renamed(output_dir="tfrecord_dir")
+    def __init__(self, tfrecord_dir: str, split: str = "train", *, version: int | None = None,
                  max_open_files: int = 64, cache_dir: str | None = None,
                  cache_limit: int | str | None = None):
-        output_dir = str(output_dir)
-        cache = _settings(output_dir, max_open_files, cache_dir, cache_limit)
-        _refuse_a_file(output_dir)
-        self._start(_view.open_version(output_dir, version).view(split), max_open_files,
+        tfrecord_dir = str(tfrecord_dir)
+        cache = _settings(tfrecord_dir, max_open_files, cache_dir, cache_limit)
+        _refuse_a_file(tfrecord_dir)
+        self._start(_view.open_version(tfrecord_dir, version).view(split), max_open_files,
                     cache)
 
     @classmethod

@@ -1,6 +1,6 @@
 """A Grain data source over a conversion, without TensorFlow: ``pip install tfrecorder[grain]``.
 
-``DataSource(output_dir, split)`` has what Grain's ``RandomAccessDataSource`` protocol
+``DataSource(tfrecord_dir, split)`` has what Grain's ``RandomAccessDataSource`` protocol
 asks (``__len__``, ``__getitem__``, a ``__repr__`` for checkpoints, and pickling for
 worker processes), so both of Grain's APIs take it::
 
@@ -14,13 +14,14 @@ The module does not import Grain: the protocol is structural.
 
 from __future__ import annotations
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder import access
 
 __all__ = ["DataSource"]
 
 
 class DataSource:
-    """The records of ``split`` in ``output_dir``; ``source[i]`` is record ``i``'s
+    """The records of ``split`` in the folder ``tfrecord_dir``; ``source[i]`` is record ``i``'s
     features as plain values (``access.values``): the image stays its stored bytes
     (decode it in a ``map``), a scalar label is an ``int``. Thread-safe. Reads only
     the conversion it was made on, in every worker process (``access.Reader``);
@@ -29,10 +30,11 @@ class DataSource:
     cache (``cache_dir``, ``cache_limit``: see ``tfrecorder.torch.Dataset`` and
     docs/bucket.md), shared by every worker process."""
 
-    def __init__(self, output_dir: str, split: str = "train", *, version: int | None = None,
+    @deprecation.renamed(output_dir="tfrecord_dir")
+    def __init__(self, tfrecord_dir: str, split: str = "train", *, version: int | None = None,
                  max_open_files: int = 64, cache_dir: str | None = None,
                  cache_limit: int | str | None = None):
-        self.reader = access.Reader(output_dir, split, version=version,
+        self.reader = access.Reader(tfrecord_dir, split, version=version,
                                     max_open_files=max_open_files, cache_dir=cache_dir,
                                     cache_limit=cache_limit)
         self._version = version

@@ -1,6 +1,6 @@
 """PyTorch datasets over a conversion, without TensorFlow: ``pip install tfrecorder[torch]``.
 
-``Dataset(output_dir, split)`` is a map-style ``torch.utils.data.Dataset`` over the
+``Dataset(tfrecord_dir, split)`` is a map-style ``torch.utils.data.Dataset`` over the
 random-access reader (``tfrecorder.access``); ``Sampler`` orders it for an epoch from
 ``(seed, epoch)`` alone and cuts it between distributed processes (docs/loading.md)::
 
@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder import access
 from tfrecorder._writer import image as _image
 from tfrecorder._errors import ConfigError
@@ -29,7 +30,7 @@ __all__ = ["Dataset", "Sampler"]
 
 
 class Dataset(torch.utils.data.Dataset):
-    """The records of ``split`` in ``output_dir``, by position (file order).
+    """The records of ``split`` in the folder ``tfrecord_dir``, by position (file order).
 
     For an image conversion with one label per record, ``ds[i]`` is ``(image, label)``:
     the stored image decoded by Pillow and converted to RGB, as a ``uint8`` tensor of
@@ -60,11 +61,12 @@ class Dataset(torch.utils.data.Dataset):
     (docs/bucket.md).
     """
 
-    def __init__(self, output_dir: str, split: str = "train",
+    @deprecation.renamed(output_dir="tfrecord_dir")
+    def __init__(self, tfrecord_dir: str, split: str = "train",
                  transform: Callable | None = None, *, version: int | None = None,
                  max_open_files: int = 64, cache_dir: str | None = None,
                  cache_limit: int | str | None = None):
-        self.reader = access.Reader(output_dir, split, version=version,
+        self.reader = access.Reader(tfrecord_dir, split, version=version,
                                     max_open_files=max_open_files, cache_dir=cache_dir,
                                     cache_limit=cache_limit)
         self.transform = transform

@@ -18,6 +18,7 @@ import dataclasses
 import gzip
 import hashlib
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
 from tfrecorder._folder import (index, layout, ledger, lock, metadata, publishing, removal,
                                 rows, survey)
@@ -57,41 +58,42 @@ class Compacted:
                 f"(tfrecorder.vacuum(..., keep=1)) removes those versions")
 
 
-def compact(output_dir: str, splits=None) -> Compacted:
-    """Rewrites the live records of every split of ``output_dir``'s latest version that
+@deprecation.renamed(output_dir="tfrecord_dir")
+def compact(tfrecord_dir: str, splits=None) -> Compacted:
+    """Rewrites the live records of every split of ``tfrecord_dir``'s latest version that
     TFDS cannot read (an update appended to it or retired from it) as whole shards of a
     new version; ``splits`` names the splits to rewrite instead (any split of the latest
     version). Runs under the folder's lock; publishes nothing when there is nothing to
     rewrite. See docs/versions.md."""
-    output_dir = str(output_dir)
+    tfrecord_dir = str(tfrecord_dir)
     if isinstance(splits, str):
         splits = [splits]
     if splits is not None and (not isinstance(splits, (list, tuple, set, frozenset))
                                or not all(isinstance(x, str) for x in splits)):
         raise ConfigError(f"splits={splits!r}: give a split's name or a list of names "
                           f"(or None for every split TFDS cannot read)")
-    s = survey.survey(output_dir)
+    s = survey.survey(tfrecord_dir)
     if s.manifest is None:
         raise IncompleteOutputError(
-            f"{output_dir} holds no whole conversion ({s.damaged or 'no tfrecorder.json'}); "
+            f"{tfrecord_dir} holds no whole conversion ({s.damaged or 'no tfrecorder.json'}); "
             f"nothing to compact")
     run_id = ledger.new_run_id()
-    run = ledger.RunFolder(output_dir, run_id)
-    with lock.acquire(output_dir, run_id, "compact"):
+    run = ledger.RunFolder(tfrecord_dir, run_id)
+    with lock.acquire(tfrecord_dir, run_id, "compact"):
         try:
             # With the lock held nothing changes under us: look again.
-            before = survey.survey(output_dir)
+            before = survey.survey(tfrecord_dir)
             survey.check_target(before, True, [], run_id)
             # What a killed run left goes first, even when there is nothing to rewrite.
             removal.clear_leftovers(before, run_id)
             if publishing.complete_latest(before):
-                before = survey.survey(output_dir)
+                before = survey.survey(tfrecord_dir)
             parent = before.latest
             wanted = _wanted(parent, splits)
             if not wanted:
-                return Compacted(output_dir, None, {}, (), 0)
+                return Compacted(tfrecord_dir, None, {}, (), 0)
             version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
-            planned = {name: _plan(output_dir, parent, parent.splits[name], version)
+            planned = {name: _plan(tfrecord_dir, parent, parent.splits[name], version)
                        for name in wanted}
             shards = [n for names in planned.values() for n in names]
             written = [*shards, *(index.name(n) for n in shards if not n.endswith(".gz")),
@@ -105,11 +107,11 @@ def compact(output_dir: str, splits=None) -> Compacted:
             for name in parent.splits:
                 info = parent.splits[name]
                 if name in planned:
-                    info = _rewrite(output_dir, run, info, planned[name], digests)
+                    info = _rewrite(tfrecord_dir, run, info, planned[name], digests)
                 new_splits[name] = info
             manifest = _manifest(parent, new_splits, version, digests)
             files_out = {layout.DATASET_INFO: json_bytes(metadata.tfds_dataset_info(manifest))}
-            report = _report(output_dir, parent, version,
+            report = _report(tfrecord_dir, parent, version,
                              {n: new_splits[n].num_bytes for n in planned})
             if report is not None:
                 files_out[layout.version_quality(version)] = report
@@ -118,7 +120,7 @@ def compact(output_dir: str, splits=None) -> Compacted:
         except BaseException:
             publishing.close(run)  # its folder removed
             raise
-    return Compacted(output_dir, version,
+    return Compacted(tfrecord_dir, version,
                      {n: new_splits[n].num_examples for n in wanted}, tuple(shards),
                      sum(new_splits[n].num_bytes for n in planned),
                      sum(x.num_bytes for n in planned for x in parent.splits[n].shards))

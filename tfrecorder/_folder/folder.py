@@ -13,6 +13,7 @@ the same function; they do not import this module, which sits above the readers.
 
 from __future__ import annotations
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder._folder import view
 from tfrecorder._errors import ConfigError
 from tfrecorder._folder.manifest import Manifest
@@ -166,9 +167,10 @@ class Folder:
                 f"reads version {self.version}: call it on tfrecorder.open({self.path!r})")
 
 
-def open(path: str, version: int | None = None, *, cache_dir: str | None = None,
+@deprecation.renamed(path="tfrecord_dir")
+def open(tfrecord_dir: str, version: int | None = None, *, cache_dir: str | None = None,
          cache_limit: int | str | None = None) -> Folder:
-    """The output folder ``path`` at ``version`` (None: its latest): a ``Folder`` whose
+    """The output folder ``tfrecord_dir`` at ``version`` (None: its latest): a ``Folder`` whose
     every reader and verb sees that version. IncompleteOutputError where no conversion
     finished there; ConfigError for a version it does not hold (naming those it does)."""
-    return Folder(path, version, cache_dir=cache_dir, cache_limit=cache_limit)
+    return Folder(tfrecord_dir, version, cache_dir=cache_dir, cache_limit=cache_limit)

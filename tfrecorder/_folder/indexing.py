@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
 from tfrecorder._errors import CorruptRecordError
 from tfrecorder._folder import index, layout, legacy, view
@@ -37,8 +38,9 @@ def _order(latest, path: str):
     return (names.index(name) if name in names else len(names), name)
 
 
-def build_index(output_dir: str) -> list[str]:
-    """Writes the index file of every shard of ``output_dir`` from the shard's length
+@deprecation.renamed(output_dir="tfrecord_dir")
+def build_index(tfrecord_dir: str) -> list[str]:
+    """Writes the index file of every shard of ``tfrecord_dir`` from the shard's length
     fields (its data is skipped, not read) and lists them in the manifest; returns the
     index files' paths. For conversions written before index files existed, with
     ``write_index=False``, and for TFRecorder 2.0 directories.
@@ -48,20 +50,20 @@ def build_index(output_dir: str) -> list[str]:
     number of records than its manifest says. Takes the directory's lock, so it never
     runs beside a conversion of the same directory.
     """
-    output_dir = str(output_dir)
-    latest = view.open_version(output_dir)
+    tfrecord_dir = str(tfrecord_dir)
+    latest = view.open_version(tfrecord_dir)
     manifest = latest.manifest
     latest.need_offsets("an index file")
-    with acquire(output_dir, new_run_id(), "DirectRunner"):
+    with acquire(tfrecord_dir, new_run_id(), "DirectRunner"):
         # Every path written is checked before the first write: a link planted at the
         # index folder is refused (what it points to is outside); a link at an index
         # file's or the manifest's name is replaced by ``write_atomic``, never followed.
-        here = functools.partial(_inside, output_dir)
+        here = functools.partial(_inside, tfrecord_dir)
         # Every shard some version reads: a reader of an older version needs its index too.
-        shards = {s.file: s for v in _all_versions(output_dir, latest)
+        shards = {s.file: s for v in _all_versions(tfrecord_dir, latest)
                   for info in v.manifest.splits.values() for s in info.shards}
         targets = {name: here(index.name(name)) for name in shards}
-        if not storage.is_remote(output_dir):
+        if not storage.is_remote(tfrecord_dir):
             storage.makedirs(here(index.DIR))
         written = []
         for name, shard in sorted(shards.items()):

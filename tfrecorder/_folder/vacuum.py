@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import os
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._folder import layout
@@ -37,8 +38,9 @@ class Vacuumed:
                 f"{human_bytes(self.bytes)}, and {len(self.versions)} version manifest(s)")
 
 
-def vacuum(output_dir: str, keep: int) -> Vacuumed:
-    """Removes the versions of ``output_dir`` older than its last ``keep``: first the
+@deprecation.renamed(output_dir="tfrecord_dir")
+def vacuum(tfrecord_dir: str, keep: int) -> Vacuumed:
+    """Removes the versions of ``tfrecord_dir`` older than its last ``keep``: first the
     files that only those versions list (shards, index, rows and live index files, their
     data reports), then their manifests, oldest first. A file any kept version lists is
     never removed, nor the folder's own files (``tfrecorder.json``, labels, report). Runs
@@ -49,13 +51,13 @@ def vacuum(output_dir: str, keep: int) -> Vacuumed:
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise ConfigError(f"keep={keep!r}: give how many of the latest versions to keep, "
                           f"1 or more")
-    s = survey(output_dir)
+    s = survey(tfrecord_dir)
     if s.manifest is None:
         raise IncompleteOutputError(
-            f"{output_dir} holds no whole conversion ({s.damaged or 'no tfrecorder.json'}); "
+            f"{tfrecord_dir} holds no whole conversion ({s.damaged or 'no tfrecorder.json'}); "
             f"nothing to vacuum")
-    with acquire(output_dir, new_run_id(), "vacuum"):
-        versions = read_versions(output_dir)
+    with acquire(tfrecord_dir, new_run_id(), "vacuum"):
+        versions = read_versions(tfrecord_dir)
         dropped, kept = versions[:-keep], versions[-keep:]
         if not dropped:
             return Vacuumed((), (), 0)
@@ -68,11 +70,11 @@ def vacuum(output_dir: str, keep: int) -> Vacuumed:
         # old version's manifest says.
         gone = sorted(n for n in set().union(*(_listed(m) for _, m in dropped)) - in_use
                       if not n.endswith(layout.LABELS_SUFFIX))
-        here = functools.partial(_inside, output_dir)
-        gone, size = _remove_listed(output_dir, gone, [m for _, m in dropped])
+        here = functools.partial(_inside, tfrecord_dir)
+        gone, size = _remove_listed(tfrecord_dir, gone, [m for _, m in dropped])
         for k, _ in dropped:  # oldest first: what is left is always a run of versions
             storage.remove(here(layout.version_manifest(k)))
-        if not storage.is_remote(output_dir):
+        if not storage.is_remote(tfrecord_dir):
             for k, _ in dropped:
                 folder = here(layout.VERSIONS_DIR, f"{k:05d}")
                 if os.path.isdir(folder):

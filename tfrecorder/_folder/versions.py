@@ -9,19 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder._errors import IncompleteOutputError
 from tfrecorder._folder import layout
 
 
-def versions(output_dir) -> "Any":
-    """Every version published in ``output_dir``, oldest first, as a pandas DataFrame:
+@deprecation.renamed(output_dir="tfrecord_dir")
+def versions(tfrecord_dir) -> "Any":
+    """Every version published in ``tfrecord_dir``, oldest first, as a pandas DataFrame:
     ``version``, ``published`` (UTC), ``source``, ``mode``, then per split
     ``<split>_added``, ``<split>_retired``, ``<split>_kept`` and ``<split>_records``
     (live records of that version). A folder written before versions existed is
     listed as its one version."""
     from tfrecorder._folder import view
 
-    return table(str(output_dir), view.open_version(str(output_dir)))
+    return table(str(tfrecord_dir), view.open_version(str(tfrecord_dir)))
 
 
 def table(output_dir: str, opened) -> "Any":

@@ -1,4 +1,4 @@
-"""Records back to a table: ``read(output_dir)`` gives one pandas row per record, the
+"""Records back to a table: ``read(tfrecord_dir)`` gives one pandas row per record, the
 input table less its quarantined rows, in a form that converts again to the same
 records. Records are read by ``access.Reader``, so no TensorFlow is imported::
 
@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder._writer import example
 from tfrecorder._folder import layout
 from tfrecorder import access
@@ -49,9 +50,10 @@ class _Column:
     dtype: str | None = None    # a pandas dtype; None lets pandas choose (text: its str)
 
 
-def read(output_dir: str, split: str | None = None, images: bool = False, *,
+@deprecation.renamed(output_dir="tfrecord_dir")
+def read(tfrecord_dir: str, split: str | None = None, images: bool = False, *,
          chunksize: int | None = None, version: int | None = None):
-    """The records of the conversion in ``output_dir`` as a pandas DataFrame, one row
+    """The records of the conversion in ``tfrecord_dir`` as a pandas DataFrame, one row
     per record: ``split``, ``image_uri``, the label column (its name: ``label`` for image
     tables) holding the label name (a list of names when multi-label), ``boxes`` for
     object detection (a list of ``(label, x_min, y_min, x_max, y_max)``, relative), and
@@ -65,8 +67,8 @@ def read(output_dir: str, split: str | None = None, images: bool = False, *,
     IncompleteOutputError when the directory holds no finished conversion;
     OutputChangedError when another conversion replaces it while it is read.
     """
-    access._refuse_a_file(str(output_dir))  # the table given for the folder: as Reader says
-    return read_version(view.open_version(str(output_dir), version), split, images,
+    access._refuse_a_file(str(tfrecord_dir))  # the table given for the folder: as Reader says
+    return read_version(view.open_version(str(tfrecord_dir), version), split, images,
                         chunksize=chunksize)
 
 

@@ -9,6 +9,7 @@ import io
 import json
 from typing import Any
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
 from tfrecorder._folder import layout, view
 from tfrecorder._report import measures, quality
@@ -458,15 +459,16 @@ class _Thumbnails:
                 f"{html.escape(str(row))}<br>{html.escape(str(label))}</td>")
 
 
-def report(output_dir: str, version: int | None = None) -> Report:
-    """The data report of the conversion in ``output_dir`` (its ``quality.json``), or of
+@deprecation.renamed(output_dir="tfrecord_dir")
+def report(tfrecord_dir: str, version: int | None = None) -> Report:
+    """The data report of the conversion in ``tfrecord_dir`` (its ``quality.json``), or of
     its version ``version``.
 
     IncompleteOutputError when there is no finished conversion there; ConfigError when
     the conversion was written without a report (before tfrecorder wrote one), or when
     the report of ``version`` is no longer there (docs/versions.md).
     """
-    return report_version(view.open_version(str(output_dir), version))
+    return report_version(view.open_version(str(tfrecord_dir), version))
 
 
 def report_version(opened: view.Version) -> Report:
