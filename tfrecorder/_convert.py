@@ -1,7 +1,7 @@
 """One conversion, as one story: source -> checks -> plan -> stage -> run -> result.
 
 Every table takes the same way: ``spill.read`` reads, checks and spills it, chunk by
-chunk; ``plan.plans`` cuts each split into shards from its row count; ``staging.stage``
+chunk; ``plan.split_plans`` cuts each split into shards from its row count; ``staging.stage``
 writes the shard tasks the workers read; a runner (``direct``, ``dataflow``) runs the
 Beam pipeline; its last step publishes the output folder (``publishing``).
 """

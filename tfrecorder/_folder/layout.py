@@ -1,7 +1,8 @@
 """The on-disk layout, defined once: file names, feature keys and split order.
 
-The writer (``shard``, ``metadata``), the reader (``loading``, ``inspection``) and
-``convert`` all take these names from here, so they cannot disagree::
+The writer (``shard``, ``metadata``), the readers (``decoding``, ``inspection``,
+``read``, ``access``) and ``convert`` all take these names from here, so they cannot
+disagree::
 
     OUT/
       tfrecorder.json                    MANIFEST, written last
