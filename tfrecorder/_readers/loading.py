@@ -118,39 +118,9 @@ def load(
     per record). Other reads stream each shard in order and need no cache
     (docs/bucket.md).
     """
-    return load_version(
-        view.open_version(str(tfrecord_dir), version), split, cache_dir=cache_dir,
-        cache_limit=cache_limit, batch_size=batch_size, image_size=image_size,
-        as_supervised=as_supervised, shuffle=shuffle,
-        shuffle_buffer=shuffle_buffer, seed=seed, cache=cache,
-        decode_images=decode_images, channels=channels,
-        deterministic=deterministic, drop_remainder=drop_remainder,
-        with_info=with_info, shard=shard, input_context=input_context)
-
-
-def load_version(
-    opened: view.Version,
-    split: str | None = None,
-    *,
-    batch_size: int | None = None,
-    image_size: Sequence[int] | None = None,
-    as_supervised: bool = False,
-    shuffle: bool | str = False,
-    shuffle_buffer: int = 1024,
-    seed: int | None = None,
-    cache: bool | str = False,
-    decode_images: bool = True,
-    channels: int = 3,
-    deterministic: bool | None = None,
-    drop_remainder: bool = False,
-    with_info: bool = False,
-    shard: tuple[int, int] | None = None,
-    input_context=None,
-    cache_dir: str | None = None,
-    cache_limit: int | str | None = None,
-):
-    """``load`` of the version ``opened`` (``Folder.load``): every split's pipeline reads
-    that one opening."""
+    # A Folder hands its one opening (``load_version``) instead of a path.
+    opened = (tfrecord_dir if isinstance(tfrecord_dir, view.Version)
+              else view.open_version(str(tfrecord_dir), version))
     image_size = _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels)
     import tensorflow as tf
 
@@ -192,6 +162,13 @@ def load_version(
     }
     result = built[names[0]] if split is not None else Datasets(built, manifest)
     return (result, manifest) if with_info else result
+
+
+
+def load_version(opened: view.Version, split: str | None = None, **options):
+    """``load`` of the version ``opened`` (``Folder.load``): every split's pipeline reads
+    that one opening."""
+    return load(opened, split, **options)
 
 
 def _whole(value) -> bool:
