@@ -704,6 +704,26 @@ def test_image_problems_are_told_by_pixels_and_headers():
     assert measures.header_issues(640, 480, 3) == {}
 
 
+
+def test_low_information_is_cleanvisions_entropy_of_the_decode_before_its_reduction():
+    """CleanVision's figure: the histogram of the image as stored, in its own mode. Fine
+    noise of 16 levels has 4 bits of entropy, which the small decode averages down to
+    under 2; a grey picture stored as RGB counts its levels in each band (log2(3) more)."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    fine = Image.fromarray(rng.integers(120, 136, (256, 256), dtype=np.uint8))
+    small = measures.small(_png(fine))
+    assert fine.entropy() > 3.9 and small.convert("L").entropy() < 2
+    assert "low_information" not in measures.pixel_issues(small)
+    few = Image.fromarray(rng.integers(120, 124, (64, 64), dtype=np.uint8))  # 2 bits
+    assert measures.pixel_issues(few)["low_information"] == pytest.approx(0.2, abs=0.01)
+    assert "low_information" not in measures.pixel_issues(few.convert("RGB"))
+    # the writer's decode (pre-sizing) is measured before its reduction too
+    problems = looker.Looker(near=False, pixels=True).measure(_png(fine), fine)[3]
+    assert "low_information" not in problems
+
 def _problem_table(tmp_path):
     """Ten ordinary photos in train, and in test: a dark one, a grey one, a long thin
     one and a much larger one; their CSV."""

@@ -17,6 +17,7 @@ from tfrecorder._report.measures import (
     channel_sums,
     dhash,
     digest,
+    entropy,
     fingerprint,
     grey16,
     header_issues,
@@ -71,14 +72,15 @@ class Looker:
         h = sums = None
         problems: dict = {}
         if self.wants_image():
-            full = None if img is None else img.size  # the writer's own: left untouched
+            # the writer's own: left untouched
+            full, bits = (None, None) if img is None else (img.size, entropy(img))
             img = small(data) if img is None else reduced(img)
             if img is not None:
                 grey = grey16(img)  # for the thumbnail and the detail both
                 if self.near:
                     h = (dhash(img), fingerprint(img, grey))
                 sums = channel_sums(img)
-                problems = pixel_issues(img, grey, full)
+                problems = pixel_issues(img, grey, full, bits)
         return digest(data), h, sums, problems
 
     def add(self, ref: tuple, width: int, height: int, measured: tuple,

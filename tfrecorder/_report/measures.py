@@ -34,9 +34,14 @@ MIN_DETAIL = 4.0
 #: Two thumbnails whose correlation is below this are different pictures, whatever
 #: their hashes say.
 MIN_CORRELATION = 0.93
-#: The side, in pixels, at least, of the small decode an image is hashed from: a JPEG
-#: of 256 pixels or more is decoded at 1/8 scale, its DC coefficients only.
+#: The side, in pixels, at least, of the small decode an image is hashed from (``reduced``).
 SMALL_SIDE = 32
+#: The side, at least, a JPEG is decoded at for it (Pillow's draft): one of 512 pixels or
+#: more at 1/8 scale, its DC coefficients only. Twice SMALL_SIDE, not SMALL_SIDE: a small
+#: JPEG decoded to 32 pixels has its levels averaged over 8x8 blocks, which moves its
+#: entropy by half a bit either way (a dark edition of 256 pixels: 2.94 bits whole, 3.57
+#: at 1/8, 2.90 at 1/4), and saves nothing measurable (0.16 ms both, there).
+DRAFT_SIDE = 64
 #: Image problems, by CleanVision's names, in the order the report lists them, and
 #: ``low_detail``, images the near search cannot tell apart. The first five need pixels (``pixel_issues``, where the run decodes images anyway); the
 #: rest are told by the image's header (``looker.Looker.add``) or, for ``odd_size``, by the
@@ -46,7 +51,7 @@ ISSUES = ("dark", "light", "blurry", "low_information", "low_detail", "grayscale
 #: CleanVision 0.3's default thresholds, so that its users find the same images: the
 #: 99th percentile of perceived brightness below DARK; the 5th above 1 - LIGHT ...
 DARK, LIGHT = 0.32, 0.05
-#: ... a grey-level entropy below this many bits (its score 0.3 at factor 0.1) ...
+#: ... an entropy below this many bits (``entropy``; its score 0.3 at factor 0.1) ...
 LOW_ENTROPY = 3.0
 #: ... its blurriness score (edge strength and grey spread) below BLURRY ...
 BLURRY = 0.29
@@ -62,9 +67,10 @@ def digest(data: bytes) -> str:
 
 def small(data: bytes):
     """``data`` decoded small and upright, RGB: a JPEG at the smallest DCT scale that
-    keeps both sides at least ``SMALL_SIDE`` (Pillow's draft), anything else decoded and
+    keeps both sides at least ``DRAFT_SIDE`` (Pillow's draft), anything else decoded and
     reduced. None when it does not decode. Its ``info["full_size"]`` is the upright
-    image's whole size, which ``pixel_issues`` looks at it as."""
+    image's whole size, which ``pixel_issues`` looks at it as, and its ``info["entropy"]``
+    the ``entropy`` of the decode before it was reduced."""
     from tfrecorder._writer.image import pil
 
     Image = pil()
@@ -74,13 +80,15 @@ def small(data: bytes):
         img = Image.open(io.BytesIO(data))
         full = img.size
         if img.format in ("JPEG", "MPO"):
-            img.draft("RGB", (SMALL_SIDE, SMALL_SIDE))
+            img.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
         drafted = img.size
         img = ImageOps.exif_transpose(img)
         if img.size != drafted:  # turned a quarter
             full = full[::-1]
+        levels = entropy(img)
         out = reduced(img)
         out.info["full_size"] = full
+        out.info["entropy"] = levels
         return out
     except Exception:  # the image was checked already; a hash is not worth a failure
         return None
@@ -101,6 +109,16 @@ def reduced(img):
     return img.convert("RGB") if img.mode != "RGB" else img
 
 
+def entropy(img) -> float:
+    """CleanVision's ``low_information`` figure: the entropy, in bits, of ``img``'s
+    histogram in its own mode, its bands' histograms taken as one (Pillow's
+    ``Image.entropy``). So it is not the grey levels': an RGB image has log2(3) bits
+    more than its levels per band (a grey picture stored as RGB too), an RGBA one counts
+    its alpha, a palette image its palette indices. Taken before ``reduced``: averaging
+    pixels makes levels that were not there, or smooths away ones that were."""
+    return float(img.entropy())
+
+
 def dhash(img) -> int:
     """The 64-bit difference hash of a PIL image: its grey 9x8 reduction, one bit per
     pair of horizontal neighbours, set where the left one is brighter."""
@@ -117,12 +135,15 @@ def dhash(img) -> int:
     return h
 
 
-def pixel_issues(img, grey=None, full_size: tuple | None = None) -> dict:
+def pixel_issues(img, grey=None, full_size: tuple | None = None,
+                 bits: float | None = None) -> dict:
     """The image problems its small decode shows, ``{issue: score}`` (scores in 0..1,
     lower is worse, as CleanVision's): ``dark`` (the 99th percentile of perceived
-    brightness), ``light`` (1 - the 5th), ``blurry``, ``low_information`` (grey-level
-    entropy / 10) and ``low_detail`` (too little detail to hash, ``MIN_DETAIL``: never
-    matched as a near duplicate; score: the detail in levels of 255). Measured on the
+    brightness), ``light`` (1 - the 5th), ``blurry``, ``low_information`` (``entropy`` /
+    10, of the decode before its reduction: ``bits``, else ``info["entropy"]`` as
+    ``small`` gives it, else ``img``'s own) and ``low_detail`` (too little detail to hash,
+    ``MIN_DETAIL``: never matched as a near duplicate; score: the detail in levels of
+    255). But for ``low_information``, measured on the
     small decode, not the whole image: a bright speck smaller than a pixel of it does not
     save a dark image; ``blurry`` at the size CleanVision looks at (at most 64 px across,
     from ``full_size``, else ``info["full_size"]`` as ``small`` gives it), since its
@@ -137,8 +158,6 @@ def pixel_issues(img, grey=None, full_size: tuple | None = None) -> dict:
 
     rgb = img.convert("RGB") if img.mode != "RGB" else img
     pixels = np.asarray(rgb)  # one copy of its bytes: Python calls are the cost here
-    grey_source = bool((pixels[..., 0] == pixels[..., 1]).all()
-                       and (pixels[..., 1] == pixels[..., 2]).all())
     # perceived brightness squared, per pixel, from a table of squares: no float pow
     squares, weights = _tables()[:2]
     sq = squares[pixels] @ weights
@@ -161,10 +180,12 @@ def pixel_issues(img, grey=None, full_size: tuple | None = None) -> dict:
         out["light"] = round(1 - p5, 4)
     detail = _detail(grey16(img) if grey is None else grey)
     grey = rgb.convert("L")
-    # A grey image in RGB would count its histogram three times (log2(3) bits more).
-    entropy = grey.entropy() if grey_source else rgb.entropy()
-    if entropy < LOW_ENTROPY:
-        out["low_information"] = round(entropy / 10, 4)
+    if bits is None:
+        bits = img.info.get("entropy")
+    if bits is None:
+        bits = entropy(img)
+    if bits < LOW_ENTROPY:
+        out["low_information"] = round(bits / 10, 4)
     if detail < MIN_DETAIL:
         out["low_detail"] = round(detail / 255, 4)
     width, height = full_size or img.info.get("full_size", img.size)
