@@ -244,8 +244,9 @@ def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
         shown = ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
         raise OutputExistsError(
             f"output directory {s.output_dir} already holds {len(entries)} entries ({shown}). "
-            f"Pass overwrite=True (--overwrite in the CLI) to replace tfrecorder's files there, "
-            f"or give an empty directory.")
+            f"Pass mode='overwrite' (overwrite=True; --overwrite in the CLI) to replace "
+            f"tfrecorder's files there, mode='update' (--update) to publish what changed as "
+            f"a new version, or give an empty directory.")
     planned = set(planned)
     for name in sorted(planned | s.ours()):
         _inside(s.output_dir, name)  # no link on the way to anything we write or remove
