@@ -454,7 +454,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
     workers = runners.local_workers(opts)
     in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(shards) == 1
     settings = shard.WriteSettings(
-        folder, table.columns, check=image.image_check(opts.check),
+        folder, table.columns, check=opts.check,
         max_image_bytes=opts.max_image_bytes, sizing=sizing, index=opts.write_index,
         near_duplicates=opts.near_duplicates, near_distance=opts.near_distance,
         **_row_settings(opts, table, schema),

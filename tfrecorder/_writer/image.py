@@ -31,14 +31,9 @@ PASS_THROUGH = {"JPEG": "jpeg", "MPO": "jpeg", "PNG": "png", "GIF": "gif", "BMP"
 
 #: Integrity checks: "header" (default, no pixel decoding) or "decode" (decode fully).
 CHECKS = ("header", "decode")
-#: Options.check's values: the image checks, and "content", which checks headers and
-#: has an update compare every image's bytes (their SHA-256) instead of size and stamp.
+#: Options.check's accepted values: the image checks, and "content", the old spelling of
+#: compare="content", which Options reads as check="header" with that comparison.
 CHECK_OPTIONS = (*CHECKS, "content")
-
-
-def image_check(option: str) -> str:
-    """The image check (``CHECKS``) of ``Options.check``."""
-    return "header" if option == "content" else option
 
 _PNG_IEND = b"IEND\xaeB`\x82"
 _ONE_CHANNEL = {"1", "L", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
