@@ -7,7 +7,13 @@
 CleanVision (Apache-2.0) runs in its own environment, as a tool, never imported here.
 ``--images`` is any folder of images; without it the mixed set of
 ``bench/near_duplicates_eval.py`` (its Debian wallpapers, scikit-image and Pillow images,
-and the copies, dark and blurred editions made of them) is written into ``--work``.
+and the copies, dark and blurred editions made of them) is written into ``--work``, with
+editions made here of the same pictures (``editions``) so that every problem has images
+to find: a light one of each (five times the brightness, as the dark one has a fifth),
+and, of every sixth, a thumbnail (48 px on its longer side) and a scan-sized one (150
+megapixels; grey, as a scanner gives it, which also keeps CleanVision, which measures
+brightness in 64-bit copies of each band, under a few GB). A folder written before these
+editions were made lacks them: remove it to have the set written again.
 Both look at the same files: tfrecorder converts a table of them with
 ``near_duplicates=True`` (so that the pixel problems are measured) and its report's
 ``issues`` are compared, per problem (but ``low_detail``, the report's own), with CleanVision's ``find_issues`` at its default
@@ -45,11 +51,50 @@ json.dump(out, open(sys.argv[2], "w"))
 """ % (ISSUES, ISSUES)
 
 
+#: Of every this many pictures (in name order), a thumbnail and a scan-sized edition.
+ODD_EVERY = 6
+#: The thumbnail's longer side and the scan-sized edition's pixels.
+THUMB_SIDE, SCAN_PIXELS = 48, 150_000_000
+
+
+def editions(items: list) -> list:
+    """What the set of ``near_duplicates_eval`` lacks for two problems, made of its own
+    pictures (their largest copy) the way its dark editions are: of each, a light edition
+    (the brightness five times, clipped: over-exposed), which CleanVision calls light or
+    not by its own measure; of every ODD_EVERY-th, a thumbnail of THUMB_SIDE px and a
+    grey edition enlarged to SCAN_PIXELS, sizes far from the set's usual ones."""
+    import math
+
+    import near_duplicates_eval as ev
+    from PIL import Image, ImageEnhance
+
+    out = []
+    for i, (picture, it, im) in enumerate(ev.pictures(items)):
+        rgb = im.convert("RGB")
+        light = ImageEnhance.Brightness(rgb).enhance(5.0)
+        out.append(ev.Item(f"{it.name}@light.jpg", picture + "@light", it.family, ev.VARIANT,
+                           ev.jpeg(light, 90)))
+        if i % ODD_EVERY:
+            continue
+        w, h = rgb.size
+        k = THUMB_SIDE / max(w, h)
+        thumb = rgb.resize((max(1, round(w * k)), max(1, round(h * k))),
+                           Image.Resampling.LANCZOS)
+        out.append(ev.Item(f"{it.name}@thumb.jpg", picture, it.family, ev.COPY,
+                           ev.jpeg(thumb, 85)))
+        k = math.sqrt(SCAN_PIXELS / (w * h))
+        scan = rgb.convert("L").resize((round(w * k), round(h * k)), Image.Resampling.BICUBIC)
+        out.append(ev.Item(f"{it.name}@scan.jpg", picture, it.family, ev.COPY,
+                           ev.jpeg(scan, 90)))
+    return out
+
+
 def write_set(folder: str) -> None:
     import near_duplicates_eval as ev
 
     os.makedirs(folder, exist_ok=True)
-    for i, it in enumerate(ev.build_set(ev.default_sources())):
+    items = ev.build_set(ev.default_sources())
+    for i, it in enumerate(items + editions(items)):
         ext = os.path.splitext(it.name)[1].lower() or ".img"
         with open(os.path.join(folder, f"{i:04d}{ext}"), "wb") as f:
             f.write(it.data)

@@ -179,10 +179,10 @@ def pillow(archive: str) -> list[Item]:
     return out
 
 
-def made(items: list[Item]) -> list[Item]:
-    """For each picture of at least 128 px (its largest copy): a copy reduced to a third
-    and one re-encoded, its dark and its blurred editions."""
-    from PIL import Image, ImageEnhance, ImageFilter, ImageOps
+def pictures(items: list[Item]) -> list[tuple]:
+    """``(picture, item, image)`` of each picture of at least 128 px, its largest copy
+    decoded and upright, in the order of the pictures' names: what editions are made of."""
+    from PIL import Image, ImageOps
 
     largest: dict[str, tuple] = {}
     for it in items:
@@ -196,15 +196,23 @@ def made(items: list[Item]) -> list[Item]:
         if min(im.size) >= 128 and (it.picture not in largest
                                     or im.size[0] > largest[it.picture][1].size[0]):
             largest[it.picture] = (it, im)
+    return [(picture, it, im) for picture, (it, im) in sorted(largest.items())]
+
+
+def jpeg(img, quality: int) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def made(items: list[Item]) -> list[Item]:
+    """For each picture of at least 128 px (its largest copy): a copy reduced to a third
+    and one re-encoded, its dark and its blurred editions."""
+    from PIL import Image, ImageEnhance, ImageFilter
+
     out = []
-    for picture, (it, im) in sorted(largest.items()):
+    for picture, it, im in pictures(items):
         rgb = im.convert("RGB")
-
-        def jpeg(img, quality):
-            buf = io.BytesIO()
-            img.save(buf, "JPEG", quality=quality)
-            return buf.getvalue()
-
         small = rgb.resize((max(1, rgb.width // 3), max(1, rgb.height // 3)),
                            Image.Resampling.LANCZOS)
         out.append(Item(f"{it.name}@third.jpg", picture, it.family, COPY, jpeg(small, 85)))
