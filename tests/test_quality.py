@@ -414,7 +414,7 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
     assert len(leaks) == matching.GROUP_LIMIT - 1 and q["pairs"][0] == leaks[0]
     assert leaks[0]["b"] == {"split": "test", "row": 302, "image_uri": "t.jpg",
                              "label": "cat", "position": 0}
-    # the near search cuts a band's members the same way
+    # the near search cuts a band's members the same way (at BAND_LIMIT)
     thumb = bytes(range(64))
     members = [(7, f"s{i}", ("train", 0, i), thumb) for i in range(300)] + [
         (6, "t", ("test", 0, 0), thumb)]

@@ -6,14 +6,13 @@ the thumbnails agree too); the matches' records made whole from the rows files
 
 Its own module because it is the only work across records: the pipeline's grouping
 wires it (no Beam here), and each group it looks at is bounded (``GROUP_LIMIT``,
-``MAX_PAIRS``) whatever the dataset's size.
+``BAND_LIMIT``, ``MAX_PAIRS``) whatever the dataset's size.
 """
 
 from __future__ import annotations
 
 import array
 import heapq
-import itertools
 from typing import Iterable, Iterator
 
 from tfrecorder._folder.layout import split_order
@@ -21,9 +20,16 @@ from tfrecorder._report.measures import MAX_DISTANCE, confirmed
 
 #: Pairs written to quality.json at most; ``truncated`` counts the rest.
 MAX_PAIRS = 10_000
-#: Members of one group of matching records that are compared (a folder of blank
-#: images hashes alike): the rest are counted in ``truncated``, never compared.
+#: Records of one group of identical bytes that are listed (a folder of blank images):
+#: every pair among all of them is counted, the rest listed in ``truncated``.
 GROUP_LIMIT = 256
+#: Records of one band value that are compared, all against all (``found``). A band
+#: of 9 bits holds about 1/512 of a large table's records whether they match or not
+#: (about 400 of 200,000), so this bounds only very large tables or a band that many
+#: alike pictures share (blank images); the rest are counted in ``truncated``.
+BAND_LIMIT = 4096
+#: Rows of the distance matrix a band's comparison holds at once (``_close``).
+_CHUNK = 256
 
 
 def bands(h: int, max_distance: int = MAX_DISTANCE) -> list[tuple[int, int]]:
@@ -101,18 +107,18 @@ def _pair_counts(pairs: Iterable[tuple]) -> dict:
     return counts
 
 
-def _bounded(members: list, ref_of) -> list:
-    """The first GROUP_LIMIT of ``members`` (in ``ref_order``), where the first member
+def _bounded(members: list, ref_of, limit: int = GROUP_LIMIT) -> list:
+    """The first ``limit`` of ``members`` (in ``ref_order``), where the first member
     of every split the group spans is one: a group cut to the records of one split
     would count its leaks and list none of them."""
-    if len(members) <= GROUP_LIMIT:
+    if len(members) <= limit:
         return members
     firsts: dict[str, int] = {}
     for i, m in enumerate(members):
         firsts.setdefault(ref_of(m)[0], i)
     chosen = set(firsts.values())
     for i in range(len(members)):
-        if len(chosen) >= GROUP_LIMIT:
+        if len(chosen) >= limit:
             break
         chosen.add(i)
     return [members[i] for i in sorted(chosen)]
@@ -161,13 +167,11 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
         return
     distance, band = key[1], key[2]
     members.sort(key=lambda m: ref_order(m[2]))
-    skipped = max(0, len(members) - GROUP_LIMIT)
-    members = _bounded(members, lambda m: m[2])
+    skipped = max(0, len(members) - BAND_LIMIT)
+    members = _bounded(members, lambda m: m[2], BAND_LIMIT)
     pairs = []
-    for (ha, sa, ra, ta), (hb, sb, rb, tb) in itertools.combinations(members, 2):
-        d = (ha ^ hb).bit_count()
-        if d > distance or sa == sb:
-            continue
+    for i, j, d in _close(members, distance):
+        (ha, _, ra, ta), (hb, _, rb, tb) = members[i], members[j]
         first = next(b for (b, x), (_, y) in zip(bands(ha, distance), bands(hb, distance))
                      if x == y)
         # The thumbnails last: few pairs come this far.
@@ -177,6 +181,38 @@ def found(key: tuple, members: Iterable) -> Iterator[tuple]:
         counts = _pair_counts(pairs)
         counts["members"] = skipped
         yield "near", heapq.nsmallest(MAX_PAIRS, pairs, key=pair_order), counts
+
+
+def _close(members: list, distance: int) -> Iterator[tuple[int, int, int]]:
+    """``(i, j, bits)`` for each pair ``i < j`` of a band's members whose hashes differ in
+    at most ``distance`` bits and whose bytes differ (the 64 bits of digest they carry):
+    all against all in NumPy, ``_CHUNK`` rows at a time. A band of a large table holds
+    hundreds of records, a loop over their pairs in Python took most of a 200,000-row
+    conversion's time."""
+    import numpy as np
+
+    hashes = np.array([m[0] for m in members], dtype=np.uint64)
+    ids: dict = {}  # the same bytes, the same number
+    digests = np.array([ids.setdefault(m[1], len(ids)) for m in members], dtype=np.int64)
+    n = len(members)
+    for start in range(0, n - 1, _CHUNK):
+        rows = slice(start, min(start + _CHUNK, n))
+        bits = _popcount(hashes[rows, None] ^ hashes[None, :])
+        near = (bits <= distance) & (digests[rows, None] != digests[None, :])
+        # each pair once: j after i
+        near &= np.arange(n)[None, :] > np.arange(rows.start, rows.stop)[:, None]
+        for i, j in zip(*np.nonzero(near)):
+            yield start + int(i), int(j), int(bits[i, j])
+
+
+def _popcount(x):
+    """The bits set in each element of a uint64 array."""
+    import numpy as np
+
+    if hasattr(np, "bitwise_count"):  # NumPy 2
+        return np.bitwise_count(x)
+    table = np.array([bin(v).count("1") for v in range(256)], dtype=np.uint8)
+    return table[x.view(np.uint8)].reshape(*x.shape, 8).sum(-1)
 
 
 def full_refs(near: list, rows_of, exact: list = ()) -> tuple[list, list]:
