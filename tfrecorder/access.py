@@ -300,7 +300,7 @@ class Reader:
                 raise TypeError
             i = operator.index(i)
         except TypeError:
-            raise TypeError(f"record index {i!r}: give an int") from None
+            raise TypeError(f"record position {i!r}: give an int") from None
         if i < 0:
             i += n
         if not 0 <= i < n:
@@ -526,7 +526,7 @@ def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
 
 def part(indices: Sequence[int] | int, rank: int, world_size: int):
     """The part of ``indices`` (or of ``range(indices)``) that process ``rank`` of
-    ``world_size`` reads: consecutive positions, parts disjoint, together every index
+    ``world_size`` reads: consecutive positions, parts disjoint, together every one
     once, their sizes differing by at most one (nothing is repeated to even them out)."""
     if not (isinstance(world_size, int) and isinstance(rank, int)
             and world_size >= 1 and 0 <= rank < world_size):

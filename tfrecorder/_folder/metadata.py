@@ -106,7 +106,7 @@ class Built:
     manifest_bytes: bytes
     errors: bytes                    # errors.jsonl
     files: dict[str, bytes]          # labels files and TFDS metadata, by name
-    shards: list[str]                # shard file names, in split and index order
+    shards: list[str]                # shard file names, in split and number order
     indexes: list[str]               # their index files (index.name), where written
     rows: list[str]                  # their rows files (layout.rows_file), where written
     rows_bad: int
@@ -128,7 +128,7 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
     Every file is built with sorted keys and no timestamps: the same input gives the same
     bytes, whatever order the shards finished in.
     """
-    stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.index))
+    stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.number))
     quarantined = list(quarantined)
     # The shards an update keeps are there for the data report only.
     kept_stats = [s for s in stats if getattr(s, "kept", False)]
@@ -316,7 +316,7 @@ def tfds_template(s: SplitInfo) -> str | None:
     names = [layout.ShardName.parse(x.file) for x in s.shards]
     versions = {n.version for n in names if n is not None}
     if (len(versions) != 1 or None in names or any(x.live_index for x in s.shards)
-            or sorted(n.index for n in names) != list(range(names[0].count))):
+            or sorted(n.number for n in names) != list(range(names[0].count))):
         return None
     version = versions.pop()
     return (layout.TFDS_TEMPLATE if version == 1 else

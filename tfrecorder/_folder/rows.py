@@ -374,7 +374,7 @@ def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
     (written into ``shard_folder``), or of a shard an update keeps, by live rank (its
     rows file in the folder, its live index in the run's folder ``pending``, where the
     update wrote it); None for a shard without a rows file."""
-    written = {(s.split, s.index): s for s in stats
+    written = {(s.split, s.number): s for s in stats
                if not getattr(s, "kept", False) and s.rows_file}
     kept = {(split, j - len(infos)): info
             for split, infos in (update.kept.items() if update is not None else ())

@@ -206,7 +206,7 @@ def _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels):
 
 
 def _reader(shard, input_context) -> tuple[int, int]:
-    """``(index, count)`` of this reader, from ``shard=`` or a tf.distribute InputContext."""
+    """``(number, count)`` of this input pipeline, from ``shard=`` or a tf.distribute InputContext."""
     if shard is not None and input_context is not None:
         raise ConfigError("give shard=(index, count) or input_context=, not both")
     if input_context is not None:

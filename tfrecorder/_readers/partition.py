@@ -17,21 +17,23 @@ from tfrecorder._errors import ConfigError
 
 
 def check_reader(shard) -> tuple[int, int]:
-    """``(index, count)`` of ``load(shard=...)``; ConfigError unless ``0 <= index < count``."""
+    """``(number, count)`` of ``load(shard=...)`` (tf.data's ``Dataset.shard(count, index)``
+    word in the message); ConfigError unless ``0 <= number < count``."""
     try:
-        index, count = shard
-        ok = all(isinstance(x, int) and not isinstance(x, bool) for x in (index, count))
+        number, count = shard
+        ok = all(isinstance(x, int) and not isinstance(x, bool) for x in (number, count))
     except (TypeError, ValueError):
         ok = False
-    if not ok or count < 1 or not 0 <= index < count:
+    if not ok or count < 1 or not 0 <= number < count:
         raise ConfigError(f"shard={shard!r}; give (index, count) with 0 <= index < count, "
                           f"e.g. shard=(0, 8) for the first of 8 readers")
-    return index, count
+    return number, count
 
 
-def span(total: int, index: int, count: int) -> tuple[int, int]:
-    """``[start, end)``: the positions reader ``index`` of ``count`` reads of ``total``."""
-    return total * index // count, total * (index + 1) // count
+def span(total: int, number: int, count: int) -> tuple[int, int]:
+    """``[start, end)``: the positions input pipeline ``number`` of ``count`` reads of
+    ``total``."""
+    return total * number // count, total * (number + 1) // count
 
 
 def runs(counts: Sequence[int], start: int, end: int) -> list[tuple[int, int, int]]:

@@ -42,7 +42,7 @@ class ShardStats:
     """What one written shard holds."""
 
     split: str
-    index: int
+    number: int             # the shard's number in its split (ShardName.number)
     count: int
     filename: str
     num_examples: int
@@ -62,6 +62,11 @@ class ShardStats:
     #: A shard of an earlier version whose live records an update keeps: read from its
     #: rows file for the data report only, never written or listed again.
     kept: bool = False
+
+    @property
+    def index(self) -> int:
+        """``number``, under its old name: tfrecorder/_report/quality.py still reads it."""
+        return self.number
 
 
 @dataclasses.dataclass
@@ -106,7 +111,7 @@ class WriteSettings:
     check: str = "header"            # image.CHECKS
     max_image_bytes: int = MAX_IMAGE_BYTES
     sizing: image.Sizing | None = None  # pre-sizing, or None to store images as they are
-    index: bool = True               # an index file per uncompressed shard (index.py)
+    write_index: bool = True         # an index file per uncompressed shard (index.py)
     # Where a row's values hold its image column: its value as the table wrote it is
     # stored as image_uri. None: the resolved path is stored.
     image_column: int | None = None
@@ -306,7 +311,7 @@ def write(task: ShardTask, settings: WriteSettings,
     first = next((u for u in uris if u is not None), None)
     threads = REMOTE_READ_THREADS if first is not None and storage.is_remote(first) else 1
 
-    stats = ShardStats(task.split, task.index, task.count, task.filename, 0, 0)
+    stats = ShardStats(task.split, task.number, task.count, task.filename, 0, 0)
     # The report's statistics need pixels where the images are decoded anyway (pre-sizing)
     # or hashed; each is then seen small, never decoded twice at full size.
     look = stats.look = looker.Looker(near=settings.near_duplicates,
@@ -361,7 +366,7 @@ def write(task: ShardTask, settings: WriteSettings,
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
                 sha, phash, sums, problems = look.add(
-                    (row.split, task.index, stats.num_examples, row.row,
+                    (row.split, task.number, stats.num_examples, row.row,
                      row.image_uri if written is None else written, tuple(row.labels)),
                     info.width, info.height, measured, info.channels)
                 seen = dict(size=file_size, stamp=file_stamp, sha256=sha, phash=phash,
@@ -403,7 +408,7 @@ def write(task: ShardTask, settings: WriteSettings,
     stats.digest = digest.hexdigest()
     if tmp != final:
         storage.rename(tmp, final)
-    if settings.index and not gzipped:
+    if settings.write_index and not gzipped:
         # After the shard: an index never names a shard that is not whole. A gzip stream
         # has no byte offsets to give (index.py).
         stats.index_file = index.name(task.filename)

@@ -64,9 +64,9 @@ def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
                 data.append(blob)
                 at += len(blob)
             storage.write_bytes(storage.join(folder, part), b"".join(data), private=True)
-        for index in range(lay.count):
-            filename = str(layout.ShardName(name, lay.split, index, lay.count, gzip, version))
-            task = (lay.split, index, lay.count, filename, refs[index])
+        for number in range(lay.count):
+            filename = str(layout.ShardName(name, lay.split, number, lay.count, gzip, version))
+            task = (lay.split, number, lay.count, filename, refs[number])
             storage.write_bytes(task_path(folder, filename),
                                 pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL),
                                 private=True)
@@ -87,7 +87,7 @@ def read_task(path: str) -> ShardTask:
     makes them): a file swapped in by another user of a shared folder is refused.
     """
     _check_private(path)
-    split, index, count, filename, refs = pickle.loads(storage.read_bytes(path))
+    split, number, count, filename, refs = pickle.loads(storage.read_bytes(path))
     folder = path[:-len(storage.basename(path))]
     placed = []
     for part, offset, length in refs:
@@ -95,7 +95,7 @@ def read_task(path: str) -> ShardTask:
         positions, columns = pickle.loads(storage.read_range(folder + part, offset, length))
         placed.extend(zip(positions, Block.from_tuple(columns).rows(split)))
     placed.sort(key=lambda pr: pr[0])  # positions in the shard's seeded order
-    return ShardTask(split, index, count, filename, [row for _, row in placed])
+    return ShardTask(split, number, count, filename, [row for _, row in placed])
 
 
 def _check_private(path: str) -> None:

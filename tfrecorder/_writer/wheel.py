@@ -26,7 +26,7 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-#: The distribution's name (setup.py): the package index's "tfrecorder" is another project.
+#: The distribution's name (setup.py): PyPI's "tfrecorder" is another project.
 DISTRIBUTION = "tfrecorder-tables"
 
 
