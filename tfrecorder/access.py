@@ -480,7 +480,7 @@ def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
     state = {"reached": 0, "at": 0, "done": False}
     changed = threading.Condition()
 
-    def run():
+    def fetch_ahead():
         j = 0
         while j < len(shards):
             with changed:
@@ -505,7 +505,7 @@ def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
                 while not state["done"] and state["reached"] == reached:
                     changed.wait()
 
-    thread = threading.Thread(target=run, name="tfrecorder-fetch-ahead", daemon=True)
+    thread = threading.Thread(target=fetch_ahead, name="tfrecorder-fetch-ahead", daemon=True)
     thread.start()
     try:
         reached = 0

@@ -306,7 +306,7 @@ def write_renumbered(folder: str, renumbered: dict) -> None:
     of each rows file one of whose records moved: ``renumbered`` is ``{rows file:
     [(position, row stored, row now), ...]}``, every kept record of it. In stored-row
     order, line numbers move by one count between two edits (lines removed or added
-    above them): they are kept as runs ``[first row stored, last row stored, shift]``,
+    above them): they are listed as ranges ``[first row stored, last row stored, shift]``,
     as many as the edits, whatever the table's size; any other moved row is listed
     ``[row stored, row now]``. Where one stored row is there twice (a compacted shard
     holds records two tables numbered; a DataFrame's index may repeat a label), the
@@ -329,7 +329,7 @@ def _renumbered(triples: list) -> bytes:
                 shifts[-1][1] = old
             else:
                 shifts.append([old, old, new - old])
-        data = {"shift": [run for run in shifts if run[2]],
+        data = {"shift": [r for r in shifts if r[2]],
                 "rows": [[old, new] for _, old, new in triples
                          if not (_line(old) and _line(new)) and new != old]}
     return json.dumps(data, ensure_ascii=False).encode("utf-8")

@@ -127,7 +127,7 @@ def read_versions(output_dir: str, entries: Iterable[str] | None = None) -> tupl
 
 
 def under_a_file(output_dir: str) -> ConfigError:
-    """The error for an output path that runs through a file."""
+    """The error for an output path that passes through a file."""
     return ConfigError(f"output directory {output_dir}: a part of the path is a file, not a "
                        f"folder; give a path under a folder")
 

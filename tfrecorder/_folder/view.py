@@ -220,9 +220,9 @@ class View:
             return entries
 
     def contiguous(self, shard: int, first: int, n: int) -> list[tuple[int, int]]:
-        """Live records ``first`` to ``first + n`` of shard ``shard`` as runs the file
+        """Live records ``first`` to ``first + n`` of shard ``shard`` as extents the file
         holds back to back: ``(byte offset, records)`` each; a retired record between
-        two live ones ends a run."""
+        two live ones ends an extent."""
         entries = self.entries(shard)[first:first + n]
         out: list[list[int]] = []
         end = None

@@ -199,7 +199,7 @@ def _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels):
                           f"records, 1 or more (1024 by default)")
     if seed is not None and not _whole(seed):
         raise ConfigError(f"seed={seed!r}; give a whole number, e.g. 42, or None for a "
-                          f"different order each run")
+                          f"different order each time")
     if not _whole(channels) or channels not in (1, 3, 4):
         raise ConfigError(f"channels={channels!r}; use 1 (grey), 3 (RGB) or 4 (RGBA)")
     return image_size

@@ -4,8 +4,8 @@ Reader ``i`` of ``n`` gets the records at positions ``[total * i // n, total * (
 of the split: the parts are disjoint, together hold every record once, and their sizes
 differ by at most one, whatever the number of shard files (three files serve eight
 readers). Without a shuffle the positions are the records in file order, so each
-reader's part is one contiguous run of records per file it touches, read with one seek
-per run (``runs``); with ``shuffle="global"`` they are positions in a seeded
+reader's part is one extent (records back to back) per file it touches, read with one
+seek per extent (``extents``); with ``shuffle="global"`` they are positions in a seeded
 permutation of the whole split.
 """
 
@@ -36,7 +36,7 @@ def span(total: int, number: int, count: int) -> tuple[int, int]:
     return total * number // count, total * (number + 1) // count
 
 
-def runs(counts: Sequence[int], start: int, end: int) -> list[tuple[int, int, int]]:
+def extents(counts: Sequence[int], start: int, end: int) -> list[tuple[int, int, int]]:
     """``(file, first, n)`` for each file holding records of positions ``[start, end)`` of
     the files' concatenation (``counts`` records each): ``n`` records from record
     ``first`` of file number ``file``."""
@@ -49,17 +49,17 @@ def runs(counts: Sequence[int], start: int, end: int) -> list[tuple[int, int, in
     return out
 
 
-def pieces(run_list: list[tuple[int, int, int]], most: int,
+def pieces(extent_list: list[tuple[int, int, int]], most: int,
            least: int) -> list[tuple[int, int, int]]:
-    """``run_list`` cut into up to ``most`` runs of at least ``least`` records each, so
+    """``extent_list`` cut into up to ``most`` extents of at least ``least`` records each, so
     that a reader whose part lies in one or two files still reads several places at
     once. The records and their order within each file are unchanged."""
-    total = sum(n for _, _, n in run_list)
-    want = max(len(run_list), min(most, total // max(1, least)))
-    if want <= len(run_list):
-        return list(run_list)
+    total = sum(n for _, _, n in extent_list)
+    want = max(len(extent_list), min(most, total // max(1, least)))
+    if want <= len(extent_list):
+        return list(extent_list)
     out = []
-    for file, first, n in run_list:
+    for file, first, n in extent_list:
         k = max(1, round(want * n / total))
         for j in range(k):
             lo, hi = first + n * j // k, first + n * (j + 1) // k

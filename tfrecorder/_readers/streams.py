@@ -23,12 +23,12 @@ from tfrecorder._readers import partition
 MAX_PARALLEL_READS = 16
 
 
-#: A reader's part is cut into runs of at least this many records, read in parallel.
-MIN_RUN = 256
+#: A reader's part is cut into extents of at least this many records, read in parallel.
+MIN_EXTENT = 256
 
 
-#: Read buffer of a run of records started at an offset.
-RUN_BUFFER = 256 << 10
+#: Read buffer of an extent of records started at an offset.
+EXTENT_BUFFER = 256 << 10
 
 
 #: Records read before the manifest is read again to see that they are the opened
@@ -54,7 +54,7 @@ def _counted_records(tf, path, expected, compression, first=None, offset=None):
         raw = tf.data.TFRecordDataset(path, compression_type=compression).skip(first)
         raw = raw.take(expected)
     else:
-        raw = _records_at(tf, path, offset, RUN_BUFFER).take(expected)
+        raw = _records_at(tf, path, offset, EXTENT_BUFFER).take(expected)
     records = raw.map(lambda r: (r, False))
 
     def count(n, item):
@@ -203,30 +203,30 @@ def _reader_records(tf, v: view.View, compression, reader, shuffle, seed, determ
             deterministic=deterministic)
         return ds, end - start
 
-    # Each reader's part cut into pieces read in parallel, and each piece into runs of
-    # records the shard holds back to back (a retired record ends one), read from
+    # Each reader's part cut into pieces read in parallel, and each piece into extents
+    # (records the shard holds back to back ; a retired record ends one), read from
     # their byte offset; gzip shards are read from their start, the records before
     # dropped.
     indexed = compression == ""
-    run_list = []  # (file, first record, records, byte offset or -1)
-    for f, first, n in partition.pieces(partition.runs(v.counts, start, end),
-                                        MAX_PARALLEL_READS, MIN_RUN):
+    extents = []  # (file, first record, records, byte offset or -1)
+    for f, first, n in partition.pieces(partition.extents(v.counts, start, end),
+                                        MAX_PARALLEL_READS, MIN_EXTENT):
         if indexed:
-            run_list += [(f, first, k, at) for at, k in v.contiguous(f, first, n)]
+            extents += [(f, first, k, at) for at, k in v.contiguous(f, first, n)]
         else:
             v.refuse_retired(f)
-            run_list.append((f, first, n, -1))
+            extents.append((f, first, n, -1))
     ds = tf.data.Dataset.from_tensor_slices((
-        tf.constant([v.files[f] for f, _, _, _ in run_list], tf.string),
-        tf.constant([first for _, first, _, _ in run_list], tf.int64),
-        tf.constant([n for _, _, n, _ in run_list], tf.int64),
-        tf.constant([at for _, _, _, at in run_list], tf.int64)))
+        tf.constant([v.files[f] for f, _, _, _ in extents], tf.string),
+        tf.constant([first for _, first, _, _ in extents], tf.int64),
+        tf.constant([n for _, _, n, _ in extents], tf.int64),
+        tf.constant([at for _, _, _, at in extents], tf.int64)))
     if shuffle:
-        ds = ds.shuffle(max(1, len(run_list)), seed=seed, reshuffle_each_iteration=True)
+        ds = ds.shuffle(max(1, len(extents)), seed=seed, reshuffle_each_iteration=True)
     ds = ds.interleave(
         lambda f, first, n, at: _counted_records(tf, f, n, compression, first,
                                                  at if indexed else None),
-        cycle_length=max(1, min(len(run_list), MAX_PARALLEL_READS)),
+        cycle_length=max(1, min(len(extents), MAX_PARALLEL_READS)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     return ds, end - start
 

@@ -119,7 +119,7 @@ def scan(file: BinaryIO, where: str = "<stream>") -> Iterator[tuple[int, int]]:
     """``(offset, framed length)`` of every record of an uncompressed TFRecord ``file``,
     read from the length fields alone (the data is skipped with seeks, not read): the
     entries of its index file. Each length field's checksum is checked, and a record
-    that runs past the file's end is an error."""
+    that goes past the file's end is an error."""
     end = file.seek(0, 2)
     at = 0
     while at < end:
