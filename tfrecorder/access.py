@@ -453,12 +453,12 @@ def shard_order(counts: Sequence[int], seed: int, epoch: int, window: int = WIND
     shards = permutation(len(counts), seed, epoch)
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     rng = np.random.RandomState([int(seed), int(epoch), 1])  # not permutation's stream
-    parts = []
+    windows = []
     for k in range(0, len(shards), int(window)):
         records = np.concatenate([np.arange(starts[s], starts[s + 1])
                                   for s in shards[k:k + int(window)]])
-        parts.append(records[rng.permutation(len(records))])
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        windows.append(records[rng.permutation(len(records))])
+    return np.concatenate(windows) if windows else np.zeros(0, np.int64)
 
 
 def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):

@@ -70,11 +70,11 @@ def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
     # Something is wrong: line by line, to name the line.
     entries, at = [], 0
     for number, line in enumerate(data.decode("ascii", "replace").splitlines(), 1):
-        parts = line.split()
-        if not parts:
+        pair = line.split()
+        if not pair:
             continue
         try:
-            offset, length = (int(p) for p in parts)
+            offset, length = (int(p) for p in pair)
         except ValueError:
             raise CorruptRecordError(
                 f"{where}, line {number}: {line!r} is not 'OFFSET LENGTH'; rebuild the "
@@ -114,11 +114,11 @@ def _parse_whole(data: bytes, *, count: int | None, size: int | None,
         return None
     fields = []
     for line in data.split(b"\n"):
-        parts = line.split()
-        if parts:
-            if len(parts) != 2:
+        pair = line.split()
+        if pair:
+            if len(pair) != 2:
                 return None
-            fields += parts
+            fields += pair
     try:
         numbers = list(map(int, fields))
     except ValueError:

@@ -118,7 +118,7 @@ TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 
 @dataclasses.dataclass(frozen=True, order=True)
 class ShardName:
-    """The parts of a shard file name such as ``data-train.tfrecord-00002-of-00008``, or
+    """The fields of a shard file name such as ``data-train.tfrecord-00002-of-00008``, or
     ``data-train-v00003.tfrecord-00000-of-00002`` for a shard that the update publishing
     version 3 wrote (version 1's shards carry no version in their name)."""
 
@@ -137,7 +137,7 @@ class ShardName:
 
     @classmethod
     def parse(cls, filename: str) -> "ShardName | None":
-        """The parts of ``filename``, or None when it is not a shard name."""
+        """The fields of ``filename``, or None when it is not a shard name."""
         if not isinstance(filename, str):
             return None
         m = _SHARD_PATTERN.fullmatch(filename)
@@ -279,7 +279,7 @@ class Declared:
 
 
 def escape(key: str) -> str:
-    """A feature key as a file-name part: ``/`` (nested keys such as ``objects/label``,
+    """A feature key as a file-name component: ``/`` (nested keys such as ``objects/label``,
     ``image/encoded``) becomes ``-``; every other character stays."""
     return key.replace("/", "-")
 

@@ -79,10 +79,10 @@ def image_names(entry: dict) -> set[str]:
         return set()
     if storage.is_remote(value) or os.path.isabs(value):
         return {value, storage.resolve(value)}
-    parts = os.path.normpath(value).split(os.sep)
-    while parts and parts[0] == os.pardir:
-        del parts[0]
-    return {value, os.sep.join(parts)}
+    components = os.path.normpath(value).split(os.sep)
+    while components and components[0] == os.pardir:
+        del components[0]
+    return {value, os.sep.join(components)}
 
 
 def names(value: str, location: str, ends: bool = False) -> list[str]:
@@ -95,8 +95,8 @@ def names(value: str, location: str, ends: bool = False) -> list[str]:
     (size and time, labels, values) before it keeps one."""
     out = [value, location] if value != location else [location]
     if ends and not storage.is_remote(location):
-        parts = location.split(os.sep)
-        out += [os.sep.join(parts[i:]) for i in range(1, len(parts)) if parts[i]]
+        components = location.split(os.sep)
+        out += [os.sep.join(components[i:]) for i in range(1, len(components)) if components[i]]
     return out
 
 

@@ -56,21 +56,21 @@ def write_record(file: BinaryIO, data: bytes) -> int:
     return len(record)
 
 
-def write_record_parts(file: BinaryIO, parts: list[bytes], digest=None) -> int:
-    """Appends one record whose data is ``b"".join(parts)``, without joining them.
+def write_record_segments(file: BinaryIO, segments: list[bytes], digest=None) -> int:
+    """Appends one record whose data is ``b"".join(segments)``, without joining them.
 
     ``digest``, a ``hashlib`` object, is fed the record's length and data checksum: a
     fingerprint of a whole shard's content at no extra pass over its bytes.
     """
     crc = 0
     length = 0
-    for part in parts:
-        crc = google_crc32c.extend(crc, part)
-        length += len(part)
+    for segment in segments:
+        crc = google_crc32c.extend(crc, segment)
+        length += len(segment)
     header = _LENGTH.pack(length)
     footer = _CRC.pack(_mask(crc))
     file.write(header + _CRC.pack(masked_crc32c(header)))
-    file.writelines(parts)
+    file.writelines(segments)
     file.write(footer)
     if digest is not None:
         digest.update(header + footer)

@@ -319,7 +319,7 @@ class ConversionResult(_Keys):
             f"<td style='text-align:right'>{self.shards_per_split[s]}</td></tr>"
             for s, n in self.rows_per_split.items()
         )
-        parts = [
+        pieces = [
             "<div class='tfrecorder-result'>",
             (f"<b>tfrecorder</b>: {self.rows_written} of {self.rows_in} rows written to "
              if not self.version or self.version == 1 else
@@ -341,36 +341,36 @@ class ConversionResult(_Keys):
                 for split, c in self.changes.items())
             said = ("unchanged: nothing written" if self.unchanged
                     else f"published version {self.version}")
-            parts.append(f"<div><b>{said}</b></div><table><tr><th>split</th><th>added</th>"
+            pieces.append(f"<div><b>{said}</b></div><table><tr><th>split</th><th>added</th>"
                          f"<th>retired</th><th>kept</th></tr>{changed}</table>")
             if self.existing_count:
-                parts.append(f"<div>{self.existing_count} row(s) not appended: their key is "
+                pieces.append(f"<div>{self.existing_count} row(s) not appended: their key is "
                              f"already stored{esc(self._differ_text())}</div>")
         if self.labels:
-            parts.append(f"<div>{len(self.labels)} labels: {esc(', '.join(self.labels[:20]))}"
+            pieces.append(f"<div>{len(self.labels)} labels: {esc(', '.join(self.labels[:20]))}"
                          f"{' ...' if len(self.labels) > 20 else ''}</div>")
             empty = self.labels_without_records
             if empty:
-                parts.append(
+                pieces.append(
                     f"<div style='color:#b00'><b>{len(empty)} label(s) have no records</b> "
                     f"(their ids are kept): {esc(', '.join(empty[:20]))}"
                     f"{' ...' if len(empty) > 20 else ''}</div>")
-            parts.append(self._bars_html())
+            pieces.append(self._bars_html())
         if self.rows_quarantined:
             items = "".join(f"<li>row {esc(str(e['row']))}: {esc(e['reason'])}</li>"
                             for e in self.first_errors)
-            parts.append(
+            pieces.append(
                 f"<div style='color:#b00'><b>{self.rows_quarantined} rows quarantined</b>, "
                 f"listed in <code>{esc(self.errors_file)}</code><ul>{items}</ul></div>")
         reencoded = self._reencoded_line()
         if reencoded is not None:
-            parts.append(f"<div><b>re-encoded</b>: {esc(reencoded)}</div>")
-        parts += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
+            pieces.append(f"<div><b>re-encoded</b>: {esc(reencoded)}</div>")
+        pieces += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
         if self.report is not None:
-            parts.append(f"<div><i>data report</i>: {esc(self.report.summary())} "
+            pieces.append(f"<div><i>data report</i>: {esc(self.report.summary())} "
                          f"(<code>result.report</code>)</div>")
-        parts.append("</div>")
-        return "".join(parts)
+        pieces.append("</div>")
+        return "".join(pieces)
 
 
 @dataclasses.dataclass(eq=False)

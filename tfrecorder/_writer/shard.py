@@ -282,7 +282,7 @@ def open_for_write(path: str, gzipped: bool):
     return gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6), raw
 
 
-def part_name(filename: str) -> str:
+def temp_name(filename: str) -> str:
     """The temporary name a shard file is written under before its rename: unique, so a
     retried writer never appends to a file another attempt left."""
     return f"{filename}.{uuid.uuid4().hex}.part"
@@ -306,7 +306,7 @@ def write(task: ShardTask, settings: WriteSettings,
         tmp = final
     else:
         storage.makedirs(folder)
-        tmp = storage.join(folder, part_name(task.filename))
+        tmp = storage.join(folder, temp_name(task.filename))
     uris = [row.image_uri for row in task.rows]
     first = next((u for u in uris if u is not None), None)
     threads = REMOTE_READ_THREADS if first is not None and storage.is_remote(first) else 1
@@ -381,7 +381,7 @@ def write(task: ShardTask, settings: WriteSettings,
                     cost[0] += 1
                     cost[1] += source_size
                     cost[2] += len(stored)
-            framed.append(records.write_record_parts(out, example.serialize_parts(features),
+            framed.append(records.write_record_segments(out, example.serialize_segments(features),
                                                      digest))
             if settings.rows:
                 lines.append(_rows_entry(row, settings, written if seen else None, names,
