@@ -138,7 +138,7 @@ def serialize_segments(features: Mapping[str, "Feature | LargeBytesFeature"]) ->
     segment, so callers checksum and write a record in a few calls.
     """
     segments: list = []
-    run: list[bytes] = []  # small bytes since the last large value
+    small: list[bytes] = []  # small bytes since the last large value
     total = 0
     for key in sorted(features):
         f = features[key]
@@ -151,16 +151,16 @@ def serialize_segments(features: Mapping[str, "Feature | LargeBytesFeature"]) ->
         head = b"\x0a" + _varint(len(inner) + n)
         total += len(head) + len(inner) + n
         if isinstance(f, LargeBytesFeature):
-            run += (head, inner, f.prefix)
-            segments.append(run)
+            small += (head, inner, f.prefix)
+            segments.append(small)
             segments.append(f.value)
-            run = []
+            small = []
         else:
-            run += (head, inner, f)
-    segments.append(run)
-    # The Example's own header, its length known now, starts the first run.
+            small += (head, inner, f)
+    segments.append(small)
+    # The Example's own header, its length known now, starts the first segment.
     segments[0].insert(0, b"\x0a" + _varint(total))
-    if not run:  # the last value was a large one
+    if not small:  # the last value was a large one
         segments.pop()
     return [b"".join(p) if isinstance(p, list) else p for p in segments]
 
