@@ -302,7 +302,7 @@ def _line(value) -> bool:
 
 
 def write_renumbered(folder: str, renumbered: dict) -> None:
-    """Stages, in the run's ``folder``, the rows of the edited table of the kept records
+    """Writes, in the run's ``folder``, the rows of the edited table of the kept records
     of each rows file one of whose records moved: ``renumbered`` is ``{rows file:
     [(position, row stored, row now), ...]}``, every kept record of it. In stored-row
     order, line numbers move by one count between two edits (lines removed or added
@@ -311,13 +311,13 @@ def write_renumbered(folder: str, renumbered: dict) -> None:
     ``[row stored, row now]``. Where one stored row is there twice (a compacted shard
     holds records two tables numbered; a DataFrame's index may repeat a label), the
     moved records of that file are listed by position instead: ``[position, row now]``."""
-    staged = [(_renumbered_path(folder, name), _renumbered(triples))
+    pending = [(_renumbered_path(folder, name), _renumbered(triples))
               for name, triples in renumbered.items()]
-    storage.each(lambda job: storage.write_into(*job), staged, storage.is_remote(folder))
+    storage.each(lambda job: storage.write_into(*job), pending, storage.is_remote(folder))
 
 
 def _renumbered(triples: list) -> bytes:
-    """One rows file's staging (``write_renumbered``)."""
+    """One rows file's renumbering (``write_renumbered``)."""
     stored = [json.dumps(old, sort_keys=True) for _, old, _ in triples]
     if len(set(stored)) < len(stored):
         data = {"positions": [[p, new] for p, old, new in triples if new != old]}
@@ -337,7 +337,7 @@ def _renumbered(triples: list) -> bytes:
 
 def renumbering(folder: str | None, rows_name: str | None) -> Callable | None:
     """``now(position, row stored)``: the row in the edited table of the record at
-    ``position`` of the rows file ``rows_name``, as ``write_renumbered`` staged it in the
+    ``position`` of the rows file ``rows_name``, as ``write_renumbered`` wrote it in the
     run's ``folder`` (the stored row where nothing moved it); None where no record of it
     moved."""
     if folder is None or rows_name is None:

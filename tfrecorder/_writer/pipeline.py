@@ -63,7 +63,7 @@ class WriteShards(beam.PTransform):
 def _one_worker(p: beam.Pipeline) -> bool:
     """True when ``p`` runs in this process on one worker: Beam's FnApiRunner with one
     DirectRunner worker, as ``convert`` runs small tables. A Reshuffle has nothing to
-    spread the shards over there, and costs a shuffle stage (0.1 s a run)."""
+    spread the shards over there, and costs a shuffle step (0.1 s a run)."""
     from apache_beam.options.pipeline_options import DirectOptions
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 

@@ -77,18 +77,21 @@ class Quarantined:
     split: str
     image_uri: str | None
     values: dict
-    stage: str        # "read" (the file) or "image" (its content)
+    failed_at: str    # "read" (the file) or "image" (its content)
     reason: str
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        """The errors.jsonl line, whose key for ``failed_at`` is ``stage``."""
+        d = dataclasses.asdict(self)
+        d["stage"] = d.pop("failed_at")
+        return d
 
 
-def quarantined(row, columns: tuple, stage: str, reason: str) -> list[Quarantined]:
+def quarantined(row, columns: tuple, failed_at: str, reason: str) -> list[Quarantined]:
     """The lines of ``row`` (a ``plan.Row``) in the errors file: one per input row, as
     rows merged into one record (an image listed with several labels) are quarantined
     each with its values."""
-    return [Quarantined(rid, row.split, row.image_uri, dict(zip(columns, values)), stage,
+    return [Quarantined(rid, row.split, row.image_uri, dict(zip(columns, values)), failed_at,
                         reason) for rid, values in ((row.row, row.values), *row.merged)]
 
 
@@ -353,13 +356,13 @@ def write(task: ShardTask, settings: WriteSettings,
             features = row.features
             seen: dict = {}
             if row.image_uri is not None:
-                reason, stage = None, "read"
+                reason, failed_at = None, "read"
                 if isinstance(ready, OSError):
                     reason = _read_reason(ready, row.image_uri)
                 elif isinstance(ready, image.ImageProblem):
-                    reason, stage = _named(str(ready), row.image_uri), "image"
+                    reason, failed_at = _named(str(ready), row.image_uri), "image"
                 if reason is not None:
-                    bad.extend(quarantined(row, columns, stage, reason))
+                    bad.extend(quarantined(row, columns, failed_at, reason))
                     continue
                 stored, info, measured, source_size, file_size, file_stamp = ready
                 written = (None if settings.image_column is None

@@ -1,4 +1,4 @@
-"""The wheel a Dataflow job stages: this very tfrecorder, packed from the installed
+"""The wheel a Dataflow job ships to its workers: this very tfrecorder, packed from the installed
 package's own files, and the distribution's name it carries. Its own module because it is
 plain packaging (no Beam), which tests also use to make a worker's environment.
 """
