@@ -104,7 +104,7 @@ def _names_in(folder: str, path: str) -> set[str]:
         return set()
     finally:
         # gcsfs would answer later questions about these objects (``stamp``: their
-        # generation) from this listing, however long ago it was made.
+        # object generation) from this listing, however long ago it was made.
         fs.invalidate_cache(folder)
 
 
@@ -236,16 +236,17 @@ def read_file_stamped(path: str, max_bytes: int,
 def stamp(path: str) -> tuple[int, int]:
     """``(size, stamp)`` of file ``path``, which an update compares to decide that an
     image is unchanged without reading it: the stamp is the modification time in
-    nanoseconds locally, the object's generation on Cloud Storage (a new one for every
+    nanoseconds locally, the object generation on Cloud Storage (a new one for every
     write of the object). OSError when it cannot be looked at."""
     if is_remote(path):
         fs = _fs(path)
         info = fs.info(path)
-        generation = info.get("generation")
-        if generation in (None, ""):  # a store without generations: its update time
+        object_generation = info.get("generation")
+        if object_generation in (None, ""):  # a store without them: its update time
             when = info.get("mtime") or info.get("updated")
-            generation = int(when.timestamp() * 1e9) if hasattr(when, "timestamp") else 0
-        return int(info["size"]), int(generation)
+            object_generation = (int(when.timestamp() * 1e9) if hasattr(when, "timestamp")
+                                 else 0)
+        return int(info["size"]), int(object_generation)
     st = os.stat(_local(path))
     return st.st_size, st.st_mtime_ns
 
