@@ -254,7 +254,7 @@ class Reader:
 
     def _pinned(self, shard: int) -> _cache.Pin:
         """Shard ``shard``'s cache entry, open and pinned, fetched first if need be; its
-        conversion is checked after a fetch, before the entry is kept."""
+        conversion is checked after a fetch, before the entry is cached."""
         with self._lock:
             pin = self._pins.get(shard)
             if pin is not None:

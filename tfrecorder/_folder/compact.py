@@ -8,7 +8,7 @@ live records, in the order readers see them, into ``NAME-<split>-vKKKKK`` shards
 their index and rows files, and publishes them as the next version. Records are copied
 as they are stored (checked, not decoded): no image is read again, and the data report
 of the new version is its parent's, since its records and their order are the same.
-Earlier versions keep their files; ``vacuum`` removes them once no kept version lists
+Earlier versions keep their files; ``vacuum`` removes them once no retained version lists
 them. No Beam here: a compaction copies bytes in this process.
 """
 

@@ -187,7 +187,7 @@ class View:
         self._entries[shard] = entries
 
     def read_entries(self, shard: int) -> list[tuple[int, int]]:
-        """The entries of shard ``shard``, read now (not kept): the live index where
+        """The entries of shard ``shard``, read now (not cached): the live index where
         there is one, else the index file, else a scan of the shard's length fields.
         ConfigError for gzip shards and for shards without counts (TFRecorder 2.0)."""
         s = self.shards[shard]

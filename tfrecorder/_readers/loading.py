@@ -261,7 +261,7 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
             num_parallel_calls=AUTOTUNE, deterministic=deterministic)
         length = sum(counts) if known else None
     # Records from the shard cache are the conversion's by construction (an entry is
-    # kept only once its conversion was checked, under a name of that conversion).
+    # cached only once its conversion was checked, under a name of that conversion).
     from_cache = shuffle == "global" and shard_cache is not None
     if v.version.generation and not from_cache:
         ds = _verified(tf, ds, _same_conversion(tf, root, v.version.pin, v.version.generation))

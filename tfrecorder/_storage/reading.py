@@ -55,7 +55,7 @@ def missing(paths: Sequence, listed: dict[str, set[str]] | None = None) -> list[
     (a stat waits on the file system without the GIL; on a network file system or a
     mounted bucket each is a round trip); on an object store, one listing per folder the
     paths are in (a request per thousand names, where a lookup per object would be a
-    request each: a table names most of its folders' images), kept in ``listed``
+    request each: a table names most of its folders' images), held in ``listed``
     (folder -> names) for the next calls. Anything else a read would meet (a directory,
     no permission) is left to the read, which names it."""
     out: list[int] = []
