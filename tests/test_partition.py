@@ -35,4 +35,4 @@ def test_a_reader_reads_one_run_per_file_it_touches():
 @pytest.mark.parametrize("shard", [(3, 3), (-1, 2), (0, 0), "0/2", (0.5, 2), (True, 2), (1,)])
 def test_a_reader_outside_its_count_is_refused(shard):
     with pytest.raises(ConfigError, match="0 <= index < count"):
-        partition.check_reader(shard)
+        partition.check_shard(shard)

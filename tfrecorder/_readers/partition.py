@@ -1,11 +1,12 @@
-"""Which records of a split each of several readers reads: pure arithmetic on counts.
+"""Which records of a split each of several input pipelines reads: arithmetic on counts.
 
-Reader ``i`` of ``n`` gets the records at positions ``[total * i // n, total * (i + 1) // n)``
-of the split: the parts are disjoint, together hold every record once, and their sizes
-differ by at most one, whatever the number of shard files (three files serve eight
-readers). Without a shuffle the positions are the records in file order, so each
-reader's part is one extent (records back to back) per file it touches, read with one
-seek per extent (``extents``); with ``shuffle="global"`` they are positions in a seeded
+Input pipeline ``i`` of ``n`` (tf.distribute's word; ``load(shard=(i, n))``) gets the
+records at positions ``[total * i // n, total * (i + 1) // n)`` of the split: the parts
+are disjoint, together hold every record once, and their sizes differ by at most one,
+whatever the number of shard files (three files serve eight input pipelines). Without a
+shuffle the positions are the records in file order, so each part is one extent
+(records back to back) per file it touches, read with one seek per extent
+(``extents``); with ``shuffle="global"`` they are positions in a seeded
 permutation of the whole split.
 """
 
@@ -16,7 +17,7 @@ from typing import Sequence
 from tfrecorder._errors import ConfigError
 
 
-def check_reader(shard) -> tuple[int, int]:
+def check_shard(shard) -> tuple[int, int]:
     """``(number, count)`` of ``load(shard=...)`` (tf.data's ``Dataset.shard(count, index)``
     word in the message); ConfigError unless ``0 <= number < count``."""
     try:
@@ -26,7 +27,7 @@ def check_reader(shard) -> tuple[int, int]:
         ok = False
     if not ok or count < 1 or not 0 <= number < count:
         raise ConfigError(f"shard={shard!r}; give (index, count) with 0 <= index < count, "
-                          f"e.g. shard=(0, 8) for the first of 8 readers")
+                          f"e.g. shard=(0, 8) for the first of 8 input pipelines")
     return number, count
 
 
@@ -52,7 +53,7 @@ def extents(counts: Sequence[int], start: int, end: int) -> list[tuple[int, int,
 def pieces(extent_list: list[tuple[int, int, int]], most: int,
            least: int) -> list[tuple[int, int, int]]:
     """``extent_list`` cut into up to ``most`` extents of at least ``least`` records each, so
-    that a reader whose part lies in one or two files still reads several places at
+    that an input pipeline whose part lies in one or two files still reads several places at
     once. The records and their order within each file are unchanged."""
     total = sum(n for _, _, n in extent_list)
     want = max(len(extent_list), min(most, total // max(1, least)))
