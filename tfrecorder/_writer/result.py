@@ -215,17 +215,17 @@ class ConversionResult(_Keys):
             return ""
         top = max((n for c in self.label_counts.values() for n in c.values()), default=0) or 1
         colours = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]
-        rows = []
+        lines = []
         for label in self.labels[:30]:
             bars = "".join(
                 f"<div title='{html.escape(split)}: {self.label_counts.get(split, {}).get(label, 0)}' "
                 f"style='height:7px;margin:1px 0;background:{colours[i % 4]};width:"
                 f"{240 * self.label_counts.get(split, {}).get(label, 0) / top:.0f}px'></div>"
                 for i, split in enumerate(self.rows_per_split))
-            rows.append(f"<tr><td>{html.escape(label)}</td><td>{bars}</td></tr>")
+            lines.append(f"<tr><td>{html.escape(label)}</td><td>{bars}</td></tr>")
         legend = " ".join(f"<span style='color:{colours[i % 4]}'>&#9632; {html.escape(sp)}</span>"
                           for i, sp in enumerate(self.rows_per_split))
-        return f"<div>Records per label {legend}</div><table>{''.join(rows)}</table>"
+        return f"<div>Records per label {legend}</div><table>{''.join(lines)}</table>"
 
     def _change_lines(self) -> list[str]:
         """The summary's lines of what an update changed, per split."""
@@ -314,7 +314,7 @@ class ConversionResult(_Keys):
 
     def _repr_html_(self) -> str:
         esc = html.escape
-        rows = "".join(
+        per_split = "".join(
             f"<tr><td>{esc(s)}</td><td style='text-align:right'>{n}</td>"
             f"<td style='text-align:right'>{self.shards_per_split[s]}</td></tr>"
             for s, n in self.rows_per_split.items()
@@ -331,7 +331,7 @@ class ConversionResult(_Keys):
                f"one record per image, with its boxes)" if self.detection else ""),
             f"<table><tr><th>split</th><th>"
             f"{'records' if self.multi_label else 'images' if self.detection else 'rows'}</th>"
-            f"<th>shards</th></tr>", rows, "</table>",
+            f"<th>shards</th></tr>", per_split, "</table>",
         ]
         if self.unchanged or (self.version or 0) > 1:
             changed = "".join(
