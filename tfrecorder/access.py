@@ -427,7 +427,7 @@ _NUMPY = {example.BYTES: object, example.INT64: np.int64, example.FLOAT: np.floa
 
 def permutation(size: int, seed: int, epoch: int) -> np.ndarray:
     """The order of epoch ``epoch``: a permutation of ``range(size)`` that depends only on
-    ``(size, seed, epoch)``, on every machine and NumPy version (NumPy's frozen legacy
+    ``(size, seed, epoch)``, on every machine and NumPy release (NumPy's frozen legacy
     generator), so a job that restarts at an epoch reads that epoch's order again."""
     for name, v in (("seed", seed), ("epoch", epoch)):
         if not isinstance(v, (int, np.integer)) or not 0 <= v < 1 << 32:

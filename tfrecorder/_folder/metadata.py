@@ -35,7 +35,9 @@ from tfrecorder._errors import ConversionError, IncompleteOutputError
 from tfrecorder._folder.layout import DATASET_INFO, FEATURES, MANIFEST, FeatureSpec
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, damaged, json_bytes
 
-TFDS_VERSION = "1.0.0"
+#: The TFDS dataset version dataset_info.json states (its key "version"): TFDS's, not
+#: a version of the folder.
+TFDS_DATASET_VERSION = "1.0.0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,7 +346,7 @@ def tfds_dataset_info(m: Manifest) -> dict:
         "fileFormat": "tfrecord",
         "name": m.name,
         "splits": splits,
-        "version": TFDS_VERSION,
+        "version": TFDS_DATASET_VERSION,
     }
     if m.image_key and m.label_key:
         info["supervisedKeys"] = {"tuple": {"items": [

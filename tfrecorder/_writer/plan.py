@@ -182,7 +182,7 @@ def permutation(n: int, seed: int, split: str):
     """The seeded order of a split's ``n`` rows: position j holds row ``permutation[j]``.
 
     RandomState's stream is frozen by NumPy's compatibility policy, so the order stays
-    the same across NumPy versions and machines.
+    the same across NumPy releases and machines.
     """
     import numpy as np
 

@@ -31,14 +31,14 @@ DISTRIBUTION = "tfrecorder-tables"
 
 
 def build_wheel(dest_dir: str) -> str:
-    """Writes ``tfrecorder_tables-<version>-py3-none-any.whl`` into ``dest_dir``; returns
-    its path."""
+    """Writes ``tfrecorder_tables-<package version>-py3-none-any.whl`` into ``dest_dir``;
+    returns its path."""
     from tfrecorder import _version
-    from tfrecorder._version import __version__ as version
+    from tfrecorder._version import __version__ as package_version
 
     # The package's folder: _version.py, a leaf, is at its top.
     package_dir = os.path.dirname(os.path.abspath(_version.__file__))
-    stem = f"{DISTRIBUTION.replace('-', '_')}-{version}"
+    stem = f"{DISTRIBUTION.replace('-', '_')}-{package_version}"
     dist_info = f"{stem}.dist-info"
     files: list[tuple[str, bytes]] = []
     for root, dirs, names in os.walk(package_dir):
@@ -50,7 +50,7 @@ def build_wheel(dest_dir: str) -> str:
                 with open(path, "rb") as f:
                     files.append((arcname, f.read()))
     metadata = "\n".join([
-        "Metadata-Version: 2.1", f"Name: {DISTRIBUTION}", f"Version: {version}",
+        "Metadata-Version: 2.1", f"Name: {DISTRIBUTION}", f"Version: {package_version}",
         "Summary: tfrecorder, as staged to remote workers",
         *(f"Requires-Dist: {r}" for r in WORKER_REQUIREMENTS), "", ""]).encode()
     wheel = b"Wheel-Version: 1.0\nGenerator: tfrecorder\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
