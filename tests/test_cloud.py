@@ -205,8 +205,8 @@ def test_dataflow_job_does_not_grow_with_the_table_and_stages_the_wheel(gcs, tmp
     assert (size_big - size_small) <= 10 * (shards_big - shards_small) + 100
     assert size_big < 100_000  # Dataflow's limit: 10 MB
     assert b"photos/0099999.jpg" not in big.job.proto_pipeline.SerializeToString()
-    version = tfrecorder.__version__
-    assert f"tfrecorder_tables-{version}-py3-none-any.whl" in _staged(big.job)
+    package_version = tfrecorder.__version__
+    assert f"tfrecorder_tables-{package_version}-py3-none-any.whl" in _staged(big.job)
     opts = big.job.options.get_all_options()
     assert opts["machine_type"] == "n1-standard-8" and opts["max_num_workers"] == 20
     assert opts["sdk_container_image"] == "gcr.io/my-project/beam:1"

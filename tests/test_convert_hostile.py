@@ -243,7 +243,7 @@ _KILL_SCRIPT = """
 import os, sys, threading, tfrecorder
 from tfrecorder._writer import records
 signal_fd, written = int(sys.argv[3]), []
-real = records.write_record_parts
+real = records.write_record_segments
 def write_then_signal(file, parts, *rest):
     n = real(file, parts, *rest)
     written.append(n)
@@ -251,7 +251,7 @@ def write_then_signal(file, parts, *rest):
         os.write(signal_fd, b"x")
         threading.Event().wait()
     return n
-records.write_record_parts = write_then_signal
+records.write_record_segments = write_then_signal
 tfrecorder.convert(sys.argv[1], sys.argv[2], num_shards=4, overwrite=True, progress=False)
 """
 

@@ -90,7 +90,7 @@ def test_large_bytes_feature_serializes_like_bytes_feature():
     value = bytes(range(256)) * 300
     small = {"label": example.int64_feature([1]), "name": example.bytes_feature(["x"])}
     a = example.serialize({**small, "image": example.bytes_feature([value])})
-    parts = example.serialize_parts({**small, "image": example.LargeBytesFeature(value)})
-    assert b"".join(parts) == a
-    assert any(p is value for p in parts)  # the value is not copied
-    assert len(parts) == 3  # the small bytes before and after it are one part each
+    segments = example.serialize_segments({**small, "image": example.LargeBytesFeature(value)})
+    assert b"".join(segments) == a
+    assert any(p is value for p in segments)  # the value is not copied
+    assert len(segments) == 3  # the small bytes before and after it are one segment each

@@ -262,7 +262,7 @@ def test_index_files_and_reader_parts_on_cloud_storage(gcs, tmp_path):
         parts = []
         for i in range(n):
             part = []
-            for f, first, k in partition.runs(counts, *partition.span(sum(counts), i, n)):
+            for f, first, k in partition.extents(counts, *partition.span(sum(counts), i, n)):
                 # One ranged read per run: from the first record's offset to the last's end.
                 start = entries[f][first][0]
                 end = entries[f][first + k - 1][0] + entries[f][first + k - 1][1]

@@ -12,9 +12,9 @@ def test_readers_get_disjoint_runs_that_cover_every_record_once(counts, n):
     seen, sizes = [], []
     for i in range(n):
         start, end = partition.span(sum(counts), i, n)
-        run_list = partition.runs(counts, start, end)
-        records = [(f, first + k) for f, first, m in run_list for k in range(m)]
-        cut = partition.pieces(run_list, most=16, least=1)
+        extent_list = partition.extents(counts, start, end)
+        records = [(f, first + k) for f, first, m in extent_list for k in range(m)]
+        cut = partition.pieces(extent_list, most=16, least=1)
         assert [(f, first + k) for f, first, m in cut for k in range(m)] == records
         seen += records
         sizes.append(len(records))
@@ -24,7 +24,7 @@ def test_readers_get_disjoint_runs_that_cover_every_record_once(counts, n):
 
 
 def test_a_reader_reads_one_run_per_file_it_touches():
-    assert partition.runs([9, 9, 9], 7, 20) == [(0, 7, 2), (1, 0, 9), (2, 0, 2)]
+    assert partition.extents([9, 9, 9], 7, 20) == [(0, 7, 2), (1, 0, 9), (2, 0, 2)]
     assert partition.pieces([(0, 0, 1000)], most=4, least=250) == [
         (0, 0, 250), (0, 250, 250), (0, 500, 250), (0, 750, 250)]
     assert partition.pieces([(0, 0, 1000)], most=16, least=256) == [
@@ -35,4 +35,4 @@ def test_a_reader_reads_one_run_per_file_it_touches():
 @pytest.mark.parametrize("shard", [(3, 3), (-1, 2), (0, 0), "0/2", (0.5, 2), (True, 2), (1,)])
 def test_a_reader_outside_its_count_is_refused(shard):
     with pytest.raises(ConfigError, match="0 <= index < count"):
-        partition.check_reader(shard)
+        partition.check_shard(shard)

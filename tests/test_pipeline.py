@@ -37,7 +37,7 @@ def test_write_shards_emits_one_element_per_shard_with_its_quarantined_rows(tmp_
                    | pipeline.WriteShards(str(tmp_path / "tasks"), settings))
         assert_that(written
                     | beam.MapTuple(lambda s, bad: (s.filename, s.num_examples,
-                                                    sorted((q.row, q.stage) for q in bad))),
+                                                    sorted((q.row, q.failed_at) for q in bad))),
                     equal_to([("d-train.tfrecord-00000-of-00002", 3, []),
                               ("d-train.tfrecord-00001-of-00002", 3, []),
                               ("d-test.tfrecord-00000-of-00002", 0, [(100, "read")]),

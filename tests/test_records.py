@@ -67,10 +67,10 @@ def test_non_shard_names_do_not_parse(name):
 
 
 def test_record_parts_are_framed_like_one_record():
-    parts = [b"abc", b"", b"x" * 5000, b"z"]
+    segments = [b"abc", b"", b"x" * 5000, b"z"]
     buf = io.BytesIO()
-    n = records.write_record_parts(buf, parts)
-    assert buf.getvalue() == records.frame(b"".join(parts)) and n == len(buf.getvalue())
+    n = records.write_record_segments(buf, segments)
+    assert buf.getvalue() == records.frame(b"".join(segments)) and n == len(buf.getvalue())
 
 
 # --- the records of a file from their length fields (what an index file lists) ---------

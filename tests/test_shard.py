@@ -35,7 +35,7 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
 
     assert stats.num_examples == 2 and stats.channels == {3: 1, 4: 1}
     assert stats.num_bytes == os.path.getsize(out / task.filename)
-    assert [(q.row, q.stage) for q in bad] == [(2, "read"), (3, "image"), (5, "read")]
+    assert [(q.row, q.failed_at) for q in bad] == [(2, "read"), (3, "image"), (5, "read")]
     assert "not found" in bad[0].reason and "truncated JPEG" in bad[1].reason
     assert "directory" in bad[2].reason
     assert bad[0].values == {"split": "TRAIN", "image_uri": str(tmp_path / "missing.jpg"), "label": 0}

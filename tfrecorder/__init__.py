@@ -19,7 +19,7 @@ from __future__ import annotations
 
 try:
     import pandas as _pandas  # noqa: F401
-except ImportError:  # a Beam worker: the staged wheel ships without pandas (wheel.build_wheel)
+except ImportError:  # a Beam worker: the shipped wheel comes without pandas (wheel.build_wheel)
     pass
 else:
     from tfrecorder import _accessor  # noqa: F401  (registers df.tensorflow)

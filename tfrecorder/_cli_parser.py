@@ -92,22 +92,22 @@ def _shards(value: str):
                 f"{value!r}: give a whole number, or counts per split as "
                 f"train=8,validation=2") from None
     out = {}
-    for part in value.split(","):
-        split, _, count = part.partition("=")
+    for item in value.split(","):
+        split, _, count = item.partition("=")
         try:
             out[split.strip()] = int(count)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"{part!r}: give counts per split as train=8,validation=2") from None
+                f"{item!r}: give counts per split as train=8,validation=2") from None
     return out
 
 
 def _per_split_or_one(value: str):
     """``--images-dir``: ``DIR``, or ``train=DIR,validation=DIR`` for a folder per split."""
-    parts = [part.partition("=") for part in value.split(",")]
-    if "=" not in value or not all(eq and _is_split(key) for key, eq, _ in parts):
+    pairs = [item.partition("=") for item in value.split(",")]
+    if "=" not in value or not all(eq and _is_split(key) for key, eq, _ in pairs):
         return value
-    return {key.strip(): folder.strip() for key, _, folder in parts}
+    return {key.strip(): folder.strip() for key, _, folder in pairs}
 
 
 def _is_split(name: str) -> bool:

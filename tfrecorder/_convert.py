@@ -455,7 +455,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
     in_process = records < IN_PROCESS_MAX_ROWS or workers == 1 or len(shards) == 1
     settings = shard.WriteSettings(
         folder, table.columns, check=opts.check,
-        max_image_bytes=opts.max_image_bytes, sizing=sizing, index=opts.write_index,
+        max_image_bytes=opts.max_image_bytes, sizing=sizing, write_index=opts.write_index,
         near_duplicates=opts.near_duplicates, near_distance=opts.near_distance,
         **_row_settings(opts, table, schema),
         # Pre-sizing and the report's small decodes are CPU work that Pillow does without

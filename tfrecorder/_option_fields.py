@@ -41,15 +41,15 @@ def _markdown_value(value) -> str:
 def markdown_table(cls: type) -> str:
     """The Markdown table of every option (name, default, its ``doc`` or else its
     ``help``), in field order: the table of docs/options.md (scripts/options_doc.py)."""
-    rows = ["| option | default | meaning |", "|---|---|---|"]
+    lines = ["| option | default | meaning |", "|---|---|---|"]
     for name, f in named_fields(cls):
         value = _default(f)
         default = (f"`{_markdown_value(value)}`" if not dataclasses.is_dataclass(value)
                    else f"`{type(value).__name__}()`")
         if type(value) is int and value >= 1 << 20 and value % (1 << 20) == 0:
             default += f" ({value >> 20} MiB)"
-        rows.append(f"| `{name}` | {default} | {f.metadata['doc'] or f.metadata['help']} |")
-    return "\n".join(rows) + "\n"
+        lines.append(f"| `{name}` | {default} | {f.metadata['doc'] or f.metadata['help']} |")
+    return "\n".join(lines) + "\n"
 
 
 def named_fields(cls: type):
@@ -69,9 +69,9 @@ def flag_fields(cls: type) -> list:
 
 def docstring_table(cls: type) -> str:
     """The table of ``cls``'s docstring: every option's name, default and ``help``."""
-    rows = ["| option | default | meaning |", "|---|---|---|"]
+    lines = ["| option | default | meaning |", "|---|---|---|"]
     for name, f in named_fields(cls):
         default = _default(f)
         shown = f"{type(default).__name__}()" if dataclasses.is_dataclass(default) else repr(default)
-        rows.append(f"| ``{name}`` | ``{shown}`` | {f.metadata['help']} |")
-    return "\n".join(rows)
+        lines.append(f"| ``{name}`` | ``{shown}`` | {f.metadata['help']} |")
+    return "\n".join(lines)

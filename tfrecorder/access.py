@@ -254,7 +254,7 @@ class Reader:
 
     def _pinned(self, shard: int) -> _cache.Pin:
         """Shard ``shard``'s cache entry, open and pinned, fetched first if need be; its
-        conversion is checked after a fetch, before the entry is kept."""
+        conversion is checked after a fetch, before the entry is cached."""
         with self._lock:
             pin = self._pins.get(shard)
             if pin is not None:
@@ -300,7 +300,7 @@ class Reader:
                 raise TypeError
             i = operator.index(i)
         except TypeError:
-            raise TypeError(f"record index {i!r}: give an int") from None
+            raise TypeError(f"record position {i!r}: give an int") from None
         if i < 0:
             i += n
         if not 0 <= i < n:
@@ -427,7 +427,7 @@ _NUMPY = {example.BYTES: object, example.INT64: np.int64, example.FLOAT: np.floa
 
 def permutation(size: int, seed: int, epoch: int) -> np.ndarray:
     """The order of epoch ``epoch``: a permutation of ``range(size)`` that depends only on
-    ``(size, seed, epoch)``, on every machine and NumPy version (NumPy's frozen legacy
+    ``(size, seed, epoch)``, on every machine and NumPy release (NumPy's frozen legacy
     generator), so a job that restarts at an epoch reads that epoch's order again."""
     for name, v in (("seed", seed), ("epoch", epoch)):
         if not isinstance(v, (int, np.integer)) or not 0 <= v < 1 << 32:
@@ -453,12 +453,12 @@ def shard_order(counts: Sequence[int], seed: int, epoch: int, window: int = WIND
     shards = permutation(len(counts), seed, epoch)
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     rng = np.random.RandomState([int(seed), int(epoch), 1])  # not permutation's stream
-    parts = []
+    windows = []
     for k in range(0, len(shards), int(window)):
         records = np.concatenate([np.arange(starts[s], starts[s + 1])
                                   for s in shards[k:k + int(window)]])
-        parts.append(records[rng.permutation(len(records))])
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        windows.append(records[rng.permutation(len(records))])
+    return np.concatenate(windows) if windows else np.zeros(0, np.int64)
 
 
 def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
@@ -480,7 +480,7 @@ def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
     state = {"reached": 0, "at": 0, "done": False}
     changed = threading.Condition()
 
-    def run():
+    def fetch_ahead():
         j = 0
         while j < len(shards):
             with changed:
@@ -505,7 +505,7 @@ def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
                 while not state["done"] and state["reached"] == reached:
                     changed.wait()
 
-    thread = threading.Thread(target=run, name="tfrecorder-fetch-ahead", daemon=True)
+    thread = threading.Thread(target=fetch_ahead, name="tfrecorder-fetch-ahead", daemon=True)
     thread.start()
     try:
         reached = 0
@@ -526,7 +526,7 @@ def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
 
 def part(indices: Sequence[int] | int, rank: int, world_size: int):
     """The part of ``indices`` (or of ``range(indices)``) that process ``rank`` of
-    ``world_size`` reads: consecutive positions, parts disjoint, together every index
+    ``world_size`` reads: consecutive positions, parts disjoint, together every one
     once, their sizes differing by at most one (nothing is repeated to even them out)."""
     if not (isinstance(world_size, int) and isinstance(rank, int)
             and world_size >= 1 and 0 <= rank < world_size):

@@ -8,7 +8,7 @@ live records, in the order readers see them, into ``NAME-<split>-vKKKKK`` shards
 their index and rows files, and publishes them as the next version. Records are copied
 as they are stored (checked, not decoded): no image is read again, and the data report
 of the new version is its parent's, since its records and their order are the same.
-Earlier versions keep their files; ``vacuum`` removes them once no kept version lists
+Earlier versions keep their files; ``vacuum`` removes them once no retained version lists
 them. No Beam here: a compaction copies bytes in this process.
 """
 
@@ -24,7 +24,7 @@ from tfrecorder._folder import (index, layout, ledger, lock, metadata, publishin
                                 rows, survey)
 from tfrecorder._writer import plan, records
 from tfrecorder._errors import ConfigError, IncompleteOutputError
-from tfrecorder._writer.shard import open_for_write, part_name
+from tfrecorder._writer.shard import open_for_write, temp_name
 from tfrecorder._inputs.splits import ALIASES
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 from tfrecorder._report.findings import read as read_report
@@ -50,8 +50,8 @@ class Compacted:
         if self.version is None:
             return (f"{self.output_dir}: nothing to compact: every split is whole shards "
                     f"of one version (TFDS reads them all)")
-        parts = ", ".join(f"{s} ({n} records)" for s, n in self.splits.items())
-        return (f"{self.output_dir}: compacted {parts} into version {self.version}: "
+        compacted = ", ".join(f"{s} ({n} records)" for s, n in self.splits.items())
+        return (f"{self.output_dir}: compacted {compacted} into version {self.version}: "
                 f"{len(self.files)} shard(s), {human_bytes(self.bytes)}. The folder holds "
                 f"both copies: the earlier versions' {human_bytes(self.held)} of shards "
                 f"stay until `tfrecorder vacuum {self.output_dir} --keep 1` "
@@ -182,24 +182,24 @@ def _rewrite(output_dir: str, run: ledger.RunFolder, info: SplitInfo, names: lis
     for name, end in zip(names, ends):
         final = storage.join(run.folder, name)
         # An object store creates an object only once its upload completes.
-        part = (final if storage.is_remote(final)
-                else storage.join(run.folder, part_name(name)))
+        temp = (final if storage.is_remote(final)
+                else storage.join(run.folder, temp_name(name)))
         digest = hashlib.blake2b(digest_size=16)
         framed, lines = [], []
-        out, raw = open_for_write(part, gzipped)
+        out, raw = open_for_write(temp, gzipped)
         try:
             while done < end:
                 data, entry = next(source)
-                framed.append(records.write_record_parts(out, [data], digest))
+                framed.append(records.write_record_segments(out, [data], digest))
                 lines.append(entry)
                 done += 1
         finally:
             out.close()
             if raw is not out:
                 raw.close()
-        size = storage.size(part)
-        if part != final:
-            storage.rename(part, final)
+        size = storage.size(temp)
+        if temp != final:
+            storage.rename(temp, final)
         index_file = None
         if not gzipped:
             index_file = index.name(name)

@@ -61,8 +61,8 @@ def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
     bytes, from the manifest), or when there are not ``count`` entries. A damaged line
     is thus refused here, before any reader sizes a buffer from it.
 
-    ``gaps=True`` reads a version's live index, which lists only the records the
-    version keeps: a record may start after the previous one's end (the retired ones
+    ``gaps=True`` reads a version's live index, which lists only the version's live
+    records: a record may start after the previous one's end (the retired ones
     between), never before it."""
     quick = _parse_whole(data, count=count, size=size, gaps=gaps)
     if quick is not None:
@@ -70,11 +70,11 @@ def parse(data: bytes, where: str = "<index>", *, count: int | None = None,
     # Something is wrong: line by line, to name the line.
     entries, at = [], 0
     for number, line in enumerate(data.decode("ascii", "replace").splitlines(), 1):
-        parts = line.split()
-        if not parts:
+        pair = line.split()
+        if not pair:
             continue
         try:
-            offset, length = (int(p) for p in parts)
+            offset, length = (int(p) for p in pair)
         except ValueError:
             raise CorruptRecordError(
                 f"{where}, line {number}: {line!r} is not 'OFFSET LENGTH'; rebuild the "
@@ -114,11 +114,11 @@ def _parse_whole(data: bytes, *, count: int | None, size: int | None,
         return None
     fields = []
     for line in data.split(b"\n"):
-        parts = line.split()
-        if parts:
-            if len(parts) != 2:
+        pair = line.split()
+        if pair:
+            if len(pair) != 2:
                 return None
-            fields += parts
+            fields += pair
     try:
         numbers = list(map(int, fields))
     except ValueError:
@@ -136,8 +136,8 @@ def _parse_whole(data: bytes, *, count: int | None, size: int | None,
     return list(zip(offsets, lengths))
 
 
-#: What to do about a damaged index file, or a damaged live index (which lists what
-#: a version kept: nothing else knows it).
+#: What to do about a damaged index file, or a damaged live index (which lists a
+#: version's live records: nothing else knows them).
 _REBUILD = {False: "rebuild the index with `tfrecorder index`",
             True: "the version's live index is damaged; read another version, or convert "
                   "again with overwrite=True"}

@@ -78,7 +78,7 @@ def build_index(tfrecord_dir: str) -> list[str]:
             written.append(targets[name])
         if manifest.format_version != legacy.FORMAT_VERSION:  # TFRecorder's has no manifest
             # The manifest's own text with each shard's index entry added: what a later
-            # format adds to it is kept. A version's file (versions/KKKKK.json) is never
+            # format adds to it stays. A version's file (versions/KKKKK.json) is never
             # rewritten; readers find index files by their name.
             d = loads(storage.read_bytes(here(layout.MANIFEST)))
             for info in d["splits"].values():

@@ -110,7 +110,7 @@ def image_feature_specs() -> dict[str, FeatureSpec]:
 NAME_PATTERN = re.compile(r"[a-zA-Z]\w*")
 _SHARD_PATTERN = re.compile(
     r"(?P<name>[a-zA-Z]\w*)-(?P<split>[a-z][a-z0-9_]*)(?:-v(?P<version>\d{5}))?\.tfrecord-"
-    r"(?P<index>\d{5})-of-(?P<count>\d{5})(?P<gz>\.gz)?"
+    r"(?P<number>\d{5})-of-(?P<count>\d{5})(?P<gz>\.gz)?"
 )
 #: TFDS's name for the shard file template, recorded in dataset_info.json.
 TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
@@ -118,13 +118,13 @@ TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 
 @dataclasses.dataclass(frozen=True, order=True)
 class ShardName:
-    """The parts of a shard file name such as ``data-train.tfrecord-00002-of-00008``, or
+    """The fields of a shard file name such as ``data-train.tfrecord-00002-of-00008``, or
     ``data-train-v00003.tfrecord-00000-of-00002`` for a shard that the update publishing
     version 3 wrote (version 1's shards carry no version in their name)."""
 
     name: str
     split: str
-    index: int
+    number: int                      # 0 .. count - 1: the shard's place in its split
     count: int
     gzip: bool = False
     version: int = 1
@@ -132,12 +132,12 @@ class ShardName:
     def __str__(self) -> str:
         suffix = ".gz" if self.gzip else ""
         tag = f"-v{self.version:05d}" if self.version > 1 else ""
-        return (f"{self.name}-{self.split}{tag}.tfrecord-{self.index:05d}-of-"
+        return (f"{self.name}-{self.split}{tag}.tfrecord-{self.number:05d}-of-"
                 f"{self.count:05d}{suffix}")
 
     @classmethod
     def parse(cls, filename: str) -> "ShardName | None":
-        """The parts of ``filename``, or None when it is not a shard name."""
+        """The fields of ``filename``, or None when it is not a shard name."""
         if not isinstance(filename, str):
             return None
         m = _SHARD_PATTERN.fullmatch(filename)
@@ -146,7 +146,7 @@ class ShardName:
         version = int(m["version"]) if m["version"] is not None else 1
         if m["version"] is not None and version < 2:
             return None  # version 1's shards carry no version: one name per shard
-        return cls(m["name"], m["split"], int(m["index"]), int(m["count"]), bool(m["gz"]),
+        return cls(m["name"], m["split"], int(m["number"]), int(m["count"]), bool(m["gz"]),
                    version)
 
 
@@ -279,7 +279,7 @@ class Declared:
 
 
 def escape(key: str) -> str:
-    """A feature key as a file-name part: ``/`` (nested keys such as ``objects/label``,
+    """A feature key as a file-name component: ``/`` (nested keys such as ``objects/label``,
     ``image/encoded``) becomes ``-``; every other character stays."""
     return key.replace("/", "-")
 

@@ -1,8 +1,8 @@
 """The publishing lock of an output folder: one conversion writes it at a time.
 
 The lock is a file, ``OUT/.tfrecorder.lock`` (``layout.LOCK``), created only where none
-exists (O_EXCL on a local disk, a generation precondition on Cloud Storage). It says
-who holds it and until when; a local run renews it, a Dataflow job's last step removes
+exists (O_EXCL on a local disk, an object-generation precondition on Cloud Storage).
+It says who holds it and until when; a local run renews it, a Dataflow job's last step removes
 it. ``acquire`` takes it, taking over only a lock that provably belongs to no live run
 (``_stale``); ``describe`` says who holds one in words a user can act on. A Lock is a
 context manager: ``with acquire(...) as lock:`` renews it while the block runs and
@@ -40,7 +40,7 @@ DATAFLOW_LOCK_TTL = 24 * 3600
 class Lock:
     """The lock file of an output directory, held by one run.
 
-    It is created only where none exists (O_EXCL on a local disk, a generation
+    It is created only where none exists (O_EXCL on a local disk, an object-generation
     precondition on Cloud Storage) and says who holds it and until when. A lock is
     stale, and is taken over, only when it provably belongs to no live run: it has
     expired (its run stopped renewing it), or its run is its process (not a job the

@@ -48,7 +48,7 @@ class ShardInfo:
 
 @dataclasses.dataclass(frozen=True)
 class SplitInfo:
-    """One split: its totals, its shards in index order, and its rows per label name."""
+    """One split: its totals, its shards in number order, and its rows per label name."""
 
     name: str
     num_examples: int

@@ -35,7 +35,9 @@ from tfrecorder._errors import ConversionError, IncompleteOutputError
 from tfrecorder._folder.layout import DATASET_INFO, FEATURES, MANIFEST, FeatureSpec
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, damaged, json_bytes
 
-TFDS_VERSION = "1.0.0"
+#: The TFDS dataset version dataset_info.json states (its key "version"): TFDS's, not
+#: a version of the folder.
+TFDS_DATASET_VERSION = "1.0.0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +108,7 @@ class Built:
     manifest_bytes: bytes
     errors: bytes                    # errors.jsonl
     files: dict[str, bytes]          # labels files and TFDS metadata, by name
-    shards: list[str]                # shard file names, in split and index order
+    shards: list[str]                # shard file names, in split and number order
     indexes: list[str]               # their index files (index.name), where written
     rows: list[str]                  # their rows files (layout.rows_file), where written
     rows_bad: int
@@ -128,7 +130,7 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
     Every file is built with sorted keys and no timestamps: the same input gives the same
     bytes, whatever order the shards finished in.
     """
-    stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.index))
+    stats = sorted(stats, key=lambda s: (layout.split_order(s.split), s.number))
     quarantined = list(quarantined)
     # The shards an update keeps are there for the data report only.
     kept_stats = [s for s in stats if getattr(s, "kept", False)]
@@ -316,7 +318,7 @@ def tfds_template(s: SplitInfo) -> str | None:
     names = [layout.ShardName.parse(x.file) for x in s.shards]
     versions = {n.version for n in names if n is not None}
     if (len(versions) != 1 or None in names or any(x.live_index for x in s.shards)
-            or sorted(n.index for n in names) != list(range(names[0].count))):
+            or sorted(n.number for n in names) != list(range(names[0].count))):
         return None
     version = versions.pop()
     return (layout.TFDS_TEMPLATE if version == 1 else
@@ -344,7 +346,7 @@ def tfds_dataset_info(m: Manifest) -> dict:
         "fileFormat": "tfrecord",
         "name": m.name,
         "splits": splits,
-        "version": TFDS_VERSION,
+        "version": TFDS_DATASET_VERSION,
     }
     if m.image_key and m.label_key:
         info["supervisedKeys"] = {"tuple": {"items": [

@@ -79,10 +79,10 @@ def image_names(entry: dict) -> set[str]:
         return set()
     if storage.is_remote(value) or os.path.isabs(value):
         return {value, storage.resolve(value)}
-    parts = os.path.normpath(value).split(os.sep)
-    while parts and parts[0] == os.pardir:
-        del parts[0]
-    return {value, os.sep.join(parts)}
+    components = os.path.normpath(value).split(os.sep)
+    while components and components[0] == os.pardir:
+        del components[0]
+    return {value, os.sep.join(components)}
 
 
 def names(value: str, location: str, ends: bool = False) -> list[str]:
@@ -95,8 +95,8 @@ def names(value: str, location: str, ends: bool = False) -> list[str]:
     (size and time, labels, values) before it keeps one."""
     out = [value, location] if value != location else [location]
     if ends and not storage.is_remote(location):
-        parts = location.split(os.sep)
-        out += [os.sep.join(parts[i:]) for i in range(1, len(parts)) if parts[i]]
+        components = location.split(os.sep)
+        out += [os.sep.join(components[i:]) for i in range(1, len(components)) if components[i]]
     return out
 
 
@@ -302,22 +302,22 @@ def _line(value) -> bool:
 
 
 def write_renumbered(folder: str, renumbered: dict) -> None:
-    """Stages, in the run's ``folder``, the rows of the edited table of the kept records
+    """Writes, in the run's ``folder``, the rows of the edited table of the kept records
     of each rows file one of whose records moved: ``renumbered`` is ``{rows file:
     [(position, row stored, row now), ...]}``, every kept record of it. In stored-row
     order, line numbers move by one count between two edits (lines removed or added
-    above them): they are kept as runs ``[first row stored, last row stored, shift]``,
+    above them): they are listed as ranges ``[first row stored, last row stored, shift]``,
     as many as the edits, whatever the table's size; any other moved row is listed
     ``[row stored, row now]``. Where one stored row is there twice (a compacted shard
     holds records two tables numbered; a DataFrame's index may repeat a label), the
     moved records of that file are listed by position instead: ``[position, row now]``."""
-    staged = [(_renumbered_path(folder, name), _renumbered(triples))
+    pending = [(_renumbered_path(folder, name), _renumbered(triples))
               for name, triples in renumbered.items()]
-    storage.each(lambda job: storage.write_into(*job), staged, storage.is_remote(folder))
+    storage.each(lambda job: storage.write_into(*job), pending, storage.is_remote(folder))
 
 
 def _renumbered(triples: list) -> bytes:
-    """One rows file's staging (``write_renumbered``)."""
+    """One rows file's renumbering (``write_renumbered``)."""
     stored = [json.dumps(old, sort_keys=True) for _, old, _ in triples]
     if len(set(stored)) < len(stored):
         data = {"positions": [[p, new] for p, old, new in triples if new != old]}
@@ -329,7 +329,7 @@ def _renumbered(triples: list) -> bytes:
                 shifts[-1][1] = old
             else:
                 shifts.append([old, old, new - old])
-        data = {"shift": [run for run in shifts if run[2]],
+        data = {"shift": [r for r in shifts if r[2]],
                 "rows": [[old, new] for _, old, new in triples
                          if not (_line(old) and _line(new)) and new != old]}
     return json.dumps(data, ensure_ascii=False).encode("utf-8")
@@ -337,7 +337,7 @@ def _renumbered(triples: list) -> bytes:
 
 def renumbering(folder: str | None, rows_name: str | None) -> Callable | None:
     """``now(position, row stored)``: the row in the edited table of the record at
-    ``position`` of the rows file ``rows_name``, as ``write_renumbered`` staged it in the
+    ``position`` of the rows file ``rows_name``, as ``write_renumbered`` wrote it in the
     run's ``folder`` (the stored row where nothing moved it); None where no record of it
     moved."""
     if folder is None or rows_name is None:
@@ -374,7 +374,7 @@ def rows_of(output_dir: str, shard_folder: str, pending: str, stats, update,
     (written into ``shard_folder``), or of a shard an update keeps, by live rank (its
     rows file in the folder, its live index in the run's folder ``pending``, where the
     update wrote it); None for a shard without a rows file."""
-    written = {(s.split, s.index): s for s in stats
+    written = {(s.split, s.number): s for s in stats
                if not getattr(s, "kept", False) and s.rows_file}
     kept = {(split, j - len(infos)): info
             for split, infos in (update.kept.items() if update is not None else ())

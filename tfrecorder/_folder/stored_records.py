@@ -85,7 +85,7 @@ class StoredSplits:
     a row's image ``(value as written, location)``, the split of the first of its names
     (``rows.names``) that a stored record's image answers to, or None. An unassigned row
     keeps it: its split was chosen once, when the folder first stored it. The rows files
-    are read when first asked (a table with no unassigned row never asks), and kept in
+    are read when first asked (a table with no unassigned row never asks), and held in
     ``read`` for the update to match its rows with (``plan``).
 
     A stored relative path found only as the end of the row's path (``cat.jpg`` for

@@ -127,7 +127,7 @@ def read_versions(output_dir: str, entries: Iterable[str] | None = None) -> tupl
 
 
 def under_a_file(output_dir: str) -> ConfigError:
-    """The error for an output path that runs through a file."""
+    """The error for an output path that passes through a file."""
     return ConfigError(f"output directory {output_dir}: a part of the path is a file, not a "
                        f"folder; give a path under a folder")
 
@@ -216,11 +216,11 @@ def _declared(m: Manifest) -> layout.Declared:
     return layout.Declared(m.name, frozenset(m.splits), frozenset(m.vocabularies))
 
 
-def _inside(output_dir: str, *parts: str) -> str:
-    """The path of ``parts`` inside ``output_dir``: ConfigError when a part is not a plain
+def _inside(output_dir: str, *components: str) -> str:
+    """The path of ``components`` inside ``output_dir``: ConfigError when one is not a plain
     name, or when a folder on the way is a link (``storage.inside``)."""
     try:
-        return storage.inside(output_dir, "/".join(parts))
+        return storage.inside(output_dir, "/".join(components))
     except storage.UnsafePathError as e:
         raise ConfigError(str(e)) from None
 

@@ -1,6 +1,6 @@
 """Old versions removed from an output folder (``vacuum``).
 
-The versions older than the last ``keep``: the files only they list, then their
+The versions older than the last ``keep`` (the retained ones): the files only they list, then their
 manifests, oldest first, under the folder's lock. Its own module because it is a verb on
 a finished output, apart from any run, with its own result (``Vacuumed``).
 """
@@ -42,7 +42,7 @@ class Vacuumed:
 def vacuum(tfrecord_dir: str, keep: int) -> Vacuumed:
     """Removes the versions of ``tfrecord_dir`` older than its last ``keep``: first the
     files that only those versions list (shards, index, rows and live index files, their
-    data reports), then their manifests, oldest first. A file any kept version lists is
+    data reports), then their manifests, oldest first. A file any retained version lists is
     never removed, nor the folder's own files (``tfrecorder.json``, labels, report). Runs
     under the folder's lock, as a conversion does; a reader of a removed version stops
     with ``OutputChangedError``."""
@@ -58,12 +58,12 @@ def vacuum(tfrecord_dir: str, keep: int) -> Vacuumed:
             f"nothing to vacuum")
     with acquire(tfrecord_dir, new_run_id(), "vacuum"):
         versions = read_versions(tfrecord_dir)
-        dropped, kept = versions[:-keep], versions[-keep:]
+        dropped, retained = versions[:-keep], versions[-keep:]
         if not dropped:
             return Vacuumed((), (), 0)
         in_use = {layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES,
                   layout.QUALITY}
-        for k, m in kept:
+        for k, m in retained:
             in_use |= _listed(m) | {layout.version_manifest(k)}
         in_use |= _listed(s.manifest)
         # Only a version's own files go; a labels file is the folder's, whatever an
@@ -72,7 +72,7 @@ def vacuum(tfrecord_dir: str, keep: int) -> Vacuumed:
                       if not n.endswith(layout.LABELS_SUFFIX))
         here = functools.partial(_inside, tfrecord_dir)
         gone, size = _remove_listed(tfrecord_dir, gone, [m for _, m in dropped])
-        for k, _ in dropped:  # oldest first: what is left is always a run of versions
+        for k, _ in dropped:  # oldest first: what is left is always the latest versions
             storage.remove(here(layout.version_manifest(k)))
         if not storage.is_remote(tfrecord_dir):
             for k, _ in dropped:

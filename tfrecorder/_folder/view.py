@@ -187,7 +187,7 @@ class View:
         self._entries[shard] = entries
 
     def read_entries(self, shard: int) -> list[tuple[int, int]]:
-        """The entries of shard ``shard``, read now (not kept): the live index where
+        """The entries of shard ``shard``, read now (not cached): the live index where
         there is one, else the index file, else a scan of the shard's length fields.
         ConfigError for gzip shards and for shards without counts (TFRecorder 2.0)."""
         s = self.shards[shard]
@@ -220,9 +220,9 @@ class View:
             return entries
 
     def contiguous(self, shard: int, first: int, n: int) -> list[tuple[int, int]]:
-        """Live records ``first`` to ``first + n`` of shard ``shard`` as runs the file
+        """Live records ``first`` to ``first + n`` of shard ``shard`` as extents the file
         holds back to back: ``(byte offset, records)`` each; a retired record between
-        two live ones ends a run."""
+        two live ones ends an extent."""
         entries = self.entries(shard)[first:first + n]
         out: list[list[int]] = []
         end = None

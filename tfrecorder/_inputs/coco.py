@@ -26,7 +26,7 @@ from tfrecorder._errors import Problem, Problems, SchemaError
 
 log = logging.getLogger(__name__)
 
-#: The keys of each part of a COCO file that its records hold.
+#: The keys of each section of a COCO file that its records hold.
 USED = {"": ("images", "annotations", "categories"),
         "images[].": ("id", "file_name", "width", "height"),
         "annotations[].": ("id", "image_id", "category_id", "bbox", "iscrowd"),
@@ -60,9 +60,9 @@ def load(path: str) -> dict:
         raise SchemaError([Problem(path, "images", None, (
             "not a COCO file: it has no 'images' list (a COCO object-detection file, such "
             "as instances_train2017.json, lists images, categories and annotations)"))])
-    for part in ("annotations", "categories"):
-        if not isinstance(data.get(part, []), list):
-            raise SchemaError([Problem(path, part, None, f"'{part}' is not a list")])
+    for section in ("annotations", "categories"):
+        if not isinstance(data.get(section, []), list):
+            raise SchemaError([Problem(path, section, None, f"'{section}' is not a list")])
     if data.get("annotations") and "categories" not in data:
         raise SchemaError([Problem(path, "categories", None,
                                    "annotations but no 'categories' list naming them")])
@@ -229,11 +229,11 @@ def _annotation(a: dict, where: str, image: dict, names: dict, problems: Problem
 
 
 def unused_keys(data: dict) -> set[str]:
-    """The keys of a COCO file that its records do not hold, as ``part[].key``."""
+    """The keys of a COCO file that its records do not hold, as ``section[].key``."""
     found = {k for k in data if k not in USED[""]}
-    for part in ("images", "annotations", "categories"):
-        prefix = f"{part}[]."
-        for entry in data.get(part) or []:
+    for section in ("images", "annotations", "categories"):
+        prefix = f"{section}[]."
+        for entry in data.get(section) or []:
             if isinstance(entry, dict):
                 found.update(prefix + k for k in entry if k not in USED[prefix])
     return found

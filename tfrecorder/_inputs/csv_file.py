@@ -142,14 +142,14 @@ def _csv_records(path: str) -> Iterator[tuple[int, list]]:
             # Large reads: each read of a file on an object store costs a round trip
             # through gcsfs's event loop (8 KiB at a time took 2 s per million rows).
             text._CHUNK_SIZE = REMOTE_READ_BYTES
-        reader = csv.reader(text)
+        csv_lines = csv.reader(text)
         line = 1
         try:
-            for fields in reader:
+            for fields in csv_lines:
                 values = [x if x and not x.isspace() else None for x in fields]
                 if any(values):
                     yield line, values
-                line = reader.line_num + 1
+                line = csv_lines.line_num + 1
         except UnicodeDecodeError:
             raise _not_utf8(path) from None
         except csv.Error as e:

@@ -82,11 +82,11 @@ def vocabulary(distinct: set, label_vocabulary: Sequence[str] | None) -> list[st
     return list(label_vocabulary) if label_vocabulary is not None else labels.vocabulary_of(distinct)
 
 
-def check(frame, row_ids: Sequence, index: Mapping[str, int], problems: Problems):
+def check(frame, row_ids: Sequence, id_of: Mapping[str, int], problems: Problems):
     """The rows of a detection chunk (one row per box), checked: ``(split or None, image
     key, (label name, box, flags) or None, values)`` per row, as columns. Coordinates
     outside [0, 1], a minimum above its maximum, boxes without a label, labels without a
-    box, labels not in ``index`` and flags other than 0 or 1 go to ``problems``."""
+    box, labels not in ``id_of`` and flags other than 0 or 1 go to ``problems``."""
     names = columns(frame)
     flag_names = names[len(COLUMNS):]
     values = list(zip(*(frame[c].tolist() for c in names)))
@@ -109,18 +109,18 @@ def check(frame, row_ids: Sequence, index: Mapping[str, int], problems: Problems
             found += (_flags(rid, flag_names, row[len(COLUMNS):], problems),)
         boxes.append(found)
     for rid, b in zip(row_ids, boxes):
-        if b and b[0] is not None and b[0] not in index:
+        if b and b[0] is not None and b[0] not in id_of:
             problems.add(rid, "label", b[0], "label not in label_vocabulary")
     jsonable = [tuple(labels.jsonable(v) for v in row) for row in values]
     return row_splits, keys, boxes, jsonable
 
 
-def record(members: Sequence[int], boxes: Sequence, index: Mapping[str, int],
+def record(members: Sequence[int], boxes: Sequence, id_of: Mapping[str, int],
            names: Sequence[str] = COLUMNS):
     """The features and label ids of one image's record from its rows' boxes (in row
     order; boxes whose label has no id are left out); ``names``: the table's columns."""
-    found = [boxes[i] for i in members if boxes[i] is not None and boxes[i][0] in index]
-    ids = tuple(index[b[0]] for b in found)
+    found = [boxes[i] for i in members if boxes[i] is not None and boxes[i][0] in id_of]
+    ids = tuple(id_of[b[0]] for b in found)
     features = {
         BBOX: example.float_feature([c for b in found for c in b[1]]),
         LABEL: example.int64_feature(ids),

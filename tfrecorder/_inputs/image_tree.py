@@ -35,14 +35,14 @@ def directory_chunks(root: str, size: int | None, problems: Problems) -> Iterato
     layout = "DIR/<split>/<label>/<file>" if split_layout else "DIR/<label>/<file>"
 
     def rows():
-        for path, rel, parts in _image_files(root):
-            if len(parts) > depth:
+        for path, rel, components in _image_files(root):
+            if len(components) > depth:
                 # No split and label the layout gives: skipping it would lose it silently.
                 problems.add(rel, None, None,
                              f"image file deeper than the layout {layout}; move it into its "
                              f"label's folder, or list the images in a CSV")
-            elif len(parts) == depth:
-                yield rel, (parts[0] if split_layout else None), path, parts[-2]
+            elif len(components) == depth:
+                yield rel, (components[0] if split_layout else None), path, components[-2]
             # else: not where the layout puts images
 
     found = rows()
@@ -74,15 +74,15 @@ def is_litter(name: str) -> bool:
 
 
 def _image_files(root: str) -> Iterator[tuple[str, str, list[str]]]:
-    """``(path, relative path, its parts)`` of every image file below ``root``, litter
+    """``(path, relative path, its components)`` of every image file below ``root``, litter
     (anywhere on the path) left out."""
     prefix = len(root.rstrip("/")) + 1
     for path in storage.walk_files(root):
         rel = path[prefix:] if storage.is_remote(root) else os.path.relpath(path, root)
-        parts = rel.replace("\\", "/").split("/")
-        if any(is_litter(p) for p in parts) or not parts[-1].lower().endswith(IMAGE_EXTENSIONS):
+        components = rel.replace("\\", "/").split("/")
+        if any(is_litter(p) for p in components) or not components[-1].lower().endswith(IMAGE_EXTENSIONS):
             continue
-        yield path, rel, parts
+        yield path, rel, components
 
 
 def _has_split_folders(root: str, top: list[str]) -> bool:

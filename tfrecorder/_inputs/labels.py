@@ -160,14 +160,14 @@ def label_ids(column: str, kind: types.ColumnType, values: Sequence, row_ids: Se
     names = list(vocabulary) if vocabulary is not None else vocabulary_of(values)
     if vocabulary is not None and len(set(names)) != len(names):
         raise ConfigError(f"label_vocabulary lists a name twice: {names}")
-    index = {name: i for i, name in enumerate(names)}
+    id_of = {name: i for i, name in enumerate(names)}
     ids = []
     for rid, v in zip(row_ids, values):
         if is_null(v):
             ids.append(None)
             continue
         name = name_of(v)
-        i = index.get(name)
+        i = id_of.get(name)
         if i is None:
             problems.add(rid, column, jsonable(v),
                          "label not in label_vocabulary; add it there or fix the row")
@@ -315,19 +315,19 @@ def _first_rows(keys):
     import numpy as np
 
     n = len(keys)
-    index = np.int32 if n < 2**31 else np.int64
+    int_type = np.int32 if n < 2**31 else np.int64
     if n == 0:
-        return np.empty(0, index)
-    order = np.argsort(keys, kind="stable").astype(index)  # a key's rows, first row first
+        return np.empty(0, int_type)
+    order = np.argsort(keys, kind="stable").astype(int_type)  # a key's rows, first row first
     ordered = keys[order]
     new = np.empty(n, bool)  # where a key's rows begin in ``order``
     new[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
     del ordered
     # Per position in ``order``, the position where its key's rows begin.
-    head = np.where(new, np.arange(n, dtype=index), index(0))
+    head = np.where(new, np.arange(n, dtype=int_type), int_type(0))
     np.maximum.accumulate(head, out=head)
-    firsts = np.empty(n, index)
+    firsts = np.empty(n, int_type)
     firsts[order] = order[head]
     return firsts
 
@@ -428,6 +428,6 @@ def fix_vocabularies(schema, distinct: Mapping[str, set],
             out[col] = Fixed(names, {v: reasons.get(i, ids[i]) for i, v in enumerate(values)})
         else:
             names = vocabulary_of(values)
-            index = {n: i for i, n in enumerate(names)}
-            out[col] = Fixed(names, {v: index[name_of(v)] for v in values})
+            id_of = {n: i for i, n in enumerate(names)}
+            out[col] = Fixed(names, {v: id_of[name_of(v)] for v in values})
     return out

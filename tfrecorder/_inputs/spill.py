@@ -368,18 +368,18 @@ def _multi_label(label_col: str):
 def _detection_check(names: list[str]):
     """The check of a chunk of an object-detection table (AutoML's CSV, Vertex AI's JSON
     Lines, COCO), one row per box."""
-    index = {n: i for i, n in enumerate(names)}
+    id_of = {n: i for i, n in enumerate(names)}
 
     def check(table, problems: Problems) -> _Chunk:
         columns = tuple(detection.columns(table.frame))  # COCO's have is_crowd too
         row_splits, keys, boxes, values = detection.check(table.frame, table.row_ids,
-                                                          index, problems)
+                                                          id_of, problems)
         # Boxes travel in the labels column until the image's rows are grouped.
         block = Block(table.row_ids, keys, [], [], [list(c) for c in zip(*values)] or
                       [[] for _ in columns], boxes)
         return _Chunk(block, row_splits, keys, columns, detection.feature_specs(columns),
                       {detection.LABEL: names}, table.base_dir,
-                      lambda members, b: detection.record(members, b.labels, index, columns),
+                      lambda members, b: detection.record(members, b.labels, id_of, columns),
                       True)
 
     return check

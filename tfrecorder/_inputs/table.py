@@ -27,7 +27,7 @@ class _Column:
 
 
 class ColumnFrame:
-    """A table as named columns of Python lists: the part of a DataFrame that
+    """A table as named columns of Python lists: as much of a DataFrame as
     validation reads (``columns``, ``len``, ``frame[c].tolist()``), without building
     one. CSV chunks are read into these; building DataFrames cost more than the rest."""
 

@@ -288,8 +288,8 @@ def encode_column(cols: _Columns, col: str, kind: types.ColumnType, problems: Pr
             if not labels.is_null(v) and labels.has_line_break(labels.name_of(v)):
                 problems.add(rid, col, labels.jsonable(v), labels.LINE_BREAK)
         cols.vocabularies[col] = names
-        index = {name: i for i, name in enumerate(names)}
-        convert = lambda v: index[labels.name_of(v)]  # noqa: E731
+        id_of = {name: i for i, name in enumerate(names)}
+        convert = lambda v: id_of[labels.name_of(v)]  # noqa: E731
     elif dtype == example.INT64:
         convert = _to_int
     elif dtype == example.FLOAT:

@@ -30,11 +30,11 @@ def feature_spec(tf, manifest: Manifest) -> dict:
 def _jpeg_ratio(tf, height, width, size):
     """Index 0..3 of the largest libjpeg scale 1/1, 1/2, 1/4, 1/8 that still covers ``size``."""
     th, tw = size
-    index = tf.constant(0)
+    scale = tf.constant(0)
     for r in (2, 4, 8):
         covers = tf.logical_and((height + r - 1) // r >= th, (width + r - 1) // r >= tw)
-        index += tf.cast(covers, tf.int32)
-    return index
+        scale += tf.cast(covers, tf.int32)
+    return scale
 
 
 def _decoder(tf, image_size, channels, legacy_pixels: bool):
@@ -86,8 +86,8 @@ def _decoder(tf, image_size, channels, legacy_pixels: bool):
             img = tf.cond(tf.equal(ex[layout.IMAGE_FORMAT], "jpeg"), jpeg(1), any_format)
             return tf.ensure_shape(img, [None, None, channels])
         ratio = _jpeg_ratio(tf, ex[layout.IMAGE_HEIGHT], ex[layout.IMAGE_WIDTH], image_size)
-        index = tf.where(tf.equal(ex[layout.IMAGE_FORMAT], "jpeg"), ratio + 1, 0)
-        img = tf.switch_case(index, [any_format, jpeg(1), jpeg(2), jpeg(4), jpeg(8)])
+        branch = tf.where(tf.equal(ex[layout.IMAGE_FORMAT], "jpeg"), ratio + 1, 0)
+        img = tf.switch_case(branch, [any_format, jpeg(1), jpeg(2), jpeg(4), jpeg(8)])
         return _fit(tf, tf.ensure_shape(img, [None, None, channels]), image_size)
 
     return (layout.IMAGE, layout.IMAGE_FORMAT, layout.IMAGE_HEIGHT, layout.IMAGE_WIDTH), decode

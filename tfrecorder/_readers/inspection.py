@@ -235,7 +235,7 @@ def inspect_version(opened: view.Version, split: str = "train", num_records: int
     image_key, label_key = manifest.image_key, manifest.label_key
     names = manifest.label_names
 
-    rows, images = [], []
+    shown, images = [], []
     for i, raw in zip(range(num_records), iter_records(opened.view(name))):
         feats = example.parse(raw)
         row: dict = {"record": i}
@@ -259,18 +259,18 @@ def inspect_version(opened: view.Version, split: str = "train", num_records: int
             storage.write_bytes(storage.join(output_dir, fname), data)
             row["image_file"] = fname
             images.append((data, fmt, row.get("label_name", str(row.get(label_key, "")))))
-        rows.append(row)
+        shown.append(row)
 
     csv_path = storage.join(output_dir, CSV_NAME)
-    columns = list(dict.fromkeys(k for r in rows for k in r))
+    columns = list(dict.fromkeys(k for r in shown for k in r))
     text = io.StringIO()
     w = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     w.writeheader()
-    w.writerows({k: _cell(v) for k, v in row.items()} for row in rows)
+    w.writerows({k: _cell(v) for k, v in row.items()} for row in shown)
     storage.write_bytes(csv_path, text.getvalue().encode("utf-8"))
     return Inspection(
         tfrecord_dir=tfrecord_dir, split=name, output_dir=output_dir, csv_path=csv_path,
-        rows=rows, images=images,
+        rows=shown, images=images,
         split_counts={s: i.num_examples for s, i in manifest.splits.items()},
         label_counts={s: dict(sorted(i.label_counts.items())) for s, i in manifest.splits.items()},
     )

@@ -5,8 +5,8 @@ The pipeline follows TensorFlow's data-performance guide: shard files read in pa
 itself (``decoding``), in one parallel map, and only then batched (measured faster than
 a batch-wide parse; see docs/performance.md), and prefetching, all AUTOTUNEd.
 
-The manifest's counts make every dataset's length exact (``cardinality()``); reader
-``i`` of ``n`` reads its part, and ``shuffle="global"`` a seeded permutation of the
+The manifest's counts make every dataset's length exact (``cardinality()``); input
+pipeline ``i`` of ``n`` reads its part, and ``shuffle="global"`` a seeded permutation of the
 whole split (``streams``). This module holds the public calls (``load``, ``info``,
 ``Datasets``), their argument checks, and the pipeline of one split.
 """
@@ -25,7 +25,7 @@ from tfrecorder._inputs import splits
 from tfrecorder._readers import cache as _cache, partition
 from tfrecorder._readers.decoding import _decoder, feature_spec
 from tfrecorder._readers.streams import (MAX_PARALLEL_READS, _counted_records,
-                                         _reader_records, _same_conversion, _verified)
+                                         _pipeline_records, _same_conversion, _verified)
 
 
 class Datasets(dict):
@@ -101,8 +101,8 @@ def load(
     IncompleteOutputError for a directory whose conversion did not finish.
 
     Every dataset knows its length (``cardinality()``: records, or batches). ``shard=(i, n)``
-    or ``input_context=`` (a ``tf.distribute.InputContext``) gives reader ``i`` of ``n``
-    its part: disjoint, together every record once, sizes within one record.
+    or ``input_context=`` (a ``tf.distribute.InputContext``) gives input pipeline ``i`` of
+    ``n`` its part: disjoint, together every record once, sizes within one record.
     ``shuffle=True`` shuffles file order and a window of ``shuffle_buffer`` records;
     ``shuffle="global"`` reads every record once per epoch in a seeded permutation of the
     whole split, a new one each epoch.
@@ -130,16 +130,16 @@ def load(
     if as_supervised and (image_key is None or label_key is None):
         raise ConfigError("as_supervised=True needs an image and a label feature; this "
                           f"directory has {sorted(manifest.features)}")
-    reader = _reader(shard, input_context)
+    input_pipeline = _input_pipeline(shard, input_context)
     if shuffle not in (True, False, "global"):
         raise ConfigError(f"shuffle={shuffle!r}; use False, True (a window of "
                           f"shuffle_buffer records) or 'global' (the whole split)")
     if shuffle == "global" and cache:
         raise ConfigError("cache with shuffle='global' would replay the first epoch's order "
                           "every epoch; drop cache, or use shuffle=True")
-    if shuffle == "global" and reader[1] > 1 and seed is None:
-        raise ConfigError(f"shuffle='global' with {reader[1]} readers needs seed=: every "
-                          f"reader must cut the same permutation of the split")
+    if shuffle == "global" and input_pipeline[1] > 1 and seed is None:
+        raise ConfigError(f"shuffle='global' with {input_pipeline[1]} input pipelines needs "
+                          f"seed=: every one must cut the same permutation of the split")
     shard_cache = _cache.for_source(tfrecord_dir, cache_dir, cache_limit)
     if shuffle == "global" and seed is None:
         import random
@@ -157,7 +157,7 @@ def load(
                         image_size=image_size, channels=channels, as_supervised=as_supervised,
                         shuffle=shuffle, shuffle_buffer=shuffle_buffer, seed=seed, cache=cache,
                         deterministic=deterministic, drop_remainder=drop_remainder,
-                        reader=reader, shard_cache=shard_cache)
+                        input_pipeline=input_pipeline, shard_cache=shard_cache)
         for name in names
     }
     result = built[names[0]] if split is not None else Datasets(built, manifest)
@@ -199,14 +199,14 @@ def _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels):
                           f"records, 1 or more (1024 by default)")
     if seed is not None and not _whole(seed):
         raise ConfigError(f"seed={seed!r}; give a whole number, e.g. 42, or None for a "
-                          f"different order each run")
+                          f"different order each time")
     if not _whole(channels) or channels not in (1, 3, 4):
         raise ConfigError(f"channels={channels!r}; use 1 (grey), 3 (RGB) or 4 (RGBA)")
     return image_size
 
 
-def _reader(shard, input_context) -> tuple[int, int]:
-    """``(index, count)`` of this reader, from ``shard=`` or a tf.distribute InputContext."""
+def _input_pipeline(shard, input_context) -> tuple[int, int]:
+    """``(number, count)`` of this input pipeline, from ``shard=`` or a tf.distribute InputContext."""
     if shard is not None and input_context is not None:
         raise ConfigError("give shard=(index, count) or input_context=, not both")
     if input_context is not None:
@@ -216,20 +216,20 @@ def _reader(shard, input_context) -> tuple[int, int]:
             raise ConfigError(f"input_context={input_context!r}; give the "
                               f"tf.distribute.InputContext that distribute_datasets_from_"
                               f"function passes to its function") from None
-    return (0, 1) if shard is None else partition.check_reader(shard)
+    return (0, 1) if shard is None else partition.check_shard(shard)
 
 
-def _cache_file(cache: str, manifest: Manifest, split: str, reader) -> str:
-    """The cache files' prefix for ``cache=PATH``: one per conversion, split and reader's
-    part, so that no dataset replays another's records (TensorFlow's cache replays
+def _cache_file(cache: str, manifest: Manifest, split: str, input_pipeline) -> str:
+    """The cache files' prefix for ``cache=PATH``: one per conversion, split and input
+    pipeline's part, so that no dataset replays another's records (TensorFlow's cache replays
     whatever its files hold)."""
-    i, n = reader
+    i, n = input_pipeline
     return f"{cache}.{manifest.generation or 'legacy'}.{split}.part-{i}-of-{n}"
 
 
 def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_supervised,
               shuffle, shuffle_buffer, seed, cache, deterministic, drop_remainder,
-              reader=(0, 1), shard_cache=None):
+              input_pipeline=(0, 1), shard_cache=None):
     AUTOTUNE = tf.data.AUTOTUNE
     root, manifest, split = v.output_dir, v.manifest, v.split
     files = v.files
@@ -242,11 +242,12 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
 
     counts = v.counts
     known = v.counts_known  # TFRecorder 2.0 did not record them
-    if reader[1] > 1 or shuffle == "global":
+    if input_pipeline[1] > 1 or shuffle == "global":
         v.need_counts("shard= and shuffle='global'")
-    if reader[1] > 1 or shuffle == "global" or v.retired:
-        ds, length = _reader_records(tf, v, compression, reader, shuffle, seed, deterministic,
-                                     shard_cache if v.version.generation else None)
+    if input_pipeline[1] > 1 or shuffle == "global" or v.retired:
+        ds, length = _pipeline_records(tf, v, compression, input_pipeline, shuffle, seed,
+                                       deterministic,
+                                       shard_cache if v.version.generation else None)
     else:
         ds = tf.data.Dataset.from_tensor_slices((files, tf.constant(counts, tf.int64)))
         if shuffle:
@@ -261,7 +262,7 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
             num_parallel_calls=AUTOTUNE, deterministic=deterministic)
         length = sum(counts) if known else None
     # Records from the shard cache are the conversion's by construction (an entry is
-    # kept only once its conversion was checked, under a name of that conversion).
+    # cached only once its conversion was checked, under a name of that conversion).
     from_cache = shuffle == "global" and shard_cache is not None
     if v.version.generation and not from_cache:
         ds = _verified(tf, ds, _same_conversion(tf, root, v.version.pin, v.version.generation))
@@ -270,8 +271,8 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
         # Keras the steps per epoch, before the first epoch ends.
         ds = ds.apply(tf.data.experimental.assert_cardinality(length))
     if cache:
-        ds = ds.cache(_cache_file(cache, manifest, split, reader) if isinstance(cache, str)
-                      else "")
+        ds = ds.cache(_cache_file(cache, manifest, split, input_pipeline)
+                      if isinstance(cache, str) else "")
     if shuffle is True:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
 

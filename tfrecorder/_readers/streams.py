@@ -1,8 +1,9 @@
-"""The serialized records a reader reads of a split, as a ``tf.data`` stream.
+"""The serialized records an input pipeline reads of a split, as a ``tf.data`` stream.
 
 Shard files are read in parallel (interleave). The manifest's counts check every
-shard's length, and the index files (``index.py``) let a reader start at any record:
-reader ``i`` of ``n`` (``shard=``, ``input_context=``) reads its part of the records
+shard's length, and the index files (``index.py``) let a stream start at any record:
+input pipeline ``i`` of ``n`` (``shard=``, ``input_context=``, tf.distribute's word) reads
+its part of the records
 (``partition.py``) with one seek per file, and ``shuffle="global"`` reads each record
 by its offset (or from the shard cache on ``gs://``), in a seeded permutation of the
 whole split, a new one each epoch. Records are handed on only once the manifest, read
@@ -23,12 +24,12 @@ from tfrecorder._readers import partition
 MAX_PARALLEL_READS = 16
 
 
-#: A reader's part is cut into runs of at least this many records, read in parallel.
-MIN_RUN = 256
+#: An input pipeline's part is cut into extents of at least this many records, read in parallel.
+MIN_EXTENT = 256
 
 
-#: Read buffer of a run of records started at an offset.
-RUN_BUFFER = 256 << 10
+#: Read buffer of an extent of records started at an offset.
+EXTENT_BUFFER = 256 << 10
 
 
 #: Records read before the manifest is read again to see that they are the opened
@@ -54,7 +55,7 @@ def _counted_records(tf, path, expected, compression, first=None, offset=None):
         raw = tf.data.TFRecordDataset(path, compression_type=compression).skip(first)
         raw = raw.take(expected)
     else:
-        raw = _records_at(tf, path, offset, RUN_BUFFER).take(expected)
+        raw = _records_at(tf, path, offset, EXTENT_BUFFER).take(expected)
     records = raw.map(lambda r: (r, False))
 
     def count(n, item):
@@ -85,7 +86,7 @@ def _same_conversion(tf, root: str, pin: str, generation: str):
 
     A conversion replacing a directory removes the old manifest before it touches any
     shard, and writes the new one last. So if the manifest, read after some records were
-    read, still names the reader's conversion, no shard had been replaced when they were
+    read, still names the opened conversion, no shard had been replaced when they were
     read: they are that conversion's, local or ``gs://``, whatever was open.
     """
     path = pin
@@ -144,8 +145,8 @@ def _epoch_keys(tf, seed: int):
     same ``seed`` in every process, whatever TensorFlow's global seed.
 
     ``tf.data.Dataset.random(seed)`` mixes in the global seed (``tf.random.set_seed``),
-    which training scripts often set per worker for their augmentations: readers cutting
-    one permutation would each draw another, and records be read twice or never. The
+    which training scripts often set per worker for their augmentations: input pipelines
+    cutting one permutation would each draw another, and records be read twice or never. The
     same op, given both of its seeds here, depends on ``seed`` alone. (A checkpoint
     restores the epoch under way, not how many keys were drawn before.)"""
     variant = tf.raw_ops.RandomDatasetV2(
@@ -180,12 +181,12 @@ def _one_record(tf, path, offset, length):
             .concatenate(tf.data.Dataset.from_tensors(missing)).take(1).map(checked))
 
 
-def _reader_records(tf, v: view.View, compression, reader, shuffle, seed, deterministic,
-                    shard_cache=None):
-    """The records reader ``(i, n)`` reads of the split of view ``v``, and how many
+def _pipeline_records(tf, v: view.View, compression, input_pipeline, shuffle, seed,
+                      deterministic, shard_cache=None):
+    """The records input pipeline ``(i, n)`` reads of the split of view ``v``, and how many
     there are."""
     total = len(v)
-    start, end = partition.span(total, *reader)
+    start, end = partition.span(total, *input_pipeline)
     if shuffle == "global" and shard_cache is not None:
         return _cached_records(tf, v, start, end, seed, shard_cache, deterministic), end - start
     if shuffle == "global":
@@ -203,30 +204,30 @@ def _reader_records(tf, v: view.View, compression, reader, shuffle, seed, determ
             deterministic=deterministic)
         return ds, end - start
 
-    # Each reader's part cut into pieces read in parallel, and each piece into runs of
-    # records the shard holds back to back (a retired record ends one), read from
+    # Each input pipeline's part cut into pieces read in parallel, and each piece into extents
+    # (records the shard holds back to back ; a retired record ends one), read from
     # their byte offset; gzip shards are read from their start, the records before
     # dropped.
     indexed = compression == ""
-    run_list = []  # (file, first record, records, byte offset or -1)
-    for f, first, n in partition.pieces(partition.runs(v.counts, start, end),
-                                        MAX_PARALLEL_READS, MIN_RUN):
+    extents = []  # (file, first record, records, byte offset or -1)
+    for f, first, n in partition.pieces(partition.extents(v.counts, start, end),
+                                        MAX_PARALLEL_READS, MIN_EXTENT):
         if indexed:
-            run_list += [(f, first, k, at) for at, k in v.contiguous(f, first, n)]
+            extents += [(f, first, k, at) for at, k in v.contiguous(f, first, n)]
         else:
             v.refuse_retired(f)
-            run_list.append((f, first, n, -1))
+            extents.append((f, first, n, -1))
     ds = tf.data.Dataset.from_tensor_slices((
-        tf.constant([v.files[f] for f, _, _, _ in run_list], tf.string),
-        tf.constant([first for _, first, _, _ in run_list], tf.int64),
-        tf.constant([n for _, _, n, _ in run_list], tf.int64),
-        tf.constant([at for _, _, _, at in run_list], tf.int64)))
+        tf.constant([v.files[f] for f, _, _, _ in extents], tf.string),
+        tf.constant([first for _, first, _, _ in extents], tf.int64),
+        tf.constant([n for _, _, n, _ in extents], tf.int64),
+        tf.constant([at for _, _, _, at in extents], tf.int64)))
     if shuffle:
-        ds = ds.shuffle(max(1, len(run_list)), seed=seed, reshuffle_each_iteration=True)
+        ds = ds.shuffle(max(1, len(extents)), seed=seed, reshuffle_each_iteration=True)
     ds = ds.interleave(
         lambda f, first, n, at: _counted_records(tf, f, n, compression, first,
                                                  at if indexed else None),
-        cycle_length=max(1, min(len(run_list), MAX_PARALLEL_READS)),
+        cycle_length=max(1, min(len(extents), MAX_PARALLEL_READS)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     return ds, end - start
 
@@ -258,7 +259,8 @@ def _cached_records(tf, v: view.View, start, end, seed, shard_cache, determinist
 
 def _global_positions(tf, seed, start, end, total):
     """Positions ``start`` to ``end`` of one permutation of the whole split per epoch
-    (index_shuffle: no buffer); every reader draws the same one and reads its part."""
+    (index_shuffle: no buffer); every input pipeline draws the same one and reads
+    its part."""
     last = tf.constant(max(total - 1, 0), tf.int64)
 
     def epoch(key):

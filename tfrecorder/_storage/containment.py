@@ -21,19 +21,19 @@ def inside(root: str, name: str) -> str:
     ``root`` and the name's last component, so nothing outside ``root`` is reached.
     (The last component may be a link: writes replace it, removal removes the link.)
     """
-    parts = str(name).split("/")
-    if any(p in ("", ".", "..") or "\0" in p for p in parts):
+    components = str(name).split("/")
+    if any(p in ("", ".", "..") or "\0" in p for p in components):
         raise UnsafePathError(f"{name!r} is not a plain file name inside {root}")
     if not is_remote(root):
         at = _local(root)
-        for part in parts[:-1]:
-            at = os.path.join(at, part)
+        for component in components[:-1]:
+            at = os.path.join(at, component)
             if os.path.islink(at):
                 raise UnsafePathError(
                     f"{at} is a symbolic link (to {os.readlink(at)}); tfrecorder never "
                     f"writes or removes anything through a link in its output folder. "
                     f"Remove the link, then run again")
-    return join(root, *parts)
+    return join(root, *components)
 
 
 class UnsafePathError(OSError):

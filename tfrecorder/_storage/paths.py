@@ -37,11 +37,11 @@ def _local(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
 
-def join(base: str, *parts: str) -> str:
-    """``base/part/...`` with the separator the path's kind uses."""
+def join(base: str, *components: str) -> str:
+    """``base/component/...`` with the separator the path's kind uses."""
     if is_remote(base):
-        return posixpath.join(base, *parts)
-    return os.path.join(_local(base), *parts)
+        return posixpath.join(base, *components)
+    return os.path.join(_local(base), *components)
 
 
 def dirname(path: str) -> str:

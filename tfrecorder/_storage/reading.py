@@ -55,7 +55,7 @@ def missing(paths: Sequence, listed: dict[str, set[str]] | None = None) -> list[
     (a stat waits on the file system without the GIL; on a network file system or a
     mounted bucket each is a round trip); on an object store, one listing per folder the
     paths are in (a request per thousand names, where a lookup per object would be a
-    request each: a table names most of its folders' images), kept in ``listed``
+    request each: a table names most of its folders' images), held in ``listed``
     (folder -> names) for the next calls. Anything else a read would meet (a directory,
     no permission) is left to the read, which names it."""
     out: list[int] = []
@@ -104,7 +104,7 @@ def _names_in(folder: str, path: str) -> set[str]:
         return set()
     finally:
         # gcsfs would answer later questions about these objects (``stamp``: their
-        # generation) from this listing, however long ago it was made.
+        # object generation) from this listing, however long ago it was made.
         fs.invalidate_cache(folder)
 
 
@@ -236,16 +236,17 @@ def read_file_stamped(path: str, max_bytes: int,
 def stamp(path: str) -> tuple[int, int]:
     """``(size, stamp)`` of file ``path``, which an update compares to decide that an
     image is unchanged without reading it: the stamp is the modification time in
-    nanoseconds locally, the object's generation on Cloud Storage (a new one for every
+    nanoseconds locally, the object generation on Cloud Storage (a new one for every
     write of the object). OSError when it cannot be looked at."""
     if is_remote(path):
         fs = _fs(path)
         info = fs.info(path)
-        generation = info.get("generation")
-        if generation in (None, ""):  # a store without generations: its update time
+        object_generation = info.get("generation")
+        if object_generation in (None, ""):  # a store without them: its update time
             when = info.get("mtime") or info.get("updated")
-            generation = int(when.timestamp() * 1e9) if hasattr(when, "timestamp") else 0
-        return int(info["size"]), int(generation)
+            object_generation = (int(when.timestamp() * 1e9) if hasattr(when, "timestamp")
+                                 else 0)
+        return int(info["size"]), int(object_generation)
     st = os.stat(_local(path))
     return st.st_size, st.st_mtime_ns
 

@@ -55,7 +55,7 @@ def _create(path: str, private: bool) -> int:
 
 def write_bytes(path: str, data: bytes, private: bool = False, durable: bool = False) -> None:
     """Writes ``path`` so that readers see the old file or the whole new one, never a
-    part, and never through a link: a new file under a temporary name renamed over
+    partial one, and never through a link: a new file under a temporary name renamed over
     ``path`` locally (a link at ``path`` is replaced, its target untouched); one upload on
     an object store, which makes an object visible only once complete. ``private``: see
     ``open_file``; ``durable``: flushed to the disk before the rename."""

@@ -99,13 +99,13 @@ def _host_port(address: str, default_port: int | None) -> tuple[str | None, int]
     if "://" not in text:
         text = f"tcp://{text}"
     try:
-        parts = urlsplit(text)
-        port = parts.port or default_port
+        url = urlsplit(text)
+        port = url.port or default_port
     except ValueError:
         return None, 0
-    if not parts.hostname or port is None:
+    if not url.hostname or port is None:
         return None, 0
-    return parts.hostname, port
+    return url.hostname, port
 
 # --- Dask -----------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """A Dataflow job: what DataflowRunner needs, checked before anything is written; the
-job's flags, with the wheel of this tfrecorder it stages; its submission, which hands the
+job's flags, with the wheel of this tfrecorder it ships; its submission, which hands the
 output folder's lock on to the job. Its own module because a Dataflow run is submitted
 and left to run elsewhere, where every other runner is driven from this process.
 """

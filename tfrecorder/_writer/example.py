@@ -68,7 +68,7 @@ class Feature(bytes):
 class LargeBytesFeature:
     """A one-value BytesList feature whose value is kept apart, never copied.
 
-    ``serialize_parts`` emits the value as its own part, so a record holding a
+    ``serialize_segments`` emits the value as its own segment, so a record holding a
     60 KB image is checksummed and written without building a second copy of it.
     """
 
@@ -130,15 +130,15 @@ def feature(dtype: str, values: Iterable) -> Feature:
 _KEY_PREFIXES: dict[str, bytes] = {}
 
 
-def serialize_parts(features: Mapping[str, "Feature | LargeBytesFeature"]) -> list[bytes]:
-    """The serialized ``tf.train.Example`` as a list of parts, keys in sorted order.
+def serialize_segments(features: Mapping[str, "Feature | LargeBytesFeature"]) -> list[bytes]:
+    """The serialized ``tf.train.Example`` as a list of segments, keys in sorted order.
 
-    ``b"".join(parts)`` is the Example. Each large value (LargeBytesFeature) is a part of
+    ``b"".join(segments)`` is the Example. Each large value (LargeBytesFeature) is a segment of
     its own, never copied; the small bytes between two large values are joined into one
-    part, so callers checksum and write a record in a few calls.
+    segment, so callers checksum and write a record in a few calls.
     """
-    parts: list = []
-    run: list[bytes] = []  # small bytes since the last large value
+    segments: list = []
+    small: list[bytes] = []  # small bytes since the last large value
     total = 0
     for key in sorted(features):
         f = features[key]
@@ -151,23 +151,23 @@ def serialize_parts(features: Mapping[str, "Feature | LargeBytesFeature"]) -> li
         head = b"\x0a" + _varint(len(inner) + n)
         total += len(head) + len(inner) + n
         if isinstance(f, LargeBytesFeature):
-            run += (head, inner, f.prefix)
-            parts.append(run)
-            parts.append(f.value)
-            run = []
+            small += (head, inner, f.prefix)
+            segments.append(small)
+            segments.append(f.value)
+            small = []
         else:
-            run += (head, inner, f)
-    parts.append(run)
-    # The Example's own header, its length known now, starts the first run.
-    parts[0].insert(0, b"\x0a" + _varint(total))
-    if not run:  # the last value was a large one
-        parts.pop()
-    return [b"".join(p) if isinstance(p, list) else p for p in parts]
+            small += (head, inner, f)
+    segments.append(small)
+    # The Example's own header, its length known now, starts the first segment.
+    segments[0].insert(0, b"\x0a" + _varint(total))
+    if not small:  # the last value was a large one
+        segments.pop()
+    return [b"".join(p) if isinstance(p, list) else p for p in segments]
 
 
 def serialize(features: Mapping[str, "Feature | LargeBytesFeature"]) -> bytes:
     """The serialized ``tf.train.Example`` holding ``features``, keys in sorted order."""
-    return b"".join(serialize_parts(features))
+    return b"".join(serialize_segments(features))
 
 
 # --- parsing ----------------------------------------------------------------------------

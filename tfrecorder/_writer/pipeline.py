@@ -36,9 +36,9 @@ class _WriteShardFn(beam.DoFn):
         self._settings = settings
         self._progress_dir = progress_dir
 
-    def process(self, index: int):
+    def process(self, number: int):
         # One element per shard: (ShardStats, [Quarantined, ...])
-        yield steps.write_shard(index, self._task_dir, self._settings, self._progress_dir)
+        yield steps.write_shard(number, self._task_dir, self._settings, self._progress_dir)
 
 
 class WriteShards(beam.PTransform):
@@ -63,7 +63,7 @@ class WriteShards(beam.PTransform):
 def _one_worker(p: beam.Pipeline) -> bool:
     """True when ``p`` runs in this process on one worker: Beam's FnApiRunner with one
     DirectRunner worker, as ``convert`` runs small tables. A Reshuffle has nothing to
-    spread the shards over there, and costs a shuffle stage (0.1 s a run)."""
+    spread the shards over there, and costs a shuffle step (0.1 s a run)."""
     from apache_beam.options.pipeline_options import DirectOptions
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 
@@ -84,7 +84,7 @@ class FindMatches(beam.PTransform):
     def expand(self, written):
         return (
             written
-            # -> (("s", split, index), shard), (("x", group), the shard's digests and
+            # -> (("s", split, number), shard), (("x", group), the shard's digests and
             # positions in that group of digests, as bytes), (("n", ...), record) per band
             | "Key" >> beam.FlatMap(steps.match_keys, self._buckets)
             # -> (key, [shard] or [the records that key brings together])

@@ -1,7 +1,7 @@
 """The shard plan: how many shards each split gets and which rows go where, from
 the rows' counts alone. Pure functions: no I/O, no Beam.
 
-A shard task is one output file: its split, index and count, and its rows in a seeded,
+A shard task is one output file: its split, number and count, and its rows in a seeded,
 shuffled order. Because the plan is fixed before the pipeline runs, per-shard record
 counts are exact, output is byte-for-byte reproducible (on any machine: nothing here
 depends on the one that runs it), and a retried shard rewrites exactly what it wrote
@@ -85,7 +85,7 @@ class Block:
         """The rows at indices ``picked``, in that order."""
         if len(picked) == len(self.row_ids) and picked == list(range(len(picked))):
             return self
-        if len(picked) < 2:  # itemgetter of one index gives the item, not a tuple
+        if len(picked) < 2:  # itemgetter of one position gives the item, not a tuple
             gather = lambda column: [column[i] for i in picked]  # noqa: E731
         else:
             gather = operator.itemgetter(*picked)
@@ -143,7 +143,7 @@ class ShardTask:
     """One output file and the rows that go into it, in order."""
 
     split: str
-    index: int
+    number: int
     count: int
     filename: str
     rows: list[Row]
@@ -182,7 +182,7 @@ def permutation(n: int, seed: int, split: str):
     """The seeded order of a split's ``n`` rows: position j holds row ``permutation[j]``.
 
     RandomState's stream is frozen by NumPy's compatibility policy, so the order stays
-    the same across NumPy versions and machines.
+    the same across NumPy releases and machines.
     """
     import numpy as np
 
@@ -201,7 +201,7 @@ class SplitPlan:
 
     split: str
     count: int                # shards
-    inverse: object           # numpy int array: row index -> position in the shuffled order
+    inverse: object           # numpy int array: row number -> position in the shuffled order
     ends: object              # numpy int array: end position of each shard
 
 
@@ -227,9 +227,9 @@ def split_plans(counts: Mapping[str, int], *, num_shards: int | Mapping[str, int
         order = permutation(n, seed, split)
         # int32 while a split has fewer than 2**31 rows: held for every split until
         # the tasks are staged
-        index = np.int32 if n < 2**31 else np.int64
-        inverse = np.empty(n, index)
-        inverse[order] = np.arange(n, dtype=index)
+        int_type = np.int32 if n < 2**31 else np.int64
+        inverse = np.empty(n, int_type)
+        inverse[order] = np.arange(n, dtype=int_type)
         del order
         out.append(SplitPlan(split, count, inverse, np.array(boundaries(n, count), np.int64)))
     return out

@@ -76,13 +76,13 @@ def _bar(total: int):
                 dynamic_ncols=True, smoothing=0.1)
 
 
-def watch(run: Callable[[], object], total: int, folder: str):
-    """Calls ``run()`` in a thread, drawing the rows done under ``folder`` until it ends."""
+def watch(work: Callable[[], object], total: int, folder: str):
+    """Calls ``work()`` in a thread, drawing the rows done under ``folder`` until it ends."""
     outcome: dict = {}
 
     def target():
         try:
-            outcome["value"] = run()
+            outcome["value"] = work()
         except BaseException as e:  # re-raised in the caller's thread
             outcome["error"] = e
 

@@ -56,21 +56,21 @@ def write_record(file: BinaryIO, data: bytes) -> int:
     return len(record)
 
 
-def write_record_parts(file: BinaryIO, parts: list[bytes], digest=None) -> int:
-    """Appends one record whose data is ``b"".join(parts)``, without joining them.
+def write_record_segments(file: BinaryIO, segments: list[bytes], digest=None) -> int:
+    """Appends one record whose data is ``b"".join(segments)``, without joining them.
 
     ``digest``, a ``hashlib`` object, is fed the record's length and data checksum: a
     fingerprint of a whole shard's content at no extra pass over its bytes.
     """
     crc = 0
     length = 0
-    for part in parts:
-        crc = google_crc32c.extend(crc, part)
-        length += len(part)
+    for segment in segments:
+        crc = google_crc32c.extend(crc, segment)
+        length += len(segment)
     header = _LENGTH.pack(length)
     footer = _CRC.pack(_mask(crc))
     file.write(header + _CRC.pack(masked_crc32c(header)))
-    file.writelines(parts)
+    file.writelines(segments)
     file.write(footer)
     if digest is not None:
         digest.update(header + footer)
@@ -119,7 +119,7 @@ def scan(file: BinaryIO, where: str = "<stream>") -> Iterator[tuple[int, int]]:
     """``(offset, framed length)`` of every record of an uncompressed TFRecord ``file``,
     read from the length fields alone (the data is skipped with seeks, not read): the
     entries of its index file. Each length field's checksum is checked, and a record
-    that runs past the file's end is an error."""
+    that goes past the file's end is an error."""
     end = file.seek(0, 2)
     at = 0
     while at < end:

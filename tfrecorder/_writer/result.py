@@ -215,17 +215,17 @@ class ConversionResult(_Keys):
             return ""
         top = max((n for c in self.label_counts.values() for n in c.values()), default=0) or 1
         colours = ["#4c78a8", "#f58518", "#54a24b", "#b279a2"]
-        rows = []
+        lines = []
         for label in self.labels[:30]:
             bars = "".join(
                 f"<div title='{html.escape(split)}: {self.label_counts.get(split, {}).get(label, 0)}' "
                 f"style='height:7px;margin:1px 0;background:{colours[i % 4]};width:"
                 f"{240 * self.label_counts.get(split, {}).get(label, 0) / top:.0f}px'></div>"
                 for i, split in enumerate(self.rows_per_split))
-            rows.append(f"<tr><td>{html.escape(label)}</td><td>{bars}</td></tr>")
+            lines.append(f"<tr><td>{html.escape(label)}</td><td>{bars}</td></tr>")
         legend = " ".join(f"<span style='color:{colours[i % 4]}'>&#9632; {html.escape(sp)}</span>"
                           for i, sp in enumerate(self.rows_per_split))
-        return f"<div>Records per label {legend}</div><table>{''.join(rows)}</table>"
+        return f"<div>Records per label {legend}</div><table>{''.join(lines)}</table>"
 
     def _change_lines(self) -> list[str]:
         """The summary's lines of what an update changed, per split."""
@@ -314,12 +314,12 @@ class ConversionResult(_Keys):
 
     def _repr_html_(self) -> str:
         esc = html.escape
-        rows = "".join(
+        per_split = "".join(
             f"<tr><td>{esc(s)}</td><td style='text-align:right'>{n}</td>"
             f"<td style='text-align:right'>{self.shards_per_split[s]}</td></tr>"
             for s, n in self.rows_per_split.items()
         )
-        parts = [
+        pieces = [
             "<div class='tfrecorder-result'>",
             (f"<b>tfrecorder</b>: {self.rows_written} of {self.rows_in} rows written to "
              if not self.version or self.version == 1 else
@@ -331,7 +331,7 @@ class ConversionResult(_Keys):
                f"one record per image, with its boxes)" if self.detection else ""),
             f"<table><tr><th>split</th><th>"
             f"{'records' if self.multi_label else 'images' if self.detection else 'rows'}</th>"
-            f"<th>shards</th></tr>", rows, "</table>",
+            f"<th>shards</th></tr>", per_split, "</table>",
         ]
         if self.unchanged or (self.version or 0) > 1:
             changed = "".join(
@@ -341,36 +341,36 @@ class ConversionResult(_Keys):
                 for split, c in self.changes.items())
             said = ("unchanged: nothing written" if self.unchanged
                     else f"published version {self.version}")
-            parts.append(f"<div><b>{said}</b></div><table><tr><th>split</th><th>added</th>"
+            pieces.append(f"<div><b>{said}</b></div><table><tr><th>split</th><th>added</th>"
                          f"<th>retired</th><th>kept</th></tr>{changed}</table>")
             if self.existing_count:
-                parts.append(f"<div>{self.existing_count} row(s) not appended: their key is "
+                pieces.append(f"<div>{self.existing_count} row(s) not appended: their key is "
                              f"already stored{esc(self._differ_text())}</div>")
         if self.labels:
-            parts.append(f"<div>{len(self.labels)} labels: {esc(', '.join(self.labels[:20]))}"
+            pieces.append(f"<div>{len(self.labels)} labels: {esc(', '.join(self.labels[:20]))}"
                          f"{' ...' if len(self.labels) > 20 else ''}</div>")
             empty = self.labels_without_records
             if empty:
-                parts.append(
+                pieces.append(
                     f"<div style='color:#b00'><b>{len(empty)} label(s) have no records</b> "
                     f"(their ids are kept): {esc(', '.join(empty[:20]))}"
                     f"{' ...' if len(empty) > 20 else ''}</div>")
-            parts.append(self._bars_html())
+            pieces.append(self._bars_html())
         if self.rows_quarantined:
             items = "".join(f"<li>row {esc(str(e['row']))}: {esc(e['reason'])}</li>"
                             for e in self.first_errors)
-            parts.append(
+            pieces.append(
                 f"<div style='color:#b00'><b>{self.rows_quarantined} rows quarantined</b>, "
                 f"listed in <code>{esc(self.errors_file)}</code><ul>{items}</ul></div>")
         reencoded = self._reencoded_line()
         if reencoded is not None:
-            parts.append(f"<div><b>re-encoded</b>: {esc(reencoded)}</div>")
-        parts += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
+            pieces.append(f"<div><b>re-encoded</b>: {esc(reencoded)}</div>")
+        pieces += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
         if self.report is not None:
-            parts.append(f"<div><i>data report</i>: {esc(self.report.summary())} "
+            pieces.append(f"<div><i>data report</i>: {esc(self.report.summary())} "
                          f"(<code>result.report</code>)</div>")
-        parts.append("</div>")
-        return "".join(parts)
+        pieces.append("</div>")
+        return "".join(pieces)
 
 
 @dataclasses.dataclass(eq=False)

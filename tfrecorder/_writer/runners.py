@@ -5,7 +5,7 @@ the options (shards, workers), Beam's names of runners and flags, and what follo
 The runners themselves are modules of their own: ``direct`` (this process or its worker
 processes, and any other runner driven from here), ``cluster`` (what Flink, Spark,
 Portable and Dask need to start), ``dataflow`` (a Dataflow job) and ``wheel`` (the code
-a Dataflow job stages). With ``pipeline``, these are the only modules of the driver that
+a Dataflow job ships). With ``pipeline``, these are the only modules of the driver that
 import Beam.
 """
 

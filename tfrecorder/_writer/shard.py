@@ -42,7 +42,7 @@ class ShardStats:
     """What one written shard holds."""
 
     split: str
-    index: int
+    number: int             # the shard's number in its split (ShardName.number)
     count: int
     filename: str
     num_examples: int
@@ -63,6 +63,11 @@ class ShardStats:
     #: rows file for the data report only, never written or listed again.
     kept: bool = False
 
+    @property
+    def index(self) -> int:
+        """``number``, under its old name: tfrecorder/_report/quality.py still reads it."""
+        return self.number
+
 
 @dataclasses.dataclass
 class Quarantined:
@@ -72,18 +77,21 @@ class Quarantined:
     split: str
     image_uri: str | None
     values: dict
-    stage: str        # "read" (the file) or "image" (its content)
+    failed_at: str    # "read" (the file) or "image" (its content)
     reason: str
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        """The errors.jsonl line, whose key for ``failed_at`` is ``stage``."""
+        d = dataclasses.asdict(self)
+        d["stage"] = d.pop("failed_at")
+        return d
 
 
-def quarantined(row, columns: tuple, stage: str, reason: str) -> list[Quarantined]:
+def quarantined(row, columns: tuple, failed_at: str, reason: str) -> list[Quarantined]:
     """The lines of ``row`` (a ``plan.Row``) in the errors file: one per input row, as
     rows merged into one record (an image listed with several labels) are quarantined
     each with its values."""
-    return [Quarantined(rid, row.split, row.image_uri, dict(zip(columns, values)), stage,
+    return [Quarantined(rid, row.split, row.image_uri, dict(zip(columns, values)), failed_at,
                         reason) for rid, values in ((row.row, row.values), *row.merged)]
 
 
@@ -106,7 +114,7 @@ class WriteSettings:
     check: str = "header"            # image.CHECKS
     max_image_bytes: int = MAX_IMAGE_BYTES
     sizing: image.Sizing | None = None  # pre-sizing, or None to store images as they are
-    index: bool = True               # an index file per uncompressed shard (index.py)
+    write_index: bool = True         # an index file per uncompressed shard (index.py)
     # Where a row's values hold its image column: its value as the table wrote it is
     # stored as image_uri. None: the resolved path is stored.
     image_column: int | None = None
@@ -277,7 +285,7 @@ def open_for_write(path: str, gzipped: bool):
     return gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6), raw
 
 
-def part_name(filename: str) -> str:
+def temp_name(filename: str) -> str:
     """The temporary name a shard file is written under before its rename: unique, so a
     retried writer never appends to a file another attempt left."""
     return f"{filename}.{uuid.uuid4().hex}.part"
@@ -301,12 +309,12 @@ def write(task: ShardTask, settings: WriteSettings,
         tmp = final
     else:
         storage.makedirs(folder)
-        tmp = storage.join(folder, part_name(task.filename))
+        tmp = storage.join(folder, temp_name(task.filename))
     uris = [row.image_uri for row in task.rows]
     first = next((u for u in uris if u is not None), None)
     threads = REMOTE_READ_THREADS if first is not None and storage.is_remote(first) else 1
 
-    stats = ShardStats(task.split, task.index, task.count, task.filename, 0, 0)
+    stats = ShardStats(task.split, task.number, task.count, task.filename, 0, 0)
     # The report's statistics need pixels where the images are decoded anyway (pre-sizing)
     # or hashed; each is then seen small, never decoded twice at full size.
     look = stats.look = looker.Looker(near=settings.near_duplicates,
@@ -348,20 +356,20 @@ def write(task: ShardTask, settings: WriteSettings,
             features = row.features
             seen: dict = {}
             if row.image_uri is not None:
-                reason, stage = None, "read"
+                reason, failed_at = None, "read"
                 if isinstance(ready, OSError):
                     reason = _read_reason(ready, row.image_uri)
                 elif isinstance(ready, image.ImageProblem):
-                    reason, stage = _named(str(ready), row.image_uri), "image"
+                    reason, failed_at = _named(str(ready), row.image_uri), "image"
                 if reason is not None:
-                    bad.extend(quarantined(row, columns, stage, reason))
+                    bad.extend(quarantined(row, columns, failed_at, reason))
                     continue
                 stored, info, measured, source_size, file_size, file_stamp = ready
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
                 sha, phash, sums, problems = look.add(
-                    (row.split, task.index, stats.num_examples, row.row,
+                    (row.split, task.number, stats.num_examples, row.row,
                      row.image_uri if written is None else written, tuple(row.labels)),
                     info.width, info.height, measured, info.channels)
                 seen = dict(size=file_size, stamp=file_stamp, sha256=sha, phash=phash,
@@ -376,7 +384,7 @@ def write(task: ShardTask, settings: WriteSettings,
                     cost[0] += 1
                     cost[1] += source_size
                     cost[2] += len(stored)
-            framed.append(records.write_record_parts(out, example.serialize_parts(features),
+            framed.append(records.write_record_segments(out, example.serialize_segments(features),
                                                      digest))
             if settings.rows:
                 lines.append(_rows_entry(row, settings, written if seen else None, names,
@@ -403,7 +411,7 @@ def write(task: ShardTask, settings: WriteSettings,
     stats.digest = digest.hexdigest()
     if tmp != final:
         storage.rename(tmp, final)
-    if settings.index and not gzipped:
+    if settings.write_index and not gzipped:
         # After the shard: an index never names a shard that is not whole. A gzip stream
         # has no byte offsets to give (index.py).
         stats.index_file = index.name(task.filename)

@@ -1,7 +1,7 @@
 """What reaches the workers: the shard tasks.
 
-Shard tasks are staged (``stage``) in a folder the workers can read: the rows in part
-files, one task file per shard listing its byte ranges in them. The job graph holds only
+Shard tasks are staged (``stage``) in a folder the workers can read: the rows in block
+files (``SPLIT.part-KKKKK``: one per spill block), one task file per shard listing its byte ranges in them. The job graph holds only
 the folder, so it does not grow with the table. No Beam here: the pipeline only calls
 ``list_tasks`` and ``read_task``.
 
@@ -27,8 +27,8 @@ def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
     """Writes the task files of every shard of ``plans`` under ``folder`` by streaming
     ``spilled`` (a ``spill.Spilled``) once; returns the shard names, in plan order.
 
-    Per spill block, one part file holds that block's rows grouped by shard; each
-    shard's task file lists its byte ranges in the parts.
+    Per spill block, one block file holds that block's rows grouped by shard; each
+    shard's task file lists its byte ranges in the block files.
     """
     with gc_paused():
         return _stage(spilled, plans, folder, name=name, gzip=gzip, version=version)
@@ -50,7 +50,7 @@ def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
             offset += len(block)
             order = np.argsort(shards, kind="stable")
             cuts = np.searchsorted(shards[order], np.arange(lay.count + 1))
-            part = f"{lay.split}.part-{k:05d}"
+            block_file = f"{lay.split}.part-{k:05d}"
             data, at = [], 0
             for shard in range(lay.count):
                 picked = order[cuts[shard]:cuts[shard + 1]]
@@ -60,13 +60,13 @@ def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
                 blob = pickle.dumps(((positions[picked] - starts[shard]).tolist(),
                                      block.take(picked.tolist()).as_tuple()),
                                     protocol=pickle.HIGHEST_PROTOCOL)
-                refs[shard].append((part, at, len(blob)))
+                refs[shard].append((block_file, at, len(blob)))
                 data.append(blob)
                 at += len(blob)
-            storage.write_bytes(storage.join(folder, part), b"".join(data), private=True)
-        for index in range(lay.count):
-            filename = str(layout.ShardName(name, lay.split, index, lay.count, gzip, version))
-            task = (lay.split, index, lay.count, filename, refs[index])
+            storage.write_bytes(storage.join(folder, block_file), b"".join(data), private=True)
+        for number in range(lay.count):
+            filename = str(layout.ShardName(name, lay.split, number, lay.count, gzip, version))
+            task = (lay.split, number, lay.count, filename, refs[number])
             storage.write_bytes(task_path(folder, filename),
                                 pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL),
                                 private=True)
@@ -82,20 +82,21 @@ def task_path(folder: str, filename: str) -> str:
 def read_task(path: str) -> ShardTask:
     """The task staged at ``path`` by ``stage``, its rows in the shard's seeded order.
 
-    Task and part files are pickles, which run code when loaded, so a local one is
+    Task and block files are pickles, which run code when loaded, so a local one is
     loaded only when it is this user's own and nobody else can write it (as ``stage``
     makes them): a file swapped in by another user of a shared folder is refused.
     """
     _check_private(path)
-    split, index, count, filename, refs = pickle.loads(storage.read_bytes(path))
+    split, number, count, filename, refs = pickle.loads(storage.read_bytes(path))
     folder = path[:-len(storage.basename(path))]
     placed = []
-    for part, offset, length in refs:
-        _check_private(folder + part)
-        positions, columns = pickle.loads(storage.read_range(folder + part, offset, length))
+    for block_file, offset, length in refs:
+        _check_private(folder + block_file)
+        positions, columns = pickle.loads(storage.read_range(folder + block_file, offset,
+                                                             length))
         placed.extend(zip(positions, Block.from_tuple(columns).rows(split)))
     placed.sort(key=lambda pr: pr[0])  # positions in the shard's seeded order
-    return ShardTask(split, index, count, filename, [row for _, row in placed])
+    return ShardTask(split, number, count, filename, [row for _, row in placed])
 
 
 def _check_private(path: str) -> None:

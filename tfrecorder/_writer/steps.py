@@ -22,9 +22,9 @@ from tfrecorder._report import matching
 from tfrecorder._writer.plan import gc_paused
 
 
-def write_shard(index: int, task_dir: str, settings: shard.WriteSettings,
+def write_shard(number: int, task_dir: str, settings: shard.WriteSettings,
                 progress_dir: str | None = None, rows_read: dict | None = None):
-    """Shard number ``index`` -> its ``(ShardStats, [Quarantined])``: the staged task
+    """Shard number ``number`` -> its ``(ShardStats, [Quarantined])``: the staged task
     written into its shard, or, for a number past the tasks, a shard an update keeps,
     whose records' digests the data report compares the new ones with (from its rows
     file, or its entries in ``rows_read`` where the update read them already)."""
@@ -32,8 +32,8 @@ def write_shard(index: int, task_dir: str, settings: shard.WriteSettings,
     # A task unpickles tens of thousands of objects, and a kept shard's look makes as
     # many, none in a cycle: the cycle collector would walk them (and everything else)
     # several times for nothing.
-    if index >= len(tasks):
-        split, number, kept = _kept(task_dir)[index - len(tasks)]
+    if number >= len(tasks):
+        split, number, kept = _kept(task_dir)[number - len(tasks)]
         s = settings
         with gc_paused():
             return updating.kept_look(s.run.output_dir, split, number, kept, s.label_names,
@@ -41,7 +41,7 @@ def write_shard(index: int, task_dir: str, settings: shard.WriteSettings,
                                       entries=(rows_read or {}).get(kept.rows),
                                       distance=s.near_distance)
     with gc_paused():
-        task = staging.read_task(tasks[index])
+        task = staging.read_task(tasks[number])
         return shard.write(task, settings, progress.reporter(progress_dir, task.filename))
 
 
@@ -67,7 +67,7 @@ def match_keys(written, buckets: int = 1):
         # only the ends of its sizes can be odd: the rest stay here (``Looker.extremes``)
         stats = dataclasses.replace(stats, look=dataclasses.replace(
             look, seen=[], sizes=look.extremes()))
-    yield ("s", stats.split, stats.index), (stats, bad)
+    yield ("s", stats.split, stats.number), (stats, bad)
     if look is not None:
         yield from matching.keyed(look.seen, look.near, buckets, look.distance)
 

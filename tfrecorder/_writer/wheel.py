@@ -1,4 +1,4 @@
-"""The wheel a Dataflow job stages: this very tfrecorder, packed from the installed
+"""The wheel a Dataflow job ships to its workers: this very tfrecorder, packed from the installed
 package's own files, and the distribution's name it carries. Its own module because it is
 plain packaging (no Beam), which tests also use to make a worker's environment.
 """
@@ -26,19 +26,19 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-#: The distribution's name (setup.py): the package index's "tfrecorder" is another project.
+#: The distribution's name (setup.py): PyPI's "tfrecorder" is another project.
 DISTRIBUTION = "tfrecorder-tables"
 
 
 def build_wheel(dest_dir: str) -> str:
-    """Writes ``tfrecorder_tables-<version>-py3-none-any.whl`` into ``dest_dir``; returns
-    its path."""
+    """Writes ``tfrecorder_tables-<package version>-py3-none-any.whl`` into ``dest_dir``;
+    returns its path."""
     from tfrecorder import _version
-    from tfrecorder._version import __version__ as version
+    from tfrecorder._version import __version__ as package_version
 
     # The package's folder: _version.py, a leaf, is at its top.
     package_dir = os.path.dirname(os.path.abspath(_version.__file__))
-    stem = f"{DISTRIBUTION.replace('-', '_')}-{version}"
+    stem = f"{DISTRIBUTION.replace('-', '_')}-{package_version}"
     dist_info = f"{stem}.dist-info"
     files: list[tuple[str, bytes]] = []
     for root, dirs, names in os.walk(package_dir):
@@ -50,7 +50,7 @@ def build_wheel(dest_dir: str) -> str:
                 with open(path, "rb") as f:
                     files.append((arcname, f.read()))
     metadata = "\n".join([
-        "Metadata-Version: 2.1", f"Name: {DISTRIBUTION}", f"Version: {version}",
+        "Metadata-Version: 2.1", f"Name: {DISTRIBUTION}", f"Version: {package_version}",
         "Summary: tfrecorder, as staged to remote workers",
         *(f"Requires-Dist: {r}" for r in WORKER_REQUIREMENTS), "", ""]).encode()
     wheel = b"Wheel-Version: 1.0\nGenerator: tfrecorder\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
