@@ -121,12 +121,12 @@ def test_worker_processes_write_the_report_one_worker_writes(table, tmp_path, mo
 def test_conflicts_come_in_the_order_of_their_first_record_whatever_the_shards_order():
     from tfrecorder._writer import shard as _shard, steps as _steps
 
-    def written(index, shas):  # train shard ``index``: label ``index`` for every record
-        stats = _shard.ShardStats("train", index, len(shas), f"s{index}", 0, 0)
+    def written(number, shas):  # train shard ``number``: label ``number`` for every record
+        stats = _shard.ShardStats("train", number, len(shas), f"s{number}", 0, 0)
         stats.look = looker.Looker()
         for pos, sha in enumerate(shas):
-            stats.look.add(("train", index, pos, 10 * index + pos, f"{index}-{pos}",
-                            (index,)), 1, 1, (sha, None, None, {}))
+            stats.look.add(("train", number, pos, 10 * number + pos, f"{number}-{pos}",
+                            (number,)), 1, 1, (sha, None, None, {}))
         stats.num_examples = len(shas)
         return stats, []
 

@@ -176,8 +176,8 @@ class Report:
 
         def pair(name):
             d = c.get(name, {})
-            parts = [f"{d[k]} {k}" for k in ("exact", "near") if d.get(k)]
-            return f"{name}: {', '.join(parts) if parts else 0}"
+            pieces = [f"{d[k]} {k}" for k in ("exact", "near") if d.get(k)]
+            return f"{name}: {', '.join(pieces) if pieces else 0}"
 
         near = "" if self.near_duplicates else " (near duplicates not searched)"
         # a group counts records: rows, where each record is one row of the table
@@ -252,63 +252,63 @@ class Report:
 
     def _repr_html_(self) -> str:
         esc = html.escape
-        parts = [f"<div><b>data report</b> of <code>{esc(self.output_dir)}</code>: "
+        pieces = [f"<div><b>data report</b> of <code>{esc(self.output_dir)}</code>: "
                  f"{esc(self.summary())}</div>", self._bars_svg()]
         thumbs = _Thumbnails(self.output_dir, self._opened)
         groups = self.data.get("groups")
         if groups:
             # a group is one strip of thumbnails: the image and where each copy is
-            parts.append("<h4>copies</h4><table>")
+            pieces.append("<h4>copies</h4><table>")
             for g in groups[:HTML_ROWS]:
                 cells = "".join(thumbs.cell(r["split"], r.get("position"), r["row"], r["label"])
                                 for r in g["rows"][:GROUP_STRIP])
                 more = g["size"] - min(len(g["rows"]), GROUP_STRIP)
-                parts.append(f"<tr><td>{esc(g['kind'])}, {esc(str(g['size']))} records"
+                pieces.append(f"<tr><td>{esc(g['kind'])}, {esc(str(g['size']))} records"
                              f"{', ' + esc(' and '.join(_splits(g))) if len(_splits(g)) > 1 else ''}"
                              f"</td>{cells}"
                              f"{f'<td>... and {more} more</td>' if more > 0 else ''}</tr>")
-            parts.append("</table>")
+            pieces.append("</table>")
             if len(groups) > HTML_ROWS:
                 more = sum(self.counts.get("groups", {}).values()) - HTML_ROWS
-                parts.append(f"<div>... and {esc(str(more))} more</div>")
+                pieces.append(f"<div>... and {esc(str(more))} more</div>")
         for title, frame in (("leaks", self.leaks), ("duplicates", self.duplicates)):
             if groups is not None or (
                     not len(frame) and not sum(self.counts.get(title, {}).values())):
                 continue
-            parts.append(f"<h4>{title}</h4><table>")
+            pieces.append(f"<h4>{title}</h4><table>")
             for r in frame.head(HTML_ROWS).itertuples():
-                parts.append(
+                pieces.append(
                     "<tr>" + thumbs.cell(r.split_a, r.position_a, r.row_a, r.label_a)
                     + thumbs.cell(r.split_b, r.position_b, r.row_b, r.label_b)
                     + f"<td>{esc(r.kind)}"
                     + (f", {esc(str(r.distance))} bits" if r.kind == "near" else "")
                     + "</td></tr>")
-            parts.append("</table>")
+            pieces.append("</table>")
             more = sum(self.counts.get(title, {}).values()) - min(len(frame), HTML_ROWS)
             if more > 0:
-                parts.append(f"<div>... and {esc(str(more))} more</div>")
+                pieces.append(f"<div>... and {esc(str(more))} more</div>")
         groups = self.data.get("conflicts", [])
         if groups:
-            parts.append("<h4>conflicts</h4><table>")
+            pieces.append("<h4>conflicts</h4><table>")
             for g in groups[:HTML_ROWS]:
-                parts.append("<tr>" + "".join(
+                pieces.append("<tr>" + "".join(
                     thumbs.cell(r["split"], r.get("position"), r["row"], _labels_text(r))
                     for r in g["rows"][:6]) + "</tr>")
-            parts.append("</table>")
+            pieces.append("</table>")
             if len(groups) > HTML_ROWS:
                 more = self.counts.get("conflicts", 0) - HTML_ROWS
-                parts.append(f"<div>... and {esc(str(more))} more</div>")
+                pieces.append(f"<div>... and {esc(str(more))} more</div>")
         if len(self.issues):
-            parts.append("<h4>image problems</h4><table>")
+            pieces.append("<h4>image problems</h4><table>")
             for issue, frame in self.issues.groupby("issue", sort=False):
                 n = self.counts.get("issues", {}).get(issue, 0)
                 cells = "".join(thumbs.cell(r.split, r.position, r.row, r.label)
                                 for r in frame.head(GROUP_STRIP).itertuples())
-                parts.append(f"<tr><td>{esc(str(issue))}: {esc(str(n))}</td>{cells}</tr>")
-            parts.append("</table>")
+                pieces.append(f"<tr><td>{esc(str(issue))}: {esc(str(n))}</td>{cells}</tr>")
+            pieces.append("</table>")
         for w in self.warnings:
-            parts.append(f"<div><i>warning</i>: {esc(_warning_text(w))}</div>")
-        return "\n".join(parts)
+            pieces.append(f"<div><i>warning</i>: {esc(_warning_text(w))}</div>")
+        return "\n".join(pieces)
 
     def _bars_svg(self) -> str:
         """Rows per label per split as horizontal bars, one group per label."""
@@ -384,10 +384,10 @@ def _copies_text(groups: list[dict], unit: str = "rows") -> str:
     sizes: dict[int, int] = {}
     for g in groups:
         sizes[g["size"]] = sizes.get(g["size"], 0) + 1
-    parts = []
+    pieces = []
     for size, n in sorted(sizes.items(), key=lambda kv: -kv[0]):
         times = "twice" if size == 2 else f"{size} times"
-        parts.append(f"{n} image{'s' if n > 1 else ''} appear{'' if n > 1 else 's'} {times}"
+        pieces.append(f"{n} image{'s' if n > 1 else ''} appear{'' if n > 1 else 's'} {times}"
                      f"{' each' if n > 1 else ''}: {n * size} {unit}")
     spans: dict[tuple, int] = {}
     for g in groups:
@@ -395,8 +395,8 @@ def _copies_text(groups: list[dict], unit: str = "rows") -> str:
         if len(splits) > 1:
             spans[splits] = spans.get(splits, 0) + 1
     for splits, n in sorted(spans.items(), key=lambda kv: [layout.split_order(s) for s in kv[0]]):
-        parts.append(f"{n} group{'s span' if n > 1 else ' spans'} {' and '.join(splits)}")
-    return "; ".join(parts)
+        pieces.append(f"{n} group{'s span' if n > 1 else ' spans'} {' and '.join(splits)}")
+    return "; ".join(pieces)
 
 
 def _more(shown: int, limit: int, total: int) -> list[str]:

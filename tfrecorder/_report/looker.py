@@ -26,7 +26,7 @@ from tfrecorder._report.measures import (
     small,
 )
 
-#: Records of each end of a shard's sizes kept as ``odd_size`` candidates.
+#: Records of each end of a shard's sizes held as ``odd_size`` candidates.
 SIZE_EXTREMES = 1000
 
 
@@ -35,7 +35,7 @@ class Looker:
     """What one shard's images showed: per record its digest (and hash), and the
     shard's size and colour statistics. ``seen`` holds one tuple per record:
     ``(sha256, (dhash, thumbnail or None) or None, ref)`` with ``ref = (split, shard
-    index, position in the shard, row, image_uri, label ids)``; a thumbnail of None is
+    number, position in the shard, row, image_uri, label ids)``; a thumbnail of None is
     an image of too little detail to match (``fingerprint``), a hash of None one that
     did not decode small. ``distance``: the bits within which hashes are compared."""
 

@@ -165,11 +165,11 @@ def pixel_issues(img, grey=None, full_size: tuple | None = None,
     n = flat.size
     ranks = [(n - 1) * p for p in (0.05, 0.99)]
     at = sorted({math.floor(x) for x in ranks} | {math.ceil(x) for x in ranks})
-    part = np.partition(flat, at)
+    partitioned = np.partition(flat, at)
 
     def percentile(x: float) -> float:  # NumPy's linear interpolation, of the roots
         lo, hi = math.floor(x), math.ceil(x)
-        a, b_ = math.sqrt(part[lo]), math.sqrt(part[hi])
+        a, b_ = math.sqrt(partitioned[lo]), math.sqrt(partitioned[hi])
         return (a + (b_ - a) * (x - lo)) / 255
 
     p5, p99 = percentile(ranks[0]), percentile(ranks[1])

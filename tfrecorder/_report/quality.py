@@ -62,12 +62,12 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
     strict JSON."""
     offsets: dict[tuple, int] = {}
     by_split: dict[str, list] = {}
-    for s in sorted(shards, key=lambda s: s.index):
+    for s in sorted(shards, key=lambda s: s.number):
         by_split.setdefault(s.split, []).append(s)
     for split, ss in by_split.items():
         at = 0
         for s in ss:
-            offsets[(split, s.index)] = at
+            offsets[(split, s.number)] = at
             at += s.num_examples
 
     def side(ref) -> dict:

@@ -63,11 +63,6 @@ class ShardStats:
     #: rows file for the data report only, never written or listed again.
     kept: bool = False
 
-    @property
-    def index(self) -> int:
-        """``number``, under its old name: tfrecorder/_report/quality.py still reads it."""
-        return self.number
-
 
 @dataclasses.dataclass
 class Quarantined:
