@@ -303,6 +303,27 @@ def test_dataloader_workers_share_one_cache(remote, tmp_path, requests):
     assert len(entries(tmp_path)) == 4
 
 
+def manifest_reads(log, since: int = 0) -> int:
+    """GETs of a manifest's bytes (``tfrecorder.json``, ``versions/KKKKK.json``)."""
+    return sum(1 for method, path, _ in log[since:]
+               if method == "GET" and "alt=media" in path
+               and urllib.parse.unquote(path.split("?")[0]).endswith(".json"))
+
+
+def test_a_copy_of_a_reader_checks_the_manifest_without_reading_it_again(
+        remote, tmp_path, requests):
+    import pickle
+
+    reader = access.Reader(remote, "train", cache_dir=tmp_path)
+    before = len(requests)
+    copy = pickle.loads(pickle.dumps(reader))  # what a spawned worker or Grain gets
+    assert sorted(ids(copy)) == list(range(N))
+    # Each fetch looked at the manifest's object (is it still ours?), none read it:
+    # the copy holds the stamp its original took when it found the manifest its own.
+    assert len(fetches(requests, before)) == 4 and manifest_reads(requests, before) == 0
+    assert any(".json" in urllib.parse.unquote(p) for _, p, _ in requests[before:])
+
+
 def test_a_grain_source_reads_through_the_cache(remote, tmp_path):
     import pickle
 

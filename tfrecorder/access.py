@@ -112,22 +112,33 @@ class Reader:
         if self.cache is not None:
             self._read_every_index()
 
-    def _reset(self) -> None:
+    def _reset(self, pin=None) -> None:
         self._pid = os.getpid()
         self._fds: collections.OrderedDict[int, int] = collections.OrderedDict()
         self._pins: collections.OrderedDict[int, _cache.Pin] = collections.OrderedDict()
         self._lock = threading.RLock()
-        self._pin = None  # how the manifest looked when last found to be ours
+        #: How the manifest looked when last found to be ours: ``(open file, stamp)``
+        #: locally, ``(None, stamp)`` on an object store.
+        self._pin = pin
+
+    def _shared_pin(self):
+        """``_pin`` where a copy of the reader may keep it: an object store's stamp (no
+        open file), so that a worker's first check is one look at the manifest, not a
+        look and a read; a local pin holds a file, which each process opens again."""
+        pin = getattr(self, "_pin", None)
+        return pin if pin is not None and pin[0] is None else None
 
     def __getstate__(self):
         state = dict(self.__dict__)
         for key in ("_fds", "_pins", "_lock", "_pid", "_pin"):
             del state[key]
+        state["_pin_shared"] = self._shared_pin()
         return state
 
     def __setstate__(self, state):
+        pin = state.pop("_pin_shared", None)
         self.__dict__.update(state)
-        self._reset()
+        self._reset(pin)
 
     def __del__(self, _getpid=os.getpid, _close=os.close):
         # Bound as defaults: at interpreter exit the os module may be gone already.
@@ -158,7 +169,7 @@ class Reader:
         fds, pins = list(self._fds.values()), list(self._pins.values())
         if self._pin is not None and self._pin[0] is not None:
             fds.append(self._pin[0])
-        self._reset()
+        self._reset(self._shared_pin())
         for fd in fds:
             os.close(fd)
         for cached in pins:  # the copies only: the parent's pins stay held
