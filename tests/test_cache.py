@@ -324,6 +324,17 @@ def test_a_copy_of_a_reader_checks_the_manifest_without_reading_it_again(
     assert any(".json" in urllib.parse.unquote(p) for _, p, _ in requests[before:])
 
 
+def test_opening_a_reader_reads_each_manifest_once_and_looks_for_none(
+        remote, tmp_path, requests):
+    before = len(requests)
+    access.Reader(remote, "train", cache_dir=tmp_path)
+    names = [urllib.parse.unquote(p.split("?")[0]).split("/cache-ids/", 1)[-1]
+             + ("" if "alt=media" in p else " (looked at)") for _, p, _ in requests[before:]]
+    first_index = next(i for i, n in enumerate(names) if n.startswith("index/"))
+    # No look for the version's manifest before reading it.
+    assert [n for n in names[:first_index] if "looked at" in n] == [], names
+
+
 def test_a_grain_source_reads_through_the_cache(remote, tmp_path):
     import pickle
 

@@ -337,16 +337,16 @@ def _open_once(output_dir: str, version: int | None) -> Version:
     except (FileNotFoundError, NotADirectoryError):
         data = None
     number = _number(data) if data is not None else 1
-    if data is not None and number > 1 or _has_versions(output_dir, number):
-        # The version's own file is what a reader pins: tfrecorder.json is replaced by
-        # the next version, the version's file never is.
-        pinned = storage.join(output_dir, layout.version_manifest(number))
-        try:
-            own = storage.read_bytes(pinned)
-        except (FileNotFoundError, NotADirectoryError):
-            own = None
-        if own is not None and generation_of(own) == generation_of(data):
-            return _version(output_dir, own, pinned, number)
+    # The version's own file is what a reader pins: tfrecorder.json is replaced by the
+    # next version, the version's file never is. Read where it may be, not looked for
+    # first: on an object store a look is one more round trip (and a listing).
+    pinned = storage.join(output_dir, layout.version_manifest(number))
+    try:
+        own = storage.read_bytes(pinned)
+    except (FileNotFoundError, NotADirectoryError):
+        own = None
+    if own is not None and generation_of(own) == generation_of(data):
+        return _version(output_dir, own, pinned, number)
     return _version(output_dir, data, latest, number)
 
 
@@ -358,10 +358,6 @@ def missing(output_dir: str, version: int) -> ConfigError:
         f"{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}. Give "
         f"{'one of them' if len(held) > 1 else 'that one'}, or version=None for the "
         f"latest (on the command line, leave out --version)")
-
-
-def _has_versions(output_dir: str, number: int) -> bool:
-    return storage.exists(storage.join(output_dir, layout.version_manifest(number)))
 
 
 def _number(data: bytes) -> int:
