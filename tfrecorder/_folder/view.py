@@ -36,7 +36,7 @@ from tfrecorder import _storage as storage
 from tfrecorder._folder import index, layout, metadata
 from tfrecorder._writer import records
 from tfrecorder._inputs import splits
-from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
+from tfrecorder._errors import ConfigError, CorruptRecordError
 from tfrecorder._folder.manifest import Manifest, ShardInfo, damaged, loads
 
 
@@ -302,14 +302,9 @@ def open_version(output_dir: str, version: int | None = None) -> Version:
 
     ConfigError for a version the folder does not hold (naming those it does);
     IncompleteOutputError when it holds no finished conversion."""
-    output_dir = str(output_dir)
-    version = check_version(version)
-    for _ in range(3):  # the manifest and its generation read from one conversion
-        opened = _open_once(output_dir, version)
-        if opened.generation is None or _generation(opened.pin) == opened.generation:
-            return opened
-    raise OutputChangedError(f"{output_dir} is being written again and again while a "
-                             f"reader opens it; open it once it is done")
+    # The manifest and its generation come from one read of one file (the pin), so
+    # they are of one conversion; a reader checks the pin again after it reads data.
+    return _open_once(str(output_dir), check_version(version))
 
 
 def _open_once(output_dir: str, version: int | None) -> Version:
@@ -404,16 +399,6 @@ def _files(manifest: Manifest) -> frozenset:
 
 
 # --- the conversion a reader pinned ---------------------------------------------------
-
-def _generation(path: str):
-    """The ``generation`` field of the manifest file at ``path``, or None when it has
-    none or is gone."""
-    try:
-        data = storage.read_bytes(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return generation_of(data)
-
 
 def generation_of(data: bytes | None):
     """The ``generation`` field of a manifest's text, or None."""
