@@ -27,9 +27,10 @@ records they read:
          in order (no shuffling); the first batch, timed from the open
   warm   3 later epochs through the full cache (median)
   third  a cache limit of a third of the split (ours ``cache_limit`` with a
-         ``Sampler(order="shards", window=--window)``, LitData ``max_cache_size`` with
-         ``shuffle=True``; LitData also over ``--small-chunks`` chunks, as it hangs
-         over 8 chunks of 5.5 MB with a 14.5 MB budget and 2 workers):
+         ``Sampler(order="shards")``, its window chosen unless ``--window``;
+         LitData ``max_cache_size`` with ``shuffle=True``; LitData also over
+         ``--small-chunks`` chunks, as it hangs over 8 chunks of 5.5 MB with a
+         14.5 MB budget and 2 workers):
          2 epochs, records each, fetches of each shard or chunk (GETs of its bytes, as
          the proxy counted them), and the cache folder's largest size on disk
 
@@ -149,8 +150,8 @@ class Largest:
         return self.largest
 
 
-#: ``order="shards"`` window for our third (``--window``; 1 as in ``cache_bench.py``).
-WINDOW = 1
+#: ``order="shards"`` window for our third (``--window``; None: the sampler chooses).
+WINDOW = None
 
 
 def ours(root: str, batch_size: int, cache_dir: str, limit: int | None = None):
@@ -160,8 +161,8 @@ def ours(root: str, batch_size: int, cache_dir: str, limit: int | None = None):
         return cache_bench.raw_loader(root, batch_size=batch_size, cache_dir=cache_dir)[1]
     return cache_bench.raw_loader(
         root, batch_size=batch_size, cache_dir=cache_dir, cache_limit=limit,
-        sampler=lambda d: tfrecorder.torch.Sampler(d, seed=0, order="shards",
-                                                   window=WINDOW))[1]
+        sampler=lambda d: tfrecorder.torch.Sampler(
+            d, seed=0, order="shards", **({} if WINDOW is None else {"window": WINDOW})))[1]
 
 
 def theirs(root: str, batch_size: int, cache_dir: str, limit: int | None = None):
@@ -243,9 +244,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--warm-epochs", type=int, default=3)
     ap.add_argument("--third-epochs", type=int, default=2)
-    ap.add_argument("--window", type=int, default=1,
-                    help="our Sampler's order='shards' window in the third (default 1; "
-                         "the default 4 lets 2 workers pin the whole split)")
+    ap.add_argument("--window", type=int, default=None,
+                    help="our Sampler's order='shards' window in the third (default: "
+                         "left out, the sampler chooses one two of which fit the limit)")
     ap.add_argument("--small-chunks", type=int, default=24,
                     help="LitData's third also over this many smaller chunks (0: not)")
     ap.add_argument("--litdata-async", action="store_true",

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import urllib.parse
+import warnings
 
 import numpy as np
 import pytest
@@ -398,6 +399,30 @@ def test_the_sampler_orders_by_shards_and_resumes_in_the_epoch(local):
         tfrecorder.torch.Sampler(ds, order="random")
 
 
+def test_the_sampler_chooses_a_window_whose_two_fit_in_the_cache_limit(remote, tmp_path):
+    import tfrecorder.torch
+
+    size = max(s.num_bytes for s in access.Reader(remote, "train").shards)
+
+    def sampler(limit, **kw):
+        ds = tfrecorder.torch.Dataset(remote, "train", cache_dir=tmp_path, cache_limit=limit)
+        return tfrecorder.torch.Sampler(ds, seed=2, order="shards", **kw)
+
+    # Two windows (the one read, the next one the batches in flight reach) in the limit.
+    assert [sampler(int(k * size)).window for k in (1, 2.5, 4, 6, 100)] == [1, 1, 2, 3, 4]
+    assert sampler(None).window == access.WINDOW  # the default limit: it hangs on the disk
+    chosen = sampler(int(4 * size))
+    chosen.set_epoch(3, start=5)  # reproducible from (seed, epoch, start) and the window
+    counts = chosen._reader.view.counts
+    assert list(chosen) == access.shard_order(counts, 2, 3, 2).tolist()[5:]
+    with pytest.warns(UserWarning, match=r"window=4\) with cache_limit=.*leave window out "
+                                         r"\(it is then 1\)"):
+        assert sampler(int(2.5 * size), window=4).window == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sampler(int(8 * size), window=4)  # two windows fit: nothing to say
+
+
 @pytest.mark.slow
 def test_a_cache_of_a_third_of_the_split_streams_each_shard_once_an_epoch(
         remote, tmp_path, requests):
@@ -411,7 +436,8 @@ def test_a_cache_of_a_third_of_the_split_streams_each_shard_once_an_epoch(
     # shards) and the next one, fetched ahead.
     limit = int(2.5 * size)
     ds = tfrecorder.torch.Dataset(remote, "train", cache_dir=tmp_path, cache_limit=limit)
-    sampler = tfrecorder.torch.Sampler(ds, seed=0, order="shards", window=1)
+    sampler = tfrecorder.torch.Sampler(ds, seed=0, order="shards")  # the window it holds
+    assert sampler.window == 1
     loader = DataLoader(ds, batch_size=4, num_workers=2, sampler=sampler,
                         multiprocessing_context="fork")
     for epoch in range(2):

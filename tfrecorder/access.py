@@ -50,7 +50,7 @@ from tfrecorder._writer import example, records
 from tfrecorder._folder import layout, view as _view
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 
-__all__ = ["Reader", "part", "permutation", "shard_order", "values"]
+__all__ = ["Reader", "part", "permutation", "shard_order", "values", "window_for"]
 
 
 class Reader:
@@ -470,6 +470,20 @@ def shard_order(counts: Sequence[int], seed: int, epoch: int, window: int = WIND
                                   for s in shards[k:k + int(window)]])
         parts.append(records[rng.permutation(len(records))])
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def window_for(reader: Reader) -> int:
+    """The ``shard_order`` window of a reader that gives none: ``WINDOW``, or, through a
+    cache whose ``cache_limit`` was given, the largest window up to it of which two
+    fit under the limit (the window being read and the next, which a DataLoader's
+    batches in flight reach before the last ones of this window are done), counting
+    the largest shard, at least 1. It depends on the settings and the shards only, not
+    on the disk, so a job that restarts orders its epochs alike."""
+    cache = reader.cache
+    if cache is None or not cache.given:
+        return WINDOW
+    largest = max((s.num_bytes for s in reader.shards), default=1)
+    return max(1, min(WINDOW, cache.fits(largest) // 2))
 
 
 def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
