@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.parse
 import warnings
 
@@ -173,6 +174,7 @@ def test_a_folder_converted_again_is_never_served_from_the_old_entries(
     old = access.Reader(root, "train", cache_dir=tmp_path / "c")
     assert sorted(ids(old)) == list(range(N))
     partial = access.Reader(root, "train", cache_dir=tmp_path / "p")
+    partial.read_ahead = 0  # the shards it reads, no others
     ids(partial, [0])  # its first shard only
     again = convert_ids(tmp_path / "again", N, 4, value="y")  # other records, same names
     gcs.rm(root, recursive=True)
@@ -451,3 +453,34 @@ def test_a_cache_of_a_third_of_the_split_streams_each_shard_once_an_epoch(
                                                                   len(fetched)), fetched
         # Within the limit at each fetch but for the shards then read (each worker's).
         assert ds.reader.cache.held() <= limit + 2 * size
+
+
+def _fetched_ahead(reader, shards, seconds=60.0):
+    """Whether ``shards`` are whole in ``reader``'s cache once its read-ahead thread has
+    nothing left to fetch (waited for, not timed)."""
+    deadline = time.monotonic() + seconds
+    while reader._fetcher is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # an entry has its name once whole (fetched under a temporary one)
+    return [os.path.exists(reader.cache._path(reader._cache_key(s), "shard")) for s in shards]
+
+
+@pytest.mark.slow
+def test_reading_in_file_order_fetches_the_next_shards_ahead(remote, tmp_path, requests):
+    reader = access.Reader(remote, "train", cache_dir=tmp_path)
+    assert reader.read_ahead == access.READ_AHEAD == 2
+    before = len(requests)
+    ids(reader, [0])  # a record of shard 0: shards 1 and 2 fetched meanwhile, not 3
+    assert _fetched_ahead(reader, range(4)) == [True, True, True, False]
+    assert sorted(fetches(requests, before).values()) == [1, 1, 1]
+    # Reading them fetches nothing more; shard 3 comes ahead of shard 2's reading.
+    before = len(requests)
+    ids(reader, range(reader.view.starts[1], reader.view.starts[3]))
+    assert _fetched_ahead(reader, [3]) == [True]
+    assert list(fetches(requests, before).values()) == [1]
+    assert sorted(ids(reader)) == list(range(N))
+    # A reader that asks for none fetches only what it reads.
+    other = access.Reader(remote, "train", cache_dir=tmp_path / "none")
+    other.read_ahead = 0
+    ids(other, [0])
+    assert len(entries(tmp_path / "none")) == 1

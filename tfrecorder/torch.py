@@ -158,6 +158,8 @@ class Sampler(torch.utils.data.Sampler):
                 _warn_past_the_limit(reader, window)
         self.order, self.window = order, window
         self._reader = reader if order == "shards" else None
+        if self._reader is not None:
+            reader.read_ahead = 0  # it fetches ahead of this order instead (fetch_ahead)
         if rank is None or world_size is None:
             dist = torch.distributed
             ready = dist.is_available() and dist.is_initialized()
