@@ -12,7 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.parse
+import warnings
 
 import numpy as np
 import pytest
@@ -172,6 +174,7 @@ def test_a_folder_converted_again_is_never_served_from_the_old_entries(
     old = access.Reader(root, "train", cache_dir=tmp_path / "c")
     assert sorted(ids(old)) == list(range(N))
     partial = access.Reader(root, "train", cache_dir=tmp_path / "p")
+    partial.read_ahead = 0  # the shards it reads, no others
     ids(partial, [0])  # its first shard only
     again = convert_ids(tmp_path / "again", N, 4, value="y")  # other records, same names
     gcs.rm(root, recursive=True)
@@ -303,6 +306,39 @@ def test_dataloader_workers_share_one_cache(remote, tmp_path, requests):
     assert len(entries(tmp_path)) == 4
 
 
+def manifest_reads(log, since: int = 0) -> int:
+    """GETs of a manifest's bytes (``tfrecorder.json``, ``versions/KKKKK.json``)."""
+    return sum(1 for method, path, _ in log[since:]
+               if method == "GET" and "alt=media" in path
+               and urllib.parse.unquote(path.split("?")[0]).endswith(".json"))
+
+
+def test_a_copy_of_a_reader_checks_the_manifest_without_reading_it_again(
+        remote, tmp_path, requests):
+    import pickle
+
+    reader = access.Reader(remote, "train", cache_dir=tmp_path)
+    before = len(requests)
+    copy = pickle.loads(pickle.dumps(reader))  # what a spawned worker or Grain gets
+    assert sorted(ids(copy)) == list(range(N))
+    # Each fetch looked at the manifest's object (is it still ours?), none read it:
+    # the copy holds the stamp its original took when it found the manifest its own.
+    assert len(fetches(requests, before)) == 4 and manifest_reads(requests, before) == 0
+    assert any(".json" in urllib.parse.unquote(p) for _, p, _ in requests[before:])
+
+
+def test_opening_a_reader_reads_each_manifest_once_and_looks_for_none(
+        remote, tmp_path, requests):
+    before = len(requests)
+    access.Reader(remote, "train", cache_dir=tmp_path)
+    names = [urllib.parse.unquote(p.split("?")[0]).split("/cache-ids/", 1)[-1]
+             + ("" if "alt=media" in p else " (looked at)") for _, p, _ in requests[before:]]
+    first_index = next(i for i, n in enumerate(names) if n.startswith("index/"))
+    # One round trip each, one after the other: no look for the version's manifest
+    # before reading it, no second read of it to compare its generation with itself.
+    assert names[:first_index] == ["tfrecorder.json", "versions/00001.json"], names
+
+
 def test_a_grain_source_reads_through_the_cache(remote, tmp_path):
     import pickle
 
@@ -365,6 +401,30 @@ def test_the_sampler_orders_by_shards_and_resumes_in_the_epoch(local):
         tfrecorder.torch.Sampler(ds, order="random")
 
 
+def test_the_sampler_chooses_a_window_whose_two_fit_in_the_cache_limit(remote, tmp_path):
+    import tfrecorder.torch
+
+    size = max(s.num_bytes for s in access.Reader(remote, "train").shards)
+
+    def sampler(limit, **kw):
+        ds = tfrecorder.torch.Dataset(remote, "train", cache_dir=tmp_path, cache_limit=limit)
+        return tfrecorder.torch.Sampler(ds, seed=2, order="shards", **kw)
+
+    # Two windows (the one read, the next one the batches in flight reach) in the limit.
+    assert [sampler(int(k * size)).window for k in (1, 2.5, 4, 6, 100)] == [1, 1, 2, 3, 4]
+    assert sampler(None).window == access.WINDOW  # the default limit: it hangs on the disk
+    chosen = sampler(int(4 * size))
+    chosen.set_epoch(3, start=5)  # reproducible from (seed, epoch, start) and the window
+    counts = chosen._reader.view.counts
+    assert list(chosen) == access.shard_order(counts, 2, 3, 2).tolist()[5:]
+    with pytest.warns(UserWarning, match=r"window=4\) with cache_limit=.*leave window out "
+                                         r"\(it is then 1\)"):
+        assert sampler(int(2.5 * size), window=4).window == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sampler(int(8 * size), window=4)  # two windows fit: nothing to say
+
+
 @pytest.mark.slow
 def test_a_cache_of_a_third_of_the_split_streams_each_shard_once_an_epoch(
         remote, tmp_path, requests):
@@ -378,7 +438,8 @@ def test_a_cache_of_a_third_of_the_split_streams_each_shard_once_an_epoch(
     # shards) and the next one, fetched ahead.
     limit = int(2.5 * size)
     ds = tfrecorder.torch.Dataset(remote, "train", cache_dir=tmp_path, cache_limit=limit)
-    sampler = tfrecorder.torch.Sampler(ds, seed=0, order="shards", window=1)
+    sampler = tfrecorder.torch.Sampler(ds, seed=0, order="shards")  # the window it holds
+    assert sampler.window == 1
     loader = DataLoader(ds, batch_size=4, num_workers=2, sampler=sampler,
                         multiprocessing_context="fork")
     for epoch in range(2):
@@ -392,3 +453,34 @@ def test_a_cache_of_a_third_of_the_split_streams_each_shard_once_an_epoch(
                                                                   len(fetched)), fetched
         # Within the limit at each fetch but for the shards then read (each worker's).
         assert ds.reader.cache.held() <= limit + 2 * size
+
+
+def _fetched_ahead(reader, shards, seconds=60.0):
+    """Whether ``shards`` are whole in ``reader``'s cache once its read-ahead thread has
+    nothing left to fetch (waited for, not timed)."""
+    deadline = time.monotonic() + seconds
+    while reader._fetcher is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # an entry has its name once whole (fetched under a temporary one)
+    return [os.path.exists(reader.cache._path(reader._cache_key(s), "shard")) for s in shards]
+
+
+@pytest.mark.slow
+def test_reading_in_file_order_fetches_the_next_shards_ahead(remote, tmp_path, requests):
+    reader = access.Reader(remote, "train", cache_dir=tmp_path)
+    assert reader.read_ahead == access.READ_AHEAD == 2
+    before = len(requests)
+    ids(reader, [0])  # a record of shard 0: shards 1 and 2 fetched meanwhile, not 3
+    assert _fetched_ahead(reader, range(4)) == [True, True, True, False]
+    assert sorted(fetches(requests, before).values()) == [1, 1, 1]
+    # Reading them fetches nothing more; shard 3 comes ahead of shard 2's reading.
+    before = len(requests)
+    ids(reader, range(reader.view.starts[1], reader.view.starts[3]))
+    assert _fetched_ahead(reader, [3]) == [True]
+    assert list(fetches(requests, before).values()) == [1]
+    assert sorted(ids(reader)) == list(range(N))
+    # A reader that asks for none fetches only what it reads.
+    other = access.Reader(remote, "train", cache_dir=tmp_path / "none")
+    other.read_ahead = 0
+    ids(other, [0])
+    assert len(entries(tmp_path / "none")) == 1

@@ -39,6 +39,7 @@ import collections
 import operator
 import os
 import threading
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -50,7 +51,11 @@ from tfrecorder._writer import example, records
 from tfrecorder._folder import layout, view as _view
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 
-__all__ = ["Reader", "part", "permutation", "shard_order", "values"]
+__all__ = ["Reader", "part", "permutation", "shard_order", "values", "window_for"]
+
+#: Shards a reader fetches into its cache ahead of the furthest one it read, in file
+#: order (``Reader.read_ahead``).
+READ_AHEAD = 2
 
 
 class Reader:
@@ -108,26 +113,45 @@ class Reader:
         # so that the next shard fits beside them without evicting any being read.
         self._max_pins = max_open_files if self.cache is None else min(
             max_open_files, max(1, self.cache.fits(max(sizes, default=1)) - 1))
+        #: Shards fetched into the cache ahead of the furthest one read, in file order,
+        #: in a thread of each process, where they fit beside those being read (0: none).
+        #: A ``Sampler(order="shards")`` sets 0: it fetches ahead of its own order.
+        self.read_ahead = READ_AHEAD
         self._reset()
         if self.cache is not None:
             self._read_every_index()
 
-    def _reset(self) -> None:
+    def _reset(self, pin=None) -> None:
         self._pid = os.getpid()
         self._fds: collections.OrderedDict[int, int] = collections.OrderedDict()
         self._pins: collections.OrderedDict[int, _cache.Pin] = collections.OrderedDict()
         self._lock = threading.RLock()
-        self._pin = None  # how the manifest looked when last found to be ours
+        self._asked: set[int] = set()  # shards this process asked to be fetched ahead
+        self._waiting: list[int] = []  # those its read-ahead thread has still to fetch
+        self._fetcher: threading.Thread | None = None  # that thread, while it runs
+        #: How the manifest looked when last found to be ours: ``(open file, stamp)``
+        #: locally, ``(None, stamp)`` on an object store.
+        self._pin = pin
+
+    def _shared_pin(self):
+        """``_pin`` where a copy of the reader may keep it: an object store's stamp (no
+        open file), so that a worker's first check is one look at the manifest, not a
+        look and a read; a local pin holds a file, which each process opens again."""
+        pin = getattr(self, "_pin", None)
+        return pin if pin is not None and pin[0] is None else None
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for key in ("_fds", "_pins", "_lock", "_pid", "_pin"):
+        for key in ("_fds", "_pins", "_lock", "_pid", "_pin", "_asked", "_waiting",
+                    "_fetcher"):
             del state[key]
+        state["_pin_shared"] = self._shared_pin()
         return state
 
     def __setstate__(self, state):
+        pin = state.pop("_pin_shared", None)
         self.__dict__.update(state)
-        self._reset()
+        self._reset(pin)
 
     def __del__(self, _getpid=os.getpid, _close=os.close):
         # Bound as defaults: at interpreter exit the os module may be gone already.
@@ -158,7 +182,7 @@ class Reader:
         fds, pins = list(self._fds.values()), list(self._pins.values())
         if self._pin is not None and self._pin[0] is not None:
             fds.append(self._pin[0])
-        self._reset()
+        self._reset(self._shared_pin())
         for fd in fds:
             os.close(fd)
         for cached in pins:  # the copies only: the parent's pins stay held
@@ -203,7 +227,9 @@ class Reader:
         try:
             places = [self._position(i) for i in indices]
             if cached:
-                self._pin_all(list(dict.fromkeys(s for s, _ in places)))
+                shards = list(dict.fromkeys(s for s, _ in places))
+                self._pin_all(shards)
+                self._fetch_ahead(max(shards, default=-1))
             for shard, j in places:
                 out.append(self._read(shard, j, cached, remote))
         except (OSError, CorruptRecordError) as e:
@@ -246,6 +272,24 @@ class Reader:
                                 self.view.shards[shard].num_bytes,
                                 lambda: self._check_generation(shard), room_only=room_only,
                                 keep=frozenset(self._cache_key(s) for s in keep))
+
+    def _fetch_ahead(self, shard: int) -> None:
+        """The ``read_ahead`` shards after ``shard`` handed to this process's read-ahead
+        thread, each once: a reader going through the split in file order, as a
+        DataLoader without shuffling does, finds the next shard fetched while it reads
+        this one, not after. The thread runs while it has shards to fetch."""
+        wanted = [s for s in range(shard + 1, min(len(self.files), shard + 1 + self.read_ahead))
+                  if s not in self._asked and s not in self._pins]
+        if not wanted:
+            return
+        self._asked.update(wanted)
+        with self._lock:
+            self._waiting.extend(wanted)
+            if self._fetcher is None:
+                self._fetcher = threading.Thread(target=_fetch_waiting, daemon=True,
+                                                 args=(weakref.ref(self),),
+                                                 name="tfrecorder-read-ahead")
+                self._fetcher.start()
 
     def _cache_key(self, shard: int) -> str:
         s = self.view.shards[shard]
@@ -461,6 +505,20 @@ def shard_order(counts: Sequence[int], seed: int, epoch: int, window: int = WIND
     return np.concatenate(windows) if windows else np.zeros(0, np.int64)
 
 
+def window_for(reader: Reader) -> int:
+    """The ``shard_order`` window of a reader that gives none: ``WINDOW``, or, through a
+    cache whose ``cache_limit`` was given, the largest window up to it of which two
+    fit under the limit (the window being read and the next, which a DataLoader's
+    batches in flight reach before the last ones of this window are done), counting
+    the largest shard, at least 1. It depends on the settings and the shards only, not
+    on the disk, so a job that restarts orders its epochs alike."""
+    cache = reader.cache
+    if cache is None or not cache.given:
+        return WINDOW
+    largest = max((s.num_bytes for s in reader.shards), default=1)
+    return max(1, min(WINDOW, cache.fits(largest) // 2))
+
+
 def fetch_ahead(reader: Reader, positions, ahead: int = WINDOW):
     """``positions`` (record indices, in the order they will be read), yielded one by
     one while a background thread fetches their shards into ``reader``'s cache in
@@ -536,3 +594,23 @@ def part(indices: Sequence[int] | int, rank: int, world_size: int):
         indices = range(int(indices))
     start, end = partition.span(len(indices), rank, world_size)  # as load(shard=) cuts
     return indices[start:end]
+
+
+def _fetch_waiting(ref) -> None:
+    """A reader's read-ahead thread: its waiting shards fetched into the cache, several
+    at a time, where they fit beside the shards being read; gone once none wait (or the
+    reader is: the thread holds it only while it fetches)."""
+    while True:
+        reader = ref()
+        if reader is None:
+            return
+        with reader._lock:
+            shards, reader._waiting = reader._waiting, []
+            if not shards:
+                reader._fetcher = None
+                return
+        try:
+            storage.each(lambda s: reader.prefetch(s, room_only=True), shards, at_once=True)
+        except Exception:  # noqa: BLE001 - reading ahead only: the reader meets the same
+            pass           # error, with its context, when it reads that shard
+        del reader

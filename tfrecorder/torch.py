@@ -15,6 +15,7 @@ random-access reader (``tfrecorder.access``); ``Sampler`` orders it for an epoch
 from __future__ import annotations
 
 import io
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -125,7 +126,11 @@ class Sampler(torch.utils.data.Sampler):
     shuffled, records shuffled within windows of ``window`` shards, so that a reader
     needs a few shards at a time, not the whole split; from ``gs://``, the next shards
     are fetched into the cache ahead of the order, in a thread of this process
-    (docs/bucket.md). The default, ``"global"``, shuffles the whole split.
+    (docs/bucket.md). Without ``window``, it is 4, or fewer where the dataset's
+    ``cache_limit`` holds fewer than two windows (``access.window_for``; the sampler's
+    ``window`` says which); a ``window`` two of which do not fit is a warning, as the
+    cache then holds more than its limit. The default, ``"global"``, shuffles the
+    whole split.
 
     Call ``set_epoch(epoch)`` before each epoch. To resume within an epoch, give
     ``set_epoch(epoch, start=k)``: the order is that epoch's, from its ``k``-th position
@@ -135,19 +140,26 @@ class Sampler(torch.utils.data.Sampler):
     def __init__(self, data_source, *, seed: int = 0, shuffle: bool = True,
                  rank: int | None = None, world_size: int | None = None,
                  drop_last: bool = False, order: str = "global",
-                 window: int = access.WINDOW):
+                 window: int | None = None):
         self.size = len(data_source)
         if order not in ("global", "shards"):
             raise ConfigError(f"order={order!r}; give 'global' (a permutation of the whole "
                               f"split) or 'shards' (shards shuffled, records shuffled within "
-                              f"windows of {window} shards)")
+                              f"windows of a few shards)")
         reader = getattr(data_source, "reader", None)
         if order == "shards" and not isinstance(reader, access.Reader):
             raise ConfigError(f"order='shards' needs a tfrecorder.torch.Dataset (it orders "
                               f"by the dataset's shards), not a {type(data_source).__name__}")
-        access.shard_order([], 0, 0, window)  # checks it
+        if window is None:
+            window = access.window_for(reader) if order == "shards" else access.WINDOW
+        else:
+            access.shard_order([], 0, 0, window)  # checks it
+            if order == "shards":
+                _warn_past_the_limit(reader, window)
         self.order, self.window = order, window
         self._reader = reader if order == "shards" else None
+        if self._reader is not None:
+            reader.read_ahead = 0  # it fetches ahead of this order instead (fetch_ahead)
         if rank is None or world_size is None:
             dist = torch.distributed
             ready = dist.is_available() and dist.is_initialized()
@@ -190,3 +202,18 @@ class Sampler(torch.utils.data.Sampler):
         n = self.size - self.size % self.world_size if self.drop_last else self.size
         mine = n * (self.rank + 1) // self.world_size - n * self.rank // self.world_size
         return max(0, mine - self.start)
+
+
+def _warn_past_the_limit(reader: access.Reader, window: int) -> None:
+    """A warning when two windows of ``window`` shards do not fit in the reader's given
+    ``cache_limit``: the batches in flight pin them, and the cache holds them all."""
+    cache = reader.cache
+    if cache is None or not cache.given or window <= access.window_for(reader):
+        return
+    largest = max(s.num_bytes for s in reader.shards)
+    warnings.warn(
+        f"Sampler(order='shards', window={window}) with cache_limit={cache.limit:,} "
+        f"bytes: the batches in flight read two windows, up to {2 * window} shards of up "
+        f"to {largest:,} bytes, which the cache holds whatever its limit; leave window "
+        f"out (it is then {access.window_for(reader)}) or raise cache_limit to "
+        f"{2 * window * largest:,}", UserWarning, stacklevel=3)

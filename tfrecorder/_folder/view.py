@@ -36,7 +36,7 @@ from tfrecorder import _storage as storage
 from tfrecorder._folder import index, layout, metadata
 from tfrecorder._writer import records
 from tfrecorder._inputs import splits
-from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
+from tfrecorder._errors import ConfigError, CorruptRecordError
 from tfrecorder._folder.manifest import Manifest, ShardInfo, damaged, loads
 
 
@@ -302,14 +302,9 @@ def open_version(output_dir: str, version: int | None = None) -> Version:
 
     ConfigError for a version the folder does not hold (naming those it does);
     IncompleteOutputError when it holds no finished conversion."""
-    output_dir = str(output_dir)
-    version = check_version(version)
-    for _ in range(3):  # the manifest and its generation read from one conversion
-        opened = _open_once(output_dir, version)
-        if opened.generation is None or _generation(opened.pin) == opened.generation:
-            return opened
-    raise OutputChangedError(f"{output_dir} is being written again and again while a "
-                             f"reader opens it; open it once it is done")
+    # The manifest and its generation come from one read of one file (the pin), so
+    # they are of one conversion; a reader checks the pin again after it reads data.
+    return _open_once(str(output_dir), check_version(version))
 
 
 def _open_once(output_dir: str, version: int | None) -> Version:
@@ -337,16 +332,16 @@ def _open_once(output_dir: str, version: int | None) -> Version:
     except (FileNotFoundError, NotADirectoryError):
         data = None
     number = _number(data) if data is not None else 1
-    if data is not None and number > 1 or _has_versions(output_dir, number):
-        # The version's own file is what a reader pins: tfrecorder.json is replaced by
-        # the next version, the version's file never is.
-        pinned = storage.join(output_dir, layout.version_manifest(number))
-        try:
-            own = storage.read_bytes(pinned)
-        except (FileNotFoundError, NotADirectoryError):
-            own = None
-        if own is not None and generation_of(own) == generation_of(data):
-            return _version(output_dir, own, pinned, number)
+    # The version's own file is what a reader pins: tfrecorder.json is replaced by the
+    # next version, the version's file never is. Read where it may be, not looked for
+    # first: on an object store a look is one more round trip (and a listing).
+    pinned = storage.join(output_dir, layout.version_manifest(number))
+    try:
+        own = storage.read_bytes(pinned)
+    except (FileNotFoundError, NotADirectoryError):
+        own = None
+    if own is not None and generation_of(own) == generation_of(data):
+        return _version(output_dir, own, pinned, number)
     return _version(output_dir, data, latest, number)
 
 
@@ -358,10 +353,6 @@ def missing(output_dir: str, version: int) -> ConfigError:
         f"{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}. Give "
         f"{'one of them' if len(held) > 1 else 'that one'}, or version=None for the "
         f"latest (on the command line, leave out --version)")
-
-
-def _has_versions(output_dir: str, number: int) -> bool:
-    return storage.exists(storage.join(output_dir, layout.version_manifest(number)))
 
 
 def _number(data: bytes) -> int:
@@ -408,16 +399,6 @@ def _files(manifest: Manifest) -> frozenset:
 
 
 # --- the conversion a reader pinned ---------------------------------------------------
-
-def _generation(path: str):
-    """The ``generation`` field of the manifest file at ``path``, or None when it has
-    none or is gone."""
-    try:
-        data = storage.read_bytes(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return generation_of(data)
-
 
 def generation_of(data: bytes | None):
     """The ``generation`` field of a manifest's text, or None."""

@@ -146,6 +146,9 @@ class Cache:
     def __init__(self, root: str, limit: int | None = None):
         self.root = root
         self.folder = os.path.join(root, SHARDS)
+        #: Whether the limit was given (``cache_limit``), not the default, which
+        #: depends on the disk's free space.
+        self.given = limit is not None
         self._limit = limit
 
     def __repr__(self) -> str:
