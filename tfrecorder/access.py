@@ -39,6 +39,7 @@ import collections
 import operator
 import os
 import threading
+import time
 import weakref
 from typing import Sequence
 
@@ -126,6 +127,7 @@ class Reader:
         self._fds: collections.OrderedDict[int, int] = collections.OrderedDict()
         self._pins: collections.OrderedDict[int, _cache.Pin] = collections.OrderedDict()
         self._lock = threading.RLock()
+        self._looked = -1.0  # when the last look that found the manifest ours began
         self._asked: set[int] = set()  # shards this process asked to be fetched ahead
         self._waiting: list[int] = []  # those its read-ahead thread has still to fetch
         self._fetcher: threading.Thread | None = None  # that thread, while it runs
@@ -381,9 +383,17 @@ class Reader:
         deleted and its inode reused by another while the reader compares them."""
         if self._generation is None:
             return
+        asked = time.monotonic()
         with self._lock:
+            if self._looked >= asked:
+                # A look that began after this call found the manifest unchanged: the
+                # same evidence as one more look. Shards fetched together (a batch's,
+                # in a shuffled order) wait for one or two looks, not one each.
+                return
             where = self.view.version.pin
+            looking = time.monotonic()
             if self._pin is not None and self._pin[1] == _view.stamp(where):
+                self._looked = looking
                 return
             now = "none (the manifest is gone)"
             try:
@@ -393,6 +403,7 @@ class Reader:
             if pin is not None:
                 now = _view.generation_of(pin[2])
                 if now == self._generation:
+                    self._looked = looking
                     old, self._pin = self._pin, pin[:2]
                     if old is not None and old[0] is not None:
                         os.close(old[0])
