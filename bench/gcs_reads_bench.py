@@ -52,15 +52,26 @@ def _wait(port: int) -> None:
             time.sleep(0.05)
 
 
+#: The emulator's command (gcp-storage-emulator's own entry point), with a deeper queue of
+#: connections waiting to be accepted. It serves one request at a time on Python's
+#: HTTPServer, whose queue holds 5: a reader with 48 ranged requests in flight had some
+#: connections dropped by the kernel, and each such client waited a second to try again,
+#: a stall that no bucket of Cloud Storage has.
+_EMULATOR = ("import http.server, sys\n"
+             "http.server.HTTPServer.request_queue_size = 256\n"
+             "from gcp_storage_emulator.__main__ import main\n"
+             "sys.argv[0] = 'gcp-storage-emulator'\n"
+             "sys.exit(main())")
+
+
 @contextlib.contextmanager
 def emulator(prefix: str):
     """A GCS emulator on a free port with the bench's bucket, and a scratch folder:
     ``(port, a gcsfs client straight to it, the folder)``; both gone at the end."""
     port = _free_port()
-    exe = os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator")
-    server = subprocess.Popen([exe, "start", "--host", "127.0.0.1", "--port", str(port),
-                               "--in-memory"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen([sys.executable, "-c", _EMULATOR, "start", "--host", "127.0.0.1",
+                               "--port", str(port), "--in-memory"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     work = tempfile.mkdtemp(prefix=prefix)
     try:
         _wait(port)

@@ -61,6 +61,10 @@ def handler(upstream: str, delay: float, log: list | None = None):
 
 
 class _Server(http.server.ThreadingHTTPServer):
+    # Every request in flight at once is a connection to accept (a reader fetching
+    # shards has dozens): a queue of 5 had the kernel drop some, for a second each.
+    request_queue_size = 256
+
     def handle_error(self, request, client_address):
         # A client that hangs up (a worker process ending) is no error of the proxy's.
         if not isinstance(sys.exc_info()[1], ConnectionError):
