@@ -484,3 +484,22 @@ def test_reading_in_file_order_fetches_the_next_shards_ahead(remote, tmp_path, r
     other.read_ahead = 0
     ids(other, [0])
     assert len(entries(tmp_path / "none")) == 1
+
+
+@pytest.mark.slow
+def test_reading_ahead_leaves_a_shard_another_is_fetching_to_it(remote, tmp_path, requests):
+    import fcntl
+
+    reader = access.Reader(remote, "train", cache_dir=tmp_path)
+    reader.read_ahead = 0
+    key = reader._cache_key(1)
+    reader.cache._makedirs()
+    held = _cache._lock(reader.cache._path(key, "fetch"), fcntl.LOCK_EX)  # another's fetch
+    before = len(requests)
+    try:
+        assert reader.prefetch(1, wait=False) is True  # left to it: no wait, no request
+        assert fetches(requests, before) == {} and not reader.cache.holds(key)
+    finally:
+        os.close(held)
+    assert reader.prefetch(1, wait=False) and reader.cache.holds(key)
+    assert list(fetches(requests, before).values()) == [1]

@@ -263,17 +263,19 @@ class Reader:
             return records.unframe(os.pread(self._pinned(shard).fd, length, offset), length,
                                    f"{where} (fetched again)")
 
-    def prefetch(self, shard: int, *, room_only: bool = False, keep=()) -> bool:
+    def prefetch(self, shard: int, *, room_only: bool = False, keep=(),
+                 wait: bool = True) -> bool:
         """Fetches shard ``shard`` into the cache, if there is one and it is not there
         (without keeping it open): reading ahead of an order. With ``room_only``, only
         if it fits in the cache's limit beside the shards being read and the shards
-        ``keep`` (still to be read); False if not."""
+        ``keep`` (still to be read); False if not. With ``wait=False``, a shard that
+        another thread or process is fetching is left to it."""
         if self.cache is None:
             return True
         return self.cache.fetch(self._cache_key(shard), self.files[shard],
                                 self.view.shards[shard].num_bytes,
                                 lambda: self._check_generation(shard), room_only=room_only,
-                                keep=frozenset(self._cache_key(s) for s in keep))
+                                keep=frozenset(self._cache_key(s) for s in keep), wait=wait)
 
     def _fetch_ahead(self, shard: int) -> None:
         """The ``read_ahead`` shards after ``shard`` handed to this process's read-ahead
@@ -282,9 +284,11 @@ class Reader:
         this one, not after. The thread runs while it has shards to fetch."""
         wanted = [s for s in range(shard + 1, min(len(self.files), shard + 1 + self.read_ahead))
                   if s not in self._asked and s not in self._pins]
+        self._asked.update(wanted)
+        # Those here already (a later epoch) cost a look at the folder, not a thread.
+        wanted = [s for s in wanted if not self.cache.holds(self._cache_key(s))]
         if not wanted:
             return
-        self._asked.update(wanted)
         with self._lock:
             self._waiting.extend(wanted)
             if self._fetcher is None:
@@ -621,7 +625,12 @@ def _fetch_waiting(ref) -> None:
                 reader._fetcher = None
                 return
         try:
-            storage.each(lambda s: reader.prefetch(s, room_only=True), shards, at_once=True)
+            # A shard another worker is fetching is left to it: the next one is not.
+            if len(shards) == 1:
+                reader.prefetch(shards[0], room_only=True, wait=False)
+            else:
+                storage.each(lambda s: reader.prefetch(s, room_only=True, wait=False),
+                             shards, at_once=True)
         except Exception:  # noqa: BLE001 - reading ahead only: the reader meets the same
             pass           # error, with its context, when it reads that shard
         del reader

@@ -196,15 +196,22 @@ class Cache:
             raise
 
     def fetch(self, name: str, remote: str, size: int, verify, *, room_only=False,
-              keep=frozenset()) -> bool:
+              keep=frozenset(), wait=True) -> bool:
         """Entry ``name`` fetched unless it is here whole (not pinned: fetching ahead).
         With ``room_only``, only when it fits under the limit without evicting the
         entries being read nor those named in ``keep`` (still to be read); False when
-        it did not fit."""
+        it did not fit. With ``wait=False``, left to another thread or process that is
+        fetching it already (True: it will be here)."""
         self._makedirs()
         if self._open(name, size, close=True):
             return True
-        return self._fetch(name, remote, size, verify, room_only=room_only, keep=keep)
+        return self._fetch(name, remote, size, verify, room_only=room_only, keep=keep,
+                           wait=wait)
+
+    def holds(self, name: str) -> bool:
+        """Whether entry ``name`` is here (whole: an entry has its name once fetched),
+        without opening it."""
+        return os.path.exists(self._path(name, "shard"))
 
     def drop(self, pin: Pin) -> None:
         """Removes ``pin``'s entry if its name still leads to the file pinned (found
@@ -243,8 +250,11 @@ class Cache:
     # --- fetching -------------------------------------------------------------------
 
     def _fetch(self, name: str, remote: str, size: int, verify, room_only=False,
-               keep=frozenset()) -> bool:
-        fetching = _lock(self._path(name, "fetch"), fcntl.LOCK_EX)
+               keep=frozenset(), wait=True) -> bool:
+        fetching = _lock(self._path(name, "fetch"),
+                         fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if fetching is None:  # another is fetching it
+            return True
         tmp = None
         try:
             if self._open(name, size, close=True):  # fetched while we waited
