@@ -52,8 +52,7 @@ from tfrecorder._writer import example, records
 from tfrecorder._folder import layout, view as _view
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 
-__all__ = ["READ_AHEAD", "Reader", "part", "permutation", "shard_order", "values",
-           "window_for"]
+__all__ = ["Reader", "part", "permutation", "shard_order", "values", "window_for"]
 
 #: Shards a reader fetches into its cache ahead of the furthest one it read, in file
 #: order (``Reader.read_ahead``).
