@@ -24,6 +24,7 @@ import torch.utils.data
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import access
+from tfrecorder._readers import ahead
 from tfrecorder._writer import image as _image
 from tfrecorder._errors import ConfigError
 
@@ -195,7 +196,7 @@ class Sampler(torch.utils.data.Sampler):
 
     def __iter__(self):
         if self._reader is not None:  # shards fetched into the cache ahead of the order
-            return access.fetch_ahead(self._reader, self._positions(), self.window)
+            return ahead.fetch_ahead(self._reader, self._positions(), self.window)
         return iter(self._positions().tolist())
 
     def __len__(self) -> int:
