@@ -26,6 +26,8 @@ setup(
         # pandas 3 works: see docs/design.md on Beam's IPython label hook.
         "pandas>=2.0",
         "pillow>=10.0",
+        # Records are parsed with protobuf's compiled parser (upb), without TensorFlow.
+        "protobuf>=5.26",
         # 2.21: tf.io.decode_image reads WebP, which is then stored as it is.
         "tensorflow>=2.21",
         "tqdm>=4.60",

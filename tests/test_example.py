@@ -94,3 +94,46 @@ def test_large_bytes_feature_serializes_like_bytes_feature():
     assert b"".join(segments) == a
     assert any(p is value for p in segments)  # the value is not copied
     assert len(segments) == 3  # the small bytes before and after it are one segment each
+
+
+def test_parse_only_some_keys_gives_those_as_the_full_parse_does():
+    raw = example.serialize({"image": example.bytes_feature([b"\x01" * 500]),
+                             "label": example.int64_feature([4]),
+                             "name": example.bytes_feature(["a.jpg"]),
+                             "w": example.float_feature([0.5])})
+    full = example.parse(raw)
+    assert list(full) == ["image", "label", "name", "w"]  # sorted, as serialize writes
+    assert example.parse(raw, only={"label", "image", "absent"}) == {
+        "image": full["image"], "label": full["label"]}
+    assert example.parse(raw, skip={"image"}, only={"image", "w"}) == {"w": ("float", [0.5])}
+    assert example.parse(raw, only=set()) == {}
+
+
+def _field(number: int, wire: int, body: bytes | int) -> bytes:
+    tag = bytes([number << 3 | wire])
+    if wire == 0:
+        return tag + example._varint(body)
+    return tag + example._varint(len(body)) + body
+
+
+def test_parse_reads_unpacked_ints_and_a_feature_without_a_kind():
+    # Other writers may send int64 values one field each (unpacked), and a Feature with
+    # no list set at all.
+    ints = _field(3, 2, _field(1, 0, 5) + _field(1, 0, (1 << 64) - 3))  # 5, -3
+    entries = (_field(1, 2, _field(1, 2, b"i") + _field(2, 2, ints))
+               + _field(1, 2, _field(1, 2, b"none") + _field(2, 2, b"")))
+    raw = _field(1, 2, entries)
+    assert example.parse(raw) == {"i": ("int64", [5, -3]), "none": ("bytes", [])}
+
+
+@pytest.mark.parametrize("raw", [b"\x0a\x05abc", b"\xff\xff\xff", b"\x0a\x03\x0a\x01"])
+def test_bytes_that_are_no_example_are_a_value_error(raw):
+    with pytest.raises(ValueError, match="not a serialized tf.train.Example"):
+        example.parse(raw)
+
+
+def test_parsing_leaves_tensorflows_example_alone(tf):
+    raw = example.serialize({"label": example.int64_feature([1])})
+    assert example.parse(raw) == {"label": ("int64", [1])}
+    assert tf.train.Example.FromString(raw).features.feature["label"].int64_list.value == [1]
+    assert tf.train.Example.DESCRIPTOR.full_name == "tensorflow.Example"

@@ -1,4 +1,4 @@
-"""``tf.train.Example`` serialization in plain Python, without importing TensorFlow.
+"""``tf.train.Example`` serialization, without importing TensorFlow.
 
 Importing TensorFlow costs seconds and most of a gigabyte per process, and a writer only
 needs the wire format of four small messages::
@@ -171,93 +171,80 @@ def serialize(features: Mapping[str, "Feature | LargeBytesFeature"]) -> bytes:
 
 
 # --- parsing ----------------------------------------------------------------------------
+#
+# Parsing goes through protobuf's compiled parser (upb, the default since protobuf 4.21),
+# about 5x faster per record than walking the wire format in Python. The four messages
+# are declared here, in a descriptor pool of our own, so that TensorFlow need not be
+# imported and its own ``tensorflow.Example``, where it is, is left alone.
+
+_EXAMPLE = None  # (the Example message class, protobuf's DecodeError) once declared
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
+def _example_class():
+    global _EXAMPLE
+    if _EXAMPLE is None:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+        from google.protobuf.message import DecodeError
+
+        field = descriptor_pb2.FieldDescriptorProto
+        proto = descriptor_pb2.FileDescriptorProto(
+            name="tfrecorder/example.proto", package="tfrecorder.wire", syntax="proto3")
+
+        def message(name, *fields):
+            m = proto.message_type.add(name=name)
+            for fname, number, kind, label, type_name in fields:
+                f = m.field.add(name=fname, number=number, type=kind, label=label)
+                if type_name:
+                    f.type_name = ".tfrecorder.wire." + type_name
+            return m
+
+        one, many = field.LABEL_OPTIONAL, field.LABEL_REPEATED
+        message("BytesList", ("value", 1, field.TYPE_BYTES, many, None))
+        message("FloatList", ("value", 1, field.TYPE_FLOAT, many, None))
+        message("Int64List", ("value", 1, field.TYPE_INT64, many, None))
+        feature = message("Feature", ("bytes_list", 1, field.TYPE_MESSAGE, one, "BytesList"),
+                          ("float_list", 2, field.TYPE_MESSAGE, one, "FloatList"),
+                          ("int64_list", 3, field.TYPE_MESSAGE, one, "Int64List"))
+        feature.oneof_decl.add(name="kind")
+        for f in feature.field:
+            f.oneof_index = 0
+        features = message("Features",
+                           ("feature", 1, field.TYPE_MESSAGE, many, "Features.FeatureEntry"))
+        entry = features.nested_type.add(name="FeatureEntry")
+        entry.options.map_entry = True
+        entry.field.add(name="key", number=1, type=field.TYPE_STRING, label=one)
+        entry.field.add(name="value", number=2, type=field.TYPE_MESSAGE, label=one,
+                        type_name=".tfrecorder.wire.Feature")
+        message("Example", ("features", 1, field.TYPE_MESSAGE, one, "Features"))
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(proto)
+        _EXAMPLE = (message_factory.GetMessageClass(
+            pool.FindMessageTypeByName("tfrecorder.wire.Example")), DecodeError)
+    return _EXAMPLE
 
 
-def _fields(buf: bytes) -> Iterable[tuple[int, int, object]]:
-    """(field number, wire type, value) of each field; LEN values are bytes."""
-    pos = 0
-    while pos < len(buf):
-        tag, pos = _read_varint(buf, pos)
-        number, wire = tag >> 3, tag & 7
-        if wire == 0:
-            value, pos = _read_varint(buf, pos)
-        elif wire == 2:
-            length, pos = _read_varint(buf, pos)
-            value = buf[pos:pos + length]
-            if len(value) < length:
-                raise ValueError("truncated field")
-            pos += length
-        elif wire == 5:
-            value = buf[pos:pos + 4]
-            pos += 4
-        elif wire == 1:
-            value = buf[pos:pos + 8]
-            pos += 8
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-        yield number, wire, value
+_KINDS = {"bytes_list": BYTES, "float_list": FLOAT, "int64_list": INT64, None: BYTES}
 
 
-def _signed(n: int) -> int:
-    return n - (1 << 64) if n >= (1 << 63) else n
+def parse(data: bytes, skip: frozenset | set = frozenset(),
+          only: frozenset | set | None = None) -> dict[str, tuple[str, list]]:
+    """A serialized ``tf.train.Example`` -> {key: (dtype, values)}, keys sorted (the
+    order ``serialize`` writes them in); the inverse of ``serialize``. A feature with no
+    kind set is ``(BYTES, [])``. ValueError for bytes that are not an Example.
 
-
-def _parse_feature(buf: bytes) -> tuple[str, list]:
-    for number, _, body in _fields(buf):
-        values: list = []
-        if number == 1:
-            values = [bytes(v) for n, _, v in _fields(body) if n == 1]
-            return BYTES, values
-        if number == 2:
-            for n, _wire, v in _fields(body):
-                if n == 1:
-                    values.extend(struct.unpack(f"<{len(v) // 4}f", v))
-            return FLOAT, values
-        if number == 3:
-            for n, wire, v in _fields(body):
-                if n == 1 and wire == 0:
-                    values.append(_signed(v))
-                elif n == 1:
-                    pos = 0
-                    while pos < len(v):
-                        x, pos = _read_varint(v, pos)
-                        values.append(_signed(x))
-            return INT64, values
-    return BYTES, []  # a Feature with no kind set
-
-
-def parse(data: bytes, skip: frozenset | set = frozenset()) -> dict[str, tuple[str, list]]:
-    """A serialized ``tf.train.Example`` -> {key: (dtype, values)}; the inverse of ``serialize``.
-
-    Features whose key is in ``skip`` are left out unparsed (their values never copied:
-    an image a caller does not want)."""
+    Features whose key is in ``skip``, or not in ``only`` where it is given, are left
+    out: their values never become Python objects (an image a caller does not want)."""
+    message, decode_error = _EXAMPLE or _example_class()
+    try:
+        feature_map = message.FromString(data).features.feature
+    except decode_error as e:
+        raise ValueError(f"not a serialized tf.train.Example: {e}") from None
     out: dict[str, tuple[str, list]] = {}
-    # Fields are views into ``data``: a large image is copied once, into its value.
-    for number, _, features in _fields(memoryview(data)):
-        if number != 1:
+    for key in sorted(feature_map) if only is None else sorted(only):
+        # get, not []: a message map's [] adds the key it does not hold
+        feature = feature_map.get(key)
+        if feature is None or key in skip:
             continue
-        for n, _, entry in _fields(features):
-            if n != 1:
-                continue
-            key, feature = "", b""
-            for m, _, v in _fields(entry):
-                if m == 1:
-                    key = bytes(v).decode("utf-8")
-                elif m == 2:
-                    feature = v
-            if key not in skip:
-                out[key] = _parse_feature(feature)
+        kind = feature.WhichOneof("kind")
+        out[key] = (_KINDS[kind], list(getattr(feature, kind).value) if kind else [])
     return out
