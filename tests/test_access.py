@@ -107,6 +107,17 @@ def test_the_features_are_the_stored_image_and_label(out):
         assert isinstance(ex["image_height"], int) and ex["image_format"] in (b"jpeg", b"png")
 
 
+def test_values_of_some_keys_are_those_of_the_whole_record(out):
+    reader = access.Reader(out, "train")
+    specs = reader.manifest.features
+    for data in reader.records(range(len(reader))):
+        whole = access.values(data, specs)
+        assert access.values(data, specs, keys=["label", "image"]) == {
+            "image": whole["image"], "label": whole["label"]}
+        assert access.values(data, specs, keys=("image_height", "no_such_key")) == {
+            "image_height": whole["image_height"]}
+
+
 def _compare_with_tensorflow(tf, out, split, tf_spec):
     reader = access.Reader(out, split)
     assert len(reader) > 0

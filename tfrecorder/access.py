@@ -41,7 +41,7 @@ import os
 import threading
 import time
 import weakref
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 
@@ -457,15 +457,19 @@ def _refuse_a_file(output_dir: str) -> None:
             f"folder (the one that holds {layout.MANIFEST}), not the table it was made from")
 
 
-def values(data: bytes, specs: dict[str, layout.FeatureSpec]) -> dict:
+def values(data: bytes, specs: dict[str, layout.FeatureSpec],
+           keys: Collection[str] | None = None) -> dict:
     """A serialized ``tf.train.Example`` as plain values, shaped by the manifest's
     feature ``specs``: a scalar bytes feature is ``bytes``, a scalar int64 or float
     feature an ``int`` or ``float``; a list feature is a NumPy array (``object`` of
     bytes, ``int64`` or ``float32``) of the declared shape, variable-length first
     dimension included (``[-1, 4]`` boxes -> shape ``(n, 4)``). Features the record
-    holds but the manifest does not declare are returned as lists."""
+    holds but the manifest does not declare are returned as lists. With ``keys``, only
+    those features are parsed and returned (a reader that wants the image and the
+    label skips the rest)."""
     out = {}
-    for key, (dtype, vals) in example.parse(data).items():
+    only = None if keys is None else frozenset(keys)
+    for key, (dtype, vals) in example.parse(data, only=only).items():
         spec = specs.get(key)
         if spec is None:
             out[key] = vals
