@@ -499,3 +499,20 @@ print(len(errors), errors[:2])
                              cwd=root)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "0 []"
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "GIF", "BMP"])
+def test_stored_bytes_open_as_their_format_with_the_pixels_pillow_gives(fmt):
+    pixels = np.arange(8 * 6 * 3, dtype=np.uint8).reshape(6, 8, 3)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, fmt)
+    data = buf.getvalue()
+    opened = image.open_stored(data)
+    assert opened.format == fmt
+    assert np.array_equal(np.asarray(opened), np.asarray(Image.open(io.BytesIO(data))))
+
+
+def test_bytes_that_no_format_reads_are_refused_as_pillow_refuses_them():
+    for data in (b"\xff\xd8\xff" + b"\x00" * 40, b"\x89PNG\r\n\x1a\n" + b"\x00" * 40, b"junk"):
+        with pytest.raises(Image.UnidentifiedImageError):
+            image.open_stored(data)

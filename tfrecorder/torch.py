@@ -14,7 +14,6 @@ random-access reader (``tfrecorder.access``); ``Sampler`` orders it for an epoch
 
 from __future__ import annotations
 
-import io
 import warnings
 from typing import Callable
 
@@ -78,6 +77,10 @@ class Dataset(torch.utils.data.Dataset):
         self.label_names = manifest.label_names
         self.supervised = bool(self.image_key and self.label_key
                                and manifest.features[self.label_key].shape == [])
+        if self.image_key:
+            # Pillow and its format plugins imported here, once: DataLoader workers
+            # forked from this process have them instead of each importing them.
+            _image.pil()
 
     def __len__(self) -> int:
         return len(self.reader)
@@ -90,7 +93,9 @@ class Dataset(torch.utils.data.Dataset):
         return [self._item(data) for data in self.reader.records(indices)]
 
     def _item(self, data: bytes):
-        features = access.values(data, self.reader.manifest.features)
+        # An image and a label are all a supervised item needs: the rest stays unparsed.
+        keys = (self.image_key, self.label_key) if self.supervised else None
+        features = access.values(data, self.reader.manifest.features, keys)
         if self.image_key in features:
             features[self.image_key] = self._image(features[self.image_key])
         if self.supervised:
@@ -98,7 +103,7 @@ class Dataset(torch.utils.data.Dataset):
         return features
 
     def _image(self, data: bytes):
-        image = _image.pil().open(io.BytesIO(data))
+        image = _image.open_stored(data)
         image.load()  # decodes; the in-memory file needs no closing
         if image.mode == "I" or image.mode.startswith("I;16"):  # 16-bit grey: top 8 bits
             wide = np.asarray(image).astype(np.int64) >> 8

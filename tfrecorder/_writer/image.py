@@ -92,6 +92,21 @@ def pil():
     return _PIL
 
 
+def open_stored(data: bytes):
+    """``PIL.Image.open`` of the image bytes ``data`` (not decoded yet). A JPEG or PNG,
+    known by its first bytes, is opened as that format alone: Pillow otherwise starts
+    each format whose first bytes it cannot rule out, a few per image, before JPEG."""
+    Image = pil()
+    fmt = "JPEG" if data[:3] == b"\xff\xd8\xff" else "PNG" if data[:8] == _PNG_SIGNATURE \
+        else None
+    if fmt is not None:
+        try:
+            return Image.open(io.BytesIO(data), formats=[fmt])
+        except Image.UnidentifiedImageError:
+            pass  # a damaged header: every format gets its try, as without the signature
+    return Image.open(io.BytesIO(data))
+
+
 def _channels(img, fmt: str) -> int:
     mode = img.mode
     if fmt == "GIF":
