@@ -41,7 +41,7 @@ sizes printed), and the pipelines are
   plain     the plain pipeline over the original-bytes conversion, as above
   original  tfrecorder.load() of the original-bytes conversion
 
-    python bench/read_bench.py /tmp/corpus --torch [--presize 256]
+    python bench/read_bench.py /tmp/corpus --torch [--presize 256] [--workers 16 --batch 256 --samples 14000]
 
 measures PyTorch instead, without TensorFlow: every pipeline is a
 ``torch.utils.data.DataLoader(..., batch_size=32, num_workers=2)`` whose items are
@@ -50,9 +50,20 @@ only where the bytes come from differs:
 
   torch        tfrecorder.torch.Dataset over the conversion (``--presize N``: over the
                shorter_side=N conversion)
-  imagefolder  torchvision.datasets.ImageFolder over the original JPEG files, or, where
-               torchvision does not import, the same thing written here (a sorted
-               CLASS/FILE listing opened with Pillow); the line printed says which
+  imagefolder  torchvision.datasets.ImageFolder over the original JPEG files (``--presize
+               N``: over the pre-sized conversion's own JPEG bytes, written out as files
+               in CORPUS/train_by_label-N), or, where torchvision does not import, the
+               same thing written here (a sorted CLASS/FILE listing opened with Pillow);
+               the line printed says which
+
+The workers are started anew each epoch (no ``persistent_workers``) and every epoch is
+timed from ``iter(loader)``: worker start-up and the first batch's wait count. The
+first batch's time is printed too. ``--samples N`` draws N positions per epoch with
+replacement (``RandomSampler``, the same seed for both pipelines in a round) instead
+of reading the split once in file order. ``--persistent-workers`` keeps the workers
+from one epoch to the next (start-up then falls in the warm-up epoch), and
+``--original-folder`` with ``--presize N`` gives ImageFolder the original files (what
+pre-sizing gains, rather than what the container costs).
 """
 
 from __future__ import annotations
@@ -154,12 +165,15 @@ def pipelines(tf, out: str, tree: str | None, presized: str | None = None) -> di
     }
 
 
-def epoch(ds) -> tuple[int, float]:
-    n = 0
+def epoch(ds) -> tuple[int, float, float]:
+    """(images, seconds, seconds to the first batch) of one pass over ``ds``."""
+    n, first = 0, None
     start = time.perf_counter()
     for images, _ in ds:
+        if first is None:
+            first = time.perf_counter() - start
         n += int(images.shape[0])
-    return n, time.perf_counter() - start
+    return n, time.perf_counter() - start, first
 
 
 def _resize(image):
@@ -195,7 +209,30 @@ class _FolderDataset:
         return self.transform(image), label
 
 
-def torch_pipelines(out: str, tree: str) -> tuple[dict, str]:
+def _presized_tree(corpus: str, presized: str, shorter_side: int) -> str:
+    """CORPUS/train_by_label-N/<label>/<k>.jpg: the pre-sized conversion's own image
+    bytes as files, so that ImageFolder reads exactly the bytes the records hold."""
+    from tfrecorder import access
+
+    tree = os.path.join(corpus, f"train_by_label-{shorter_side}")
+    if os.path.isdir(tree):
+        return tree
+    reader = access.Reader(presized, "train")
+    image_key, label_key = reader.manifest.image_key, reader.manifest.label_key
+    names = reader.manifest.label_names
+    os.makedirs(tree + ".part")
+    for i in range(len(reader)):
+        f = reader.features(i)
+        label = names[f[label_key]] if names else str(f[label_key])
+        os.makedirs(os.path.join(tree + ".part", label), exist_ok=True)
+        with open(os.path.join(tree + ".part", label, f"{i:06d}.jpg"), "wb") as out:
+            out.write(f[image_key])
+    os.rename(tree + ".part", tree)
+    return tree
+
+
+def torch_pipelines(out: str, tree: str, workers: int = 2, batch: int = BATCH,
+                    samples: int | None = None, persistent: bool = False) -> tuple[dict, str]:
     import torch.utils.data
 
     import tfrecorder.torch
@@ -208,8 +245,16 @@ def torch_pipelines(out: str, tree: str) -> tuple[dict, str]:
         folder, kind = _FolderDataset(tree, _resize), "ImageFolder written in the bench"
 
     def loader(ds):
-        return torch.utils.data.DataLoader(ds, batch_size=BATCH, num_workers=2,
-                                           persistent_workers=True)
+        sampler = None
+        if samples is not None:  # the same draws for both pipelines, round by round
+            generator = torch.Generator()
+            generator.manual_seed(0)
+            sampler = torch.utils.data.RandomSampler(ds, replacement=True,
+                                                     num_samples=samples,
+                                                     generator=generator)
+        return torch.utils.data.DataLoader(ds, batch_size=batch, sampler=sampler,
+                                           num_workers=workers,
+                                           persistent_workers=persistent)
 
     made = {"torch": loader(tfrecorder.torch.Dataset(out, "train", transform=_resize)),
             "imagefolder": loader(folder)}
@@ -220,12 +265,17 @@ def _main_torch(args) -> None:
     import torch
 
     out = _convert(args.corpus)
-    tree = _label_tree(args.corpus, out)
     source = _convert(args.corpus, args.presize) if args.presize else out
+    tree = (_presized_tree(args.corpus, source, args.presize)
+            if args.presize and not args.original_folder else _label_tree(args.corpus, out))
     print(_describe(source))
-    made, kind = torch_pipelines(source, tree)
-    print(f"torch {torch.__version__}; baseline: {kind}")
-    _measure(made, args.epochs, "torch")
+    made, kind = torch_pipelines(source, tree, args.workers, args.batch, args.samples,
+                                 args.persistent_workers)
+    print(f"torch {torch.__version__}; baseline: {kind} over {tree}; "
+          f"{args.workers} {'persistent ' if args.persistent_workers else ''}workers, "
+          f"batch {args.batch}, " + (f"{args.samples} samples drawn per epoch"
+                                     if args.samples else "the split in file order"))
+    _measure(made, args.epochs, "torch", args.batch)
 
 
 def main() -> None:
@@ -241,6 +291,14 @@ def main() -> None:
                          "pipeline over the original bytes")
     ap.add_argument("--torch", action="store_true",
                     help="PyTorch DataLoaders: tfrecorder.torch.Dataset against ImageFolder")
+    ap.add_argument("--workers", type=int, default=2, help="with --torch: DataLoader workers")
+    ap.add_argument("--batch", type=int, default=BATCH, help="with --torch: batch size")
+    ap.add_argument("--samples", type=int, metavar="N",
+                    help="with --torch: N positions drawn per epoch, with replacement")
+    ap.add_argument("--persistent-workers", action="store_true",
+                    help="with --torch: keep the workers between epochs")
+    ap.add_argument("--original-folder", action="store_true",
+                    help="with --torch --presize: ImageFolder over the original files")
     args = ap.parse_args()
     if args.torch:
         _main_torch(args)
@@ -262,26 +320,29 @@ def main() -> None:
     _measure(made, args.epochs, "load")
 
 
-def _measure(made: dict, epochs: int, ours: str) -> None:
+def _measure(made: dict, epochs: int, ours: str, batch: int = BATCH) -> None:
     counts = {}
     for name, ds in made.items():  # warm-up: tracing, thread pools, page cache
-        counts[name], _ = epoch(ds)
+        counts[name], _, _ = epoch(ds)
     if len(set(counts.values())) != 1:
         sys.exit(f"the pipelines read different numbers of images: {counts}")
     rates: dict[str, list[float]] = {name: [] for name in made}
+    firsts: dict[str, list[float]] = {name: [] for name in made}
     for e in range(epochs):
         for name, ds in made.items():
-            n, secs = epoch(ds)
+            n, secs, first = epoch(ds)
             rates[name].append(n / secs)
-            print(f"epoch {e + 1} {name:<10} {n} images in {secs:6.2f} s = {n / secs:7.0f} images/s",
-                  flush=True)
+            firsts[name].append(first)
+            print(f"epoch {e + 1} {name:<10} {n} images in {secs:6.2f} s = {n / secs:7.0f} "
+                  f"images/s, first batch {first:5.2f} s", flush=True)
     med = {name: statistics.median(r) for name, r in rates.items()}
     best = {name: max(r) for name, r in rates.items()}
-    print(f"\n{counts[ours]} train images, {SIZE[0]}x{SIZE[1]}, batch {BATCH}, "
+    print(f"\n{counts[ours]} train images, {SIZE[0]}x{SIZE[1]}, batch {batch}, "
           f"{os.cpu_count()} cores; {epochs} epochs each:")
-    print(f"  {'pipeline':<10} {'median':>8} {'best':>8}  images/s")
+    print(f"  {'pipeline':<10} {'median':>8} {'best':>8}  images/s   first batch, median")
     for name in made:
-        print(f"  {name:<10} {med[name]:8.0f} {best[name]:8.0f}")
+        print(f"  {name:<10} {med[name]:8.0f} {best[name]:8.0f}  "
+              f"{statistics.median(firsts[name]):8.2f} s")
     for other in [n for n in made if n != ours]:
         per_round = [a / b for a, b in zip(rates[ours], rates[other])]
         print(f"  {ours} / {other:<9}: median {med[ours] / med[other]:.2f}x, best "
