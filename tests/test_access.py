@@ -116,6 +116,8 @@ def test_values_of_some_keys_are_those_of_the_whole_record(out):
             "image": whole["image"], "label": whole["label"]}
         assert access.values(data, specs, keys=("image_height", "no_such_key")) == {
             "image_height": whole["image_height"]}
+    with pytest.raises(TypeError, match=r"keys='image': give a list of feature names"):
+        access.values(data, specs, keys="image")
 
 
 def _compare_with_tensorflow(tf, out, split, tf_spec):

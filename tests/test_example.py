@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import pytest
 
 from tfrecorder._writer import example
@@ -137,3 +141,26 @@ def test_parsing_leaves_tensorflows_example_alone(tf):
     assert example.parse(raw) == {"label": ("int64", [1])}
     assert tf.train.Example.FromString(raw).features.feature["label"].int64_list.value == [1]
     assert tf.train.Example.DESCRIPTOR.full_name == "tensorflow.Example"
+
+
+@pytest.mark.slow  # another Python process
+def test_threads_parsing_first_at_once_share_one_declaration():
+    code = """
+import threading
+from tfrecorder._writer import example as e
+raw = e.serialize({"x": e.int64_feature([1])})
+go, got = threading.Barrier(16), []
+def parse():
+    go.wait()
+    got.append((e.parse(raw), id(e.declare())))
+threads = [threading.Thread(target=parse) for _ in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(got), len({i for _, i in got}), all(p == {"x": ("int64", [1])} for p, _ in got))
+"""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": root}, check=True)
+    assert done.stdout.split() == ["16", "1", "True"]

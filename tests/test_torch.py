@@ -187,17 +187,19 @@ def test_an_unknown_rank_is_refused(table_out):
 @pytest.mark.slow
 def test_torch_datasets_import_pillow_once_and_never_tensorflow(images_out):
     # Workers forked from the process that made the dataset have Pillow and its format
-    # plugins already: each would otherwise spend tens of milliseconds importing them.
+    # plugins, and the record's protobuf messages, already: each would otherwise spend
+    # tens of milliseconds importing and declaring them.
     code = ("import sys, torch.utils.data, tfrecorder.torch as t; "
             "before = 'PIL.Image' in sys.modules; "
             "ds = t.Dataset(sys.argv[1], 'train'); "
+            "from tfrecorder._writer import example; "
             "print(before, 'PIL.JpegImagePlugin' in sys.modules, "
-            "'PIL.WebPImagePlugin' in sys.modules); "
+            "'PIL.WebPImagePlugin' in sys.modules, example._EXAMPLE is not None); "
             "[b for b in torch.utils.data.DataLoader(ds, batch_size=1, num_workers=1)]; "
             "print('tensorflow' in sys.modules, len(ds))")
     done = subprocess.run([sys.executable, "-c", code, images_out], capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": ROOT}, check=True)
-    assert done.stdout.split() == ["False", "True", "True",
+    assert done.stdout.split() == ["False", "True", "True", "True",
                                    "False", str(len(access.Reader(images_out, "train")))]
 
 

@@ -118,6 +118,7 @@ class Reader:
         #: in a thread of each process, where they fit beside those being read (0: none).
         #: A ``Sampler(order="shards")`` sets 0: it fetches ahead of its own order.
         self.read_ahead = READ_AHEAD
+        example.declare()  # here, not in each DataLoader worker forked from this process
         self._reset()
         if self.cache is not None:
             self._read_every_index()
@@ -467,6 +468,8 @@ def values(data: bytes, specs: dict[str, layout.FeatureSpec],
     holds but the manifest does not declare are returned as lists. With ``keys``, only
     those features are parsed and returned (a reader that wants the image and the
     label skips the rest)."""
+    if isinstance(keys, (str, bytes)):
+        raise TypeError(f"keys={keys!r}: give a list of feature names, such as [{keys!r}]")
     out = {}
     only = None if keys is None else frozenset(keys)
     for key, (dtype, vals) in example.parse(data, only=only).items():
