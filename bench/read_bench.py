@@ -210,24 +210,33 @@ class _FolderDataset:
 
 
 def _presized_tree(corpus: str, presized: str, shorter_side: int) -> str:
-    """CORPUS/train_by_label-N/<label>/<k>.jpg: the pre-sized conversion's own image
-    bytes as files, so that ImageFolder reads exactly the bytes the records hold."""
+    """CORPUS/train_by_label-N/<label>/<k>.<format>: the pre-sized conversion's own image
+    bytes as files, so that ImageFolder reads exactly the bytes the records hold. Made
+    again when the conversion is another one (its generation is kept beside the tree)."""
+    import shutil
+
     from tfrecorder import access
 
     tree = os.path.join(corpus, f"train_by_label-{shorter_side}")
-    if os.path.isdir(tree):
-        return tree
     reader = access.Reader(presized, "train")
-    image_key, label_key = reader.manifest.image_key, reader.manifest.label_key
-    names = reader.manifest.label_names
-    os.makedirs(tree + ".part")
+    stamp = f"{reader.manifest.generation}\n"
+    if os.path.isdir(tree) and os.path.exists(tree + ".generation") \
+            and open(tree + ".generation").read() == stamp:
+        return tree
+    m = reader.manifest
+    names = m.label_names
+    for old in (tree, tree + ".part"):
+        shutil.rmtree(old, ignore_errors=True)
     for i in range(len(reader)):
         f = reader.features(i)
-        label = names[f[label_key]] if names else str(f[label_key])
+        label = names[f[m.label_key]] if names else str(f[m.label_key])
+        kind = f.get(f"{m.image_key}_format", b"jpeg").decode()
         os.makedirs(os.path.join(tree + ".part", label), exist_ok=True)
-        with open(os.path.join(tree + ".part", label, f"{i:06d}.jpg"), "wb") as out:
-            out.write(f[image_key])
+        with open(os.path.join(tree + ".part", label, f"{i:06d}.{kind}"), "wb") as out:
+            out.write(f[m.image_key])
     os.rename(tree + ".part", tree)
+    with open(tree + ".generation", "w") as out:
+        out.write(stamp)
     return tree
 
 
