@@ -471,8 +471,7 @@ def values(data: bytes, specs: dict[str, layout.FeatureSpec],
     if isinstance(keys, (str, bytes)):
         raise TypeError(f"keys={keys!r}: give a list of feature names, such as [{keys!r}]")
     out = {}
-    only = None if keys is None else frozenset(keys)
-    for key, (dtype, vals) in example.parse(data, only=only).items():
+    for key, (dtype, vals) in example.parse(data, only=keys).items():
         spec = specs.get(key)
         if spec is None:
             out[key] = vals

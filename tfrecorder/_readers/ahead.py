@@ -33,7 +33,7 @@ def fetch_ahead(reader, positions, ahead: int):
     state = {"reached": 0, "at": 0, "done": False}
     changed = threading.Condition()
 
-    def fetch_ahead():
+    def fetch():
         j = 0
         while j < len(shards):
             with changed:
@@ -58,7 +58,7 @@ def fetch_ahead(reader, positions, ahead: int):
                 while not state["done"] and state["reached"] == reached:
                     changed.wait()
 
-    thread = threading.Thread(target=fetch_ahead, name="tfrecorder-fetch-ahead", daemon=True)
+    thread = threading.Thread(target=fetch, name="tfrecorder-fetch-ahead", daemon=True)
     thread.start()
     try:
         reached = 0

@@ -64,7 +64,7 @@ def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> tuple[bytes, str] | No
     EXIF orientation (as a browser shows the file), its longest side at most ``side``
     pixels, JPEG, or PNG where the image has transparency; the first frame of an
     animation. None when Pillow cannot decode it."""
-    from tfrecorder._writer.image import pil
+    from tfrecorder._writer.image import open_stored, pil
 
     Image = pil()
     from PIL import ImageOps  # imported by pil() already
@@ -72,7 +72,7 @@ def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> tuple[bytes, str] | No
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img = open_stored(data)
             if img.format in ("JPEG", "MPO"):  # decode at the smallest DCT scale that covers
                 img.draft(img.mode if img.mode in ("L", "RGB") else None, (side, side))
             img = ImageOps.exif_transpose(img)

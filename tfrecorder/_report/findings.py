@@ -444,10 +444,9 @@ class _Thumbnails:
         img = ""
         if data is not None:
             try:
-                from tfrecorder._writer.image import pil
+                from tfrecorder._writer.image import open_stored
 
-                Image = pil()
-                im = Image.open(io.BytesIO(data))
+                im = open_stored(data)
                 im.thumbnail((_THUMB, _THUMB))
                 buf = io.BytesIO()
                 im.convert("RGB").save(buf, "JPEG", quality=80)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import math
 
 #: The perceptual hash of near duplicates: a difference hash of a 9x8 grey reduction.
@@ -71,13 +70,13 @@ def small(data: bytes):
     reduced. None when it does not decode. Its ``info["full_size"]`` is the upright
     image's whole size, which ``pixel_issues`` looks at it as, and its ``info["entropy"]``
     the ``entropy`` of the decode before it was reduced."""
-    from tfrecorder._writer.image import pil
+    from tfrecorder._writer.image import open_stored, pil
 
-    Image = pil()
+    pil()  # Pillow imported by one thread, before ImageOps is looked up
     from PIL import ImageOps
 
     try:
-        img = Image.open(io.BytesIO(data))
+        img = open_stored(data)
         full = img.size
         if img.format in ("JPEG", "MPO"):
             img.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 BYTES = "bytes"
 INT64 = "int64"
@@ -236,8 +236,8 @@ def declare():
 _KINDS = {"bytes_list": BYTES, "float_list": FLOAT, "int64_list": INT64, None: BYTES}
 
 
-def parse(data: bytes, skip: frozenset | set = frozenset(),
-          only: frozenset | set | None = None) -> dict[str, tuple[str, list]]:
+def parse(data: bytes, skip: Collection[str] = frozenset(),
+          only: Collection[str] | None = None) -> dict[str, tuple[str, list]]:
     """A serialized ``tf.train.Example`` -> {key: (dtype, values)}, keys sorted (the
     order ``serialize`` writes them in); the inverse of ``serialize``. A feature with no
     kind set is ``(BYTES, [])``. ValueError for bytes that are not an Example.

@@ -97,7 +97,7 @@ def open_stored(data: bytes):
     known by its first bytes, is opened as that format alone: Pillow otherwise starts
     each format whose first bytes it cannot rule out, a few per image, before JPEG."""
     Image = pil()
-    fmt = "JPEG" if data[:3] == b"\xff\xd8\xff" else "PNG" if data[:8] == _PNG_SIGNATURE \
+    fmt = "JPEG" if data[:3] == _JPEG_SIGNATURE else "PNG" if data[:8] == _PNG_SIGNATURE \
         else None
     if fmt is not None:
         try:
@@ -268,6 +268,7 @@ def _bmp_channels(data: bytes) -> int | None:
 # --- header parsers: a few bytes per file instead of Pillow's full header parse -----------
 
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+_JPEG_SIGNATURE = b"\xff\xd8\xff"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _PNG_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}  # colour type -> channels; 3 (palette) below
 
@@ -310,7 +311,7 @@ def _png_header(data: bytes) -> tuple[int, int, int] | None:
 
 def _fast_info(data: bytes) -> ImageInfo | None:
     """ImageInfo from the header alone for the common formats, else None."""
-    if data[:3] == b"\xff\xd8\xff":
+    if data[:3] == _JPEG_SIGNATURE:
         h = _jpeg_header(data)
         if h is None or h[2] not in (1, 3, 4):
             return None
@@ -425,7 +426,7 @@ def downscale(data: bytes, sizing: Sizing, seen=None) -> tuple[bytes, ImageInfo]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img = open_stored(data)
             turned = img.getexif().get(0x0112, 1) in (5, 6, 7, 8)
             # Pillow opens a 16-bit grey + alpha PNG (IHDR colour type 4) as RGBA: it
             # stays grey + alpha.
@@ -480,7 +481,7 @@ def _prepare(data: bytes, check: str) -> tuple[bytes, ImageInfo]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img = open_stored(data)
     except Image.DecompressionBombError as e:
         raise ImageProblem(f"decompression bomb: {e}") from None
     except Exception as e:  # Pillow raises many types for "not an image"
