@@ -28,11 +28,13 @@ setup(
         "pillow>=10.0",
         # Records are parsed with protobuf's compiled parser (upb), without TensorFlow.
         "protobuf>=5.26",
-        # 2.21: tf.io.decode_image reads WebP, which is then stored as it is.
-        "tensorflow>=2.21",
         "tqdm>=4.60",
     ],
     extras_require={
+        # tf.data pipelines (load(), Folder.load) and TFRecorder's feature_spec. Converting,
+        # the other readers, the report and the shard cache never import TensorFlow.
+        # 2.21: tf.io.decode_image reads WebP, which is then stored as it is.
+        "tensorflow": ["tensorflow>=2.21"],
         # The progress bar as a Jupyter widget (plain text without it).
         "notebook": ["ipywidgets>=8.0"],
         # Beam's Dask runner: runner="DaskRunner" (docs/runners.md).
@@ -57,6 +59,7 @@ setup(
             "psutil>=5.9",
             "pytest>=8.0",
             "pytest-xdist>=3.5",
+            "tensorflow>=2.21",
             "tensorflow-datasets>=4.9",
             "torch==2.13.0",
         ],

@@ -18,14 +18,15 @@ import warnings
 from typing import Callable
 
 import numpy as np
-import torch
-import torch.utils.data
 
 from tfrecorder import _deprecation as deprecation
-from tfrecorder import access
+from tfrecorder import _extras, access
 from tfrecorder._readers import ahead
 from tfrecorder._writer import image as _image
 from tfrecorder._errors import ConfigError
+
+torch = _extras.require("torch", "tfrecorder.torch")
+import torch.utils.data  # noqa: E402 (once a missing torch has been named with its extra)
 
 __all__ = ["Dataset", "Sampler"]
 

@@ -31,7 +31,9 @@ class _FeatureSpec:
     when first read, so that importing tfrecorder never imports TensorFlow."""
 
     def __get__(self, obj, cls):
-        import tensorflow as tf
+        from tfrecorder import _extras
+
+        tf = _extras.require("tensorflow", "feature_spec")
 
         dtype = {"int64": tf.int64, "float": tf.float32}.get(cls.dtype or "bytes", tf.string)
         return tf.io.FixedLenFeature([], dtype)

@@ -18,6 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from tfrecorder import _extras
 from tfrecorder._errors import ConfigError
 from tfrecorder._folder import legacy, view
 from tfrecorder._folder.manifest import Manifest
@@ -122,7 +123,7 @@ def load(
     opened = (tfrecord_dir if isinstance(tfrecord_dir, view.Version)
               else view.open_version(str(tfrecord_dir), version))
     image_size = _check_arguments(batch_size, image_size, shuffle_buffer, seed, channels)
-    import tensorflow as tf
+    tf = _extras.require("tensorflow", "tfrecorder.load()")
 
     tfrecord_dir = opened.output_dir
     manifest = opened.manifest
