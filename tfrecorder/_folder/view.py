@@ -190,6 +190,20 @@ class View:
         shard = bisect.bisect_right(self.starts, i) - 1
         return shard, i - self.starts[shard]
 
+    def where(self, i: int) -> str:
+        """Where the split's live record ``i`` is, for an error about it: its shard and
+        its place there (its byte offset where the entries were read); ``i`` < 0
+        counts from the end, as a reader's positions do."""
+        i = operator.index(i)
+        i = i + len(self) if i < 0 else i
+        if not self.counts_known or not 0 <= i < len(self):
+            return f"{self.output_dir}, split {self.split!r}, record {i}"
+        shard, k = self.position(i)
+        known = self._entries[shard]
+        at = f" at byte {known[k][0]}" if known is not None else ""
+        live = " live" if self.shards[shard].live_index else ""
+        return f"{self.path(shard)},{live} record {k}{at} (record {i} of split {self.split!r})"
+
     def entries(self, shard: int) -> list[tuple[int, int]]:
         """``(offset, framed length)`` of each live record of shard ``shard``."""
         got = self._entries[shard]
