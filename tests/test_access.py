@@ -343,3 +343,62 @@ def test_tfrecorder_2_directories_are_refused_with_the_reason(tmp_path):
         with pytest.raises(ConfigError, match="written by TFRecorder 2.0 .* no record counts") as e:
             read()
         assert str(e.value).endswith(fix["counts"])
+
+
+def _with_label(out: str, label: bytes) -> str:
+    """Record 1 of ``out``'s one train shard given the serialized Feature ``label``, the
+    shard's index and manifests made to match: a record no conversion writes, which
+    only its features tell from the others. Returns the shard's path."""
+    from tfrecorder._writer import example
+
+    m = metadata.read_manifest(out)
+    shard = m.splits["train"].shards[0]
+    path = os.path.join(out, shard.file)
+    with open(path, "rb") as f:
+        raws = list(records.read_records(f, path))
+    feats = example.parse(raws[1])
+    fixed = {k: example.feature(dtype, v) for k, (dtype, v) in feats.items() if k != "label"}
+    raws[1] = example.serialize({**fixed, "label": example.Feature(label)})
+    framed = [records.frame(r) for r in raws]
+    with open(path, "wb") as f:
+        f.write(b"".join(framed))
+    with open(index.path(out, shard.file), "wb") as f:
+        f.write(index.format(index.offsets(len(b) for b in framed)))
+    size = sum(map(len, framed))
+    for name in (layout.MANIFEST, "versions/00001.json"):
+        with open(os.path.join(out, name)) as f:
+            d = json.load(f)
+        d["splits"]["train"]["shards"][0]["num_bytes"] = size
+        d["splits"]["train"]["num_bytes"] = size
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(d, f)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label,what", [
+    (b"\x1a\x03\x0a\x01\x02" + b"\x0a\x04\x0a\x02zz", "holds 1 bytes, 0 float and 1 int64"),
+    (b"\x12\x06\x0a\x04\x00\x00\x00\x40", "holds a float list where the manifest declares int64"),
+    (b"\x0a\x03\x0a\x01\x02", "holds a bytes list where the manifest declares int64"),
+])
+def test_a_label_of_another_kind_is_refused_by_every_reader_naming_where(
+        tmp_path, label, what):
+    from tests.test_update import _images, _table
+    import tfrecorder.grain
+    import tfrecorder.torch
+
+    out = str(tmp_path / "out")
+    tfrecorder.convert(_table(_images(tmp_path / "img", 2), splits=["TRAIN"] * 2), out)
+    path = _with_label(out, label)
+    where = f"{path}, record 1 at byte \\d+ \\(record 1 of split 'train'\\): feature 'label' {what}"
+    assert tfrecorder.verify(out).records == 2  # framing and checksums are whole
+    reader = access.Reader(out, "train")
+    assert reader.features(0)["label"] in (0, 1)
+    for read in (lambda: reader.features(1), lambda: tfrecorder.torch.Dataset(out)[1],
+                 lambda: tfrecorder.torch.Dataset(out).__getitems__([0, 1]),
+                 lambda: tfrecorder.grain.DataSource(out)[1], lambda: tfrecorder.read(out),
+                 lambda: list(tfrecorder.open(out).read(chunksize=1))):
+        with pytest.raises(CorruptRecordError, match=where):
+            read()
+    with pytest.raises(CorruptRecordError, match=f"{path}, record 1 .*'label' {what}"):
+        tfrecorder.inspect(out, output_dir=str(tmp_path / "shown"))

@@ -164,3 +164,84 @@ print(len(got), len({i for _, i in got}), all(p == {"x": ("int64", [1])} for p, 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": root}, check=True)
     assert done.stdout.split() == ["16", "1", "True"]
+
+
+# --- a Feature of another kind, or of several lists: read as TensorFlow reads it, or refused
+
+def _entry(key: str, feature: bytes) -> bytes:
+    return example._field(0x0A, example._field(0x0A, key.encode()) + example._field(0x12, feature))
+
+
+def _record(*entries: bytes) -> bytes:
+    return example._field(0x0A, b"".join(entries))
+
+
+_LISTS = {"bytes": lambda n: example.bytes_feature([bytes([65 + i]) * 2 for i in range(n)]),
+          "int64": lambda n: example.int64_feature(range(2, 2 + n)),
+          "float": lambda n: example.float_feature([0.5 * i for i in range(n)])}
+
+
+class _Spec:
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+def _tf_values(tf, raw: bytes, dtype: str):
+    """``label`` as TensorFlow's parser reads it declared a list of ``dtype``, or None
+    where it refuses the record."""
+    spec = {"label": tf.io.VarLenFeature({"bytes": tf.string, "int64": tf.int64,
+                                          "float": tf.float32}[dtype])}
+    try:
+        return tf.io.parse_single_example(raw, spec)["label"].values.numpy().tolist()
+    except tf.errors.InvalidArgumentError:
+        return None
+
+
+def _ours(raw: bytes, dtype: str):
+    try:
+        return example.parse(raw, specs={"label": _Spec(dtype)})["label"][1]
+    except example.CorruptRecordError:
+        return None
+
+
+def test_a_label_of_two_lists_or_of_another_kind_is_refused_as_tensorflow_reads_it(tf):
+    int_then_bytes = _record(_entry("label", _LISTS["int64"](1) + _LISTS["bytes"](1)))
+    assert _tf_values(tf, int_then_bytes, "int64") == [2]  # TensorFlow reads the first list
+    with pytest.raises(example.CorruptRecordError, match="'label' holds 1 bytes, 0 float and "
+                                                        "1 int64 lists, where a Feature holds one"):
+        example.parse(int_then_bytes)
+    for kind in ("float", "bytes"):
+        raw = _record(_entry("label", _LISTS[kind](1)))
+        assert _tf_values(tf, raw, "int64") is None
+        with pytest.raises(example.CorruptRecordError,
+                           match=f"'label' holds a {kind} list where the manifest declares int64"):
+            example.parse(raw, specs={"label": _Spec("int64")})
+        assert example.parse(raw)["label"][0] == kind  # nothing declared: nothing checked
+    twice = _record(_entry("label", _LISTS["int64"](1)), _entry("label", b""))
+    with pytest.raises(example.CorruptRecordError, match="'label' is given 2 times"):
+        example.parse(twice)
+
+
+@pytest.mark.slow  # TensorFlow's parser, a hundred records
+def test_every_crafted_label_reads_as_tensorflow_reads_it_or_is_refused(tf):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    kinds = st.sampled_from(sorted(_LISTS))
+    feature = st.lists(st.tuples(kinds, st.integers(0, 2)), max_size=3)  # its lists, in order
+    entries = st.lists(feature, min_size=1, max_size=2)  # the key given once or twice
+
+    @settings(max_examples=120, deadline=None, derandomize=True)
+    @given(entries, kinds)
+    def check(given_entries, declared):
+        raw = _record(*(_entry("label", b"".join(_LISTS[k](n) for k, n in lists))
+                        for lists in given_entries))
+        theirs, ours = _tf_values(tf, raw, declared), _ours(raw, declared)
+        if ours is not None:
+            assert ours == theirs  # what we read, TensorFlow reads
+        # We refuse where TensorFlow does, where it would read only the first list, and
+        # a key given twice.
+        assert (ours is None) == (theirs is None or len(given_entries) > 1
+                                  or len(given_entries[0]) > 1)
+
+    check()

@@ -108,3 +108,30 @@ def test_a_damaged_version_manifest_is_one_error_whoever_reads_it(two_versions):
     assert "00001.json is not a manifest tfrecorder wrote" in messages[0]
     assert "Put back the file tfrecorder wrote" in messages[0]
     assert tfrecorder.open(str(out)).version == 2  # the latest reads as it did
+
+
+@pytest.mark.slow
+def test_a_folder_overwritten_since_it_was_opened_refuses_every_verb(tmp_path):
+    paths = _images(tmp_path / "img", 6)
+    out = str(tmp_path / "out")
+    first = _table(paths)
+    tfrecorder.convert(first, out)
+    folder = tfrecorder.open(out)
+    # Another conversion starts the folder again at version 1: other records, labels.
+    again = _table(paths[:5], labels=["owl", "bee", "owl", "bee", "owl"])
+    tfrecorder.convert(again, out, mode="overwrite")
+    verbs = {"info": folder.info, "read": folder.read, "reader": folder.reader,
+             "load": folder.load, "report": folder.report, "verify": folder.verify,
+             "inspect": lambda: folder.inspect(output_dir=str(tmp_path / "shown")),
+             "versions": folder.versions, "update": lambda: folder.update(first),
+             "compact": folder.compact, "vacuum": lambda: folder.vacuum(keep=1)}
+    for name, verb in verbs.items():
+        with pytest.raises(tfrecorder.OutputChangedError,
+                           match=r"written again since it was opened at version 1.*"
+                                 r"tfrecorder\.open") as e:
+            verb()
+        assert out in str(e.value), name
+    assert not (tmp_path / "shown").exists()
+    now = tfrecorder.open(out)  # what is there now reads as it is, nothing updated
+    assert now.version == 1 and _labels(now.read()) == _labels(again)
+    assert now.verify().records == 5

@@ -342,7 +342,11 @@ class Reader:
 
     def features(self, i: int) -> dict:
         """Record ``i``'s features as plain values (see ``values``)."""
-        return values(self.record(i), self.manifest.features)
+        data = self.record(i)
+        try:
+            return values(data, self.manifest.features)
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"{self.view.where(i)}: {e}") from None
 
     def _position(self, i: int) -> tuple[int, int]:
         n = len(self)
@@ -467,11 +471,13 @@ def values(data: bytes, specs: dict[str, layout.FeatureSpec],
     dimension included (``[-1, 4]`` boxes -> shape ``(n, 4)``). Features the record
     holds but the manifest does not declare are returned as lists. With ``keys``, only
     those features are parsed and returned (a reader that wants the image and the
-    label skips the rest)."""
+    label skips the rest). CorruptRecordError for a feature of another kind than the
+    manifest declares, or holding more than one list (``example.parse``)."""
     if isinstance(keys, (str, bytes)):
         raise TypeError(f"keys={keys!r}: give a list of feature names, such as [{keys!r}]")
     out = {}
-    for key, (dtype, vals) in example.parse(data, only=keys).items():
+    # The kind of every feature read is checked against the manifest (example.parse).
+    for key, (dtype, vals) in example.parse(data, only=keys, specs=specs).items():
         spec = specs.get(key)
         if spec is None:
             out[key] = vals

@@ -23,7 +23,7 @@ from tfrecorder import _deprecation as deprecation
 from tfrecorder import _extras, access
 from tfrecorder._readers import ahead
 from tfrecorder._writer import image as _image
-from tfrecorder._errors import ConfigError
+from tfrecorder._errors import ConfigError, CorruptRecordError
 
 torch = _extras.require("torch", "tfrecorder.torch")
 import torch.utils.data  # noqa: E402 (once a missing torch has been named with its extra)
@@ -87,16 +87,20 @@ class Dataset(torch.utils.data.Dataset):
         return len(self.reader)
 
     def __getitem__(self, i: int):
-        return self._item(self.reader.records([i])[0])
+        return self._item(self.reader.records([i])[0], i)
 
     def __getitems__(self, indices: list) -> list:
         # DataLoader's batched fetch: on gs:// one look at the manifest for the batch.
-        return [self._item(data) for data in self.reader.records(indices)]
+        return [self._item(data, i) for i, data in zip(indices, self.reader.records(indices))]
 
-    def _item(self, data: bytes):
-        # An image and a label are all a supervised item needs: the rest stays unparsed.
+    def _item(self, data: bytes, i: int):
+        # An image and a label are all a supervised item needs: the rest stays unparsed,
+        # and unchecked; the kinds of those two are checked against the manifest.
         keys = (self.image_key, self.label_key) if self.supervised else None
-        features = access.values(data, self.reader.manifest.features, keys)
+        try:
+            features = access.values(data, self.reader.manifest.features, keys)
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"{self.reader.view.where(i)}: {e}") from None
         if self.image_key in features:
             features[self.image_key] = self._image(features[self.image_key])
         if self.supervised:

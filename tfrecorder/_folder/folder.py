@@ -9,14 +9,40 @@ its manifest) and hands that opening to each reader (``read_version``, ``load_ve
 (``tfrecorder.load``, ``read``, ``info``, ``report``, ``verify``, ``inspect``,
 ``versions``) are a line that opens the folder the same way and hands the opening to
 the same function; they do not import this module, which sits above the readers.
+
+Every verb checks that its version is still the conversion it opened (``_pinned``):
+``mode="overwrite"`` starts a folder again at version 1, so a number alone does not
+name a version for ever. The readers made from the opening (``reader``, ``load``, a
+chunked ``read``) go on checking as they read; the verbs that return what they read
+check again after, so what they return is the opened version's.
 """
 
 from __future__ import annotations
+
+import functools
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder._folder import view
 from tfrecorder._errors import ConfigError
 from tfrecorder._folder.manifest import Manifest
+
+
+def _pinned(after: bool = True):
+    """A verb of ``Folder`` run on its version only while that is still the conversion
+    it opened (``view.Version.unchanged``): checked before the verb, and with ``after``
+    once more when it returns. The verbs that publish or remove versions check only
+    before: what they publish may replace the manifest a folder without version files
+    pins (``tfrecorder.json``)."""
+    def wrap(verb):
+        @functools.wraps(verb)
+        def checked(self, *args, **kwargs):
+            self._opened.unchanged()
+            done = verb(self, *args, **kwargs)
+            if after:
+                self._opened.unchanged()
+            return done
+        return checked
+    return wrap
 
 
 class Folder:
@@ -65,18 +91,21 @@ class Folder:
 
     # --- reading --------------------------------------------------------------------
 
+    @_pinned()
     def info(self) -> Manifest:
         """This version's manifest: splits, live record counts, features, label names
         (``tfrecorder.info``)."""
         return self.manifest
 
+    @_pinned()
     def read(self, split: str | None = None, images: bool = False, *,
              chunksize: int | None = None):
         """This version's records as a pandas DataFrame (``tfrecorder.read``)."""
         from tfrecorder._readers.read import read_version
 
-        return read_version(self._opened.still_there(), split, images, chunksize=chunksize)
+        return read_version(self._opened, split, images, chunksize=chunksize)
 
+    @_pinned()
     def load(self, split: str | None = None, **options):
         """A ``tf.data`` pipeline of this version (``tfrecorder.load``'s options)."""
         from tfrecorder._readers.loading import load_version
@@ -84,8 +113,9 @@ class Folder:
         options.setdefault("cache_dir", self.cache_dir)
         options.setdefault("cache_limit", self.cache_limit)
         self._given(options)
-        return load_version(self._opened.still_there(), split, **options)
+        return load_version(self._opened, split, **options)
 
+    @_pinned()
     def reader(self, split: str = "train", **options):
         """Random access to a split of this version (``tfrecorder.access.Reader``)."""
         from tfrecorder.access import Reader
@@ -93,28 +123,32 @@ class Folder:
         options.setdefault("cache_dir", self.cache_dir)
         options.setdefault("cache_limit", self.cache_limit)
         self._given(options)
-        return Reader.of(self._opened.still_there().view(split), **options)
+        return Reader.of(self._opened.view(split), **options)
 
+    @_pinned()
     def report(self):
         """This version's data report (``tfrecorder.report``); its thumbnails show this
         version's records."""
         from tfrecorder._report.findings import report_version
 
-        return report_version(self._opened.still_there())
+        return report_version(self._opened)
 
+    @_pinned()
     def verify(self):
         """Every record of this version read and checked (``tfrecorder.verify``)."""
         from tfrecorder._readers.inspection import verify_version
 
-        return verify_version(self._opened.still_there())
+        return verify_version(self._opened)
 
+    @_pinned()
     def inspect(self, split: str = "train", num_records: int = 5,
                 output_dir: str | None = None):
         """A few records of a split of this version (``tfrecorder.inspect``)."""
         from tfrecorder._readers.inspection import inspect_version
 
-        return inspect_version(self._opened.still_there(), split, num_records, output_dir)
+        return inspect_version(self._opened, split, num_records, output_dir)
 
+    @_pinned()
     def versions(self):
         """Every version of the folder, as ``tfrecorder.versions`` lists them: those
         published up to this one from their own manifests, this one from the manifest
@@ -125,6 +159,7 @@ class Folder:
 
     # --- what publishes or removes versions -------------------------------------------
 
+    @_pinned(after=False)
     def update(self, table, mode: str = "update", **options):
         """``tfrecorder.convert(table, folder, mode=mode)``: an update (or, with
         ``mode="append"``, an append) of this version, the latest."""
@@ -136,6 +171,7 @@ class Folder:
         self._latest("update")
         return convert(table, self.path, mode=mode, **options)
 
+    @_pinned(after=False)
     def compact(self, splits=None):
         """``tfrecorder.compact`` of this version, the latest."""
         from tfrecorder._folder.compact import compact
@@ -143,6 +179,7 @@ class Folder:
         self._latest("compact")
         return compact(self.path, splits)
 
+    @_pinned(after=False)
     def vacuum(self, keep: int):
         """``tfrecorder.vacuum``: the versions older than the last ``keep`` removed."""
         from tfrecorder._folder.vacuum import vacuum

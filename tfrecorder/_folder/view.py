@@ -13,7 +13,8 @@ here, and the policies around reading live here once:
   retired some (``live_index``), else from its index file, else from a scan of the
   shard's length fields (a folder converted before index files existed);
 - which conversion: the version's manifest file and its ``generation``, which a
-  reader pins and checks (``Version.pin``, ``stamp``, ``open_pin``).
+  reader pins and checks (``Version.pin``, ``stamp``, ``open_pin``; a ``Folder``'s
+  verbs through ``Version.unchanged``).
 
 A version is made from the one parse of its manifest (``Manifest.from_json``, whose
 ``ShardInfo`` is the one shard type, its format-2 fields ``live``, ``live_index`` and
@@ -33,10 +34,10 @@ import operator
 import os
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import index, layout, metadata
+from tfrecorder._folder import index, layout, legacy, metadata
 from tfrecorder._writer import records
 from tfrecorder._inputs import splits
-from tfrecorder._errors import ConfigError, CorruptRecordError
+from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tfrecorder._folder.manifest import Manifest, ShardInfo, damaged, loads
 
 
@@ -76,12 +77,30 @@ class Version:
     def view(self, split) -> "View":
         return View(self, self.split_name(split))
 
-    def still_there(self) -> "Version":
-        """This version; ConfigError naming the versions there are when its manifest
-        was removed since it was opened (``vacuum``). Only the file's presence is
-        looked at: readers check that it is still the same conversion as they read."""
-        if not storage.exists(self.pin):
-            raise missing(self.output_dir, self.number)
+    def unchanged(self) -> "Version":
+        """This version, still the conversion it was opened as: ConfigError naming the
+        versions there are when its manifest was removed since (``vacuum``, or an
+        overwrite that published fewer versions); OutputChangedError when its manifest
+        is another conversion's now (``mode="overwrite"`` starts again at version 1, so
+        the same number can name other records). One read of the pinned manifest file:
+        a version's own file is never rewritten but by an overwrite, and a conversion
+        removes it before it touches any shard, so a check after reading proves that
+        what was read was this version's. TFRecorder 2.0's folders, which have no
+        manifest of ours, are not checked."""
+        if self.generation is None and self.manifest.format_version == legacy.FORMAT_VERSION:
+            return self
+        try:
+            data = storage.read_bytes(self.pin)
+        except (FileNotFoundError, NotADirectoryError):
+            raise missing(self.output_dir, self.number) from None
+        now = generation_of(data)
+        if now != self.generation:
+            raise OutputChangedError(
+                f"{self.output_dir} was written again since it was opened at version "
+                f"{self.number}: {self.pin.rsplit('/', 1)[-1]} was generation "
+                f"{self.generation} then and is {now} now, another conversion's (an "
+                f"overwrite starts again at version 1). tfrecorder.open("
+                f"{self.output_dir!r}) again reads what is there now.")
         return self
 
     def need_offsets(self, what: str) -> None:
@@ -170,6 +189,20 @@ class View:
         """``(shard, live record of it)`` of the split's live record ``i`` (0 <= i < len)."""
         shard = bisect.bisect_right(self.starts, i) - 1
         return shard, i - self.starts[shard]
+
+    def where(self, i: int) -> str:
+        """Where the split's live record ``i`` is, for an error about it: its shard and
+        its place there (its byte offset where the entries were read); ``i`` < 0
+        counts from the end, as a reader's positions do."""
+        i = operator.index(i)
+        i = i + len(self) if i < 0 else i
+        if not self.counts_known or not 0 <= i < len(self):
+            return f"{self.output_dir}, split {self.split!r}, record {i}"
+        shard, k = self.position(i)
+        known = self._entries[shard]
+        at = f" at byte {known[k][0]}" if known is not None else ""
+        live = " live" if self.shards[shard].live_index else ""
+        return f"{self.path(shard)},{live} record {k}{at} (record {i} of split {self.split!r})"
 
     def entries(self, shard: int) -> list[tuple[int, int]]:
         """``(offset, framed length)`` of each live record of shard ``shard``."""

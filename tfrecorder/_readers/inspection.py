@@ -236,8 +236,12 @@ def inspect_version(opened: view.Version, split: str = "train", num_records: int
     names = manifest.label_names
 
     shown, images = [], []
-    for i, raw in zip(range(num_records), iter_records(opened.view(name))):
-        feats = example.parse(raw)
+    v = opened.view(name)
+    for i, raw in zip(range(num_records), iter_records(v)):
+        try:
+            feats = example.parse(raw, specs=manifest.features)
+        except CorruptRecordError as e:  # a feature of another kind than declared
+            raise CorruptRecordError(f"{v.where(i)}: {e}") from None
         row: dict = {"record": i}
         for key, (_, values) in sorted(feats.items()):
             if key == image_key:

@@ -119,7 +119,13 @@ def _cells(reader: access.Reader, start: int, stop: int, columns: list[_Column],
            skip: frozenset) -> dict[str, list]:
     """The cells of records ``start`` to ``stop`` (exclusive) of ``reader``'s split."""
     stop = min(stop, len(reader))
-    parsed = [example.parse(raw, skip) for raw in reader.records(range(start, stop))]
+    specs = reader.manifest.features
+    parsed = []
+    for i, raw in zip(range(start, stop), reader.records(range(start, stop))):
+        try:
+            parsed.append(example.parse(raw, skip, specs=specs))
+        except CorruptRecordError as e:  # a feature of another kind than declared
+            raise CorruptRecordError(f"{reader.view.where(i)}: {e}") from None
     try:
         return {c.name: [reader.split] * len(parsed) if c.cells is None else c.cells(parsed)
                 for c in columns}

@@ -22,6 +22,8 @@ import struct
 import threading
 from typing import Collection, Iterable, Mapping
 
+from tfrecorder._errors import CorruptRecordError
+
 BYTES = "bytes"
 INT64 = "int64"
 FLOAT = "float"
@@ -212,16 +214,18 @@ def declare():
         message("BytesList", ("value", 1, field.TYPE_BYTES, many, None))
         message("FloatList", ("value", 1, field.TYPE_FLOAT, many, None))
         message("Int64List", ("value", 1, field.TYPE_INT64, many, None))
-        feature = message("Feature", ("bytes_list", 1, field.TYPE_MESSAGE, one, "BytesList"),
-                          ("float_list", 2, field.TYPE_MESSAGE, one, "FloatList"),
-                          ("int64_list", 3, field.TYPE_MESSAGE, one, "Int64List"))
-        feature.oneof_decl.add(name="kind")
-        for f in feature.field:
-            f.oneof_index = 0
+        # Feature's lists are declared repeated, not as TensorFlow's oneof (the same wire
+        # format): a oneof keeps the last list of a Feature that holds several, where
+        # TensorFlow's parser reads the first, so such a Feature must be seen to be refused.
+        message("Feature", ("bytes_list", 1, field.TYPE_MESSAGE, many, "BytesList"),
+                ("float_list", 2, field.TYPE_MESSAGE, many, "FloatList"),
+                ("int64_list", 3, field.TYPE_MESSAGE, many, "Int64List"))
+        # The map is declared as its wire form, repeated entries: a map keeps the last
+        # entry of a key given twice, and TensorFlow's parser does not always (an empty
+        # last entry it skips), so such a record must be seen to be refused.
         features = message("Features",
                            ("feature", 1, field.TYPE_MESSAGE, many, "Features.FeatureEntry"))
         entry = features.nested_type.add(name="FeatureEntry")
-        entry.options.map_entry = True
         entry.field.add(name="key", number=1, type=field.TYPE_STRING, label=one)
         entry.field.add(name="value", number=2, type=field.TYPE_MESSAGE, label=one,
                         type_name=".tfrecorder.wire.Feature")
@@ -233,28 +237,60 @@ def declare():
     return _EXAMPLE
 
 
-_KINDS = {"bytes_list": BYTES, "float_list": FLOAT, "int64_list": INT64, None: BYTES}
-
-
 def parse(data: bytes, skip: Collection[str] = frozenset(),
-          only: Collection[str] | None = None) -> dict[str, tuple[str, list]]:
+          only: Collection[str] | None = None,
+          specs: Mapping | None = None) -> dict[str, tuple[str, list]]:
     """A serialized ``tf.train.Example`` -> {key: (dtype, values)}, keys sorted (the
     order ``serialize`` writes them in); the inverse of ``serialize``. A feature with no
-    kind set is ``(BYTES, [])``. ValueError for bytes that are not an Example.
+    list is ``(declared dtype, [])`` (BYTES where none is declared). ValueError for
+    bytes that are not an Example.
 
     Features whose key is in ``skip``, or not in ``only`` where it is given, are left
-    out: their values never become Python objects (an image a caller does not want)."""
+    out: their values never become Python objects (an image a caller does not want),
+    and they are not checked.
+
+    CorruptRecordError for a feature read that holds more than one list, and for one
+    of another kind than ``specs`` (key -> FeatureSpec: the manifest's) declares: both
+    read otherwise through TensorFlow's parser (the first list; a refusal), so every
+    reader refuses them; so is a record that gives a key twice, which the two
+    parsers read differently where its last entry holds no list."""
     message, decode_error = _EXAMPLE or declare()
     try:
-        feature_map = message.FromString(data).features.feature
+        entries = message.FromString(data).features.feature
     except decode_error as e:
         raise ValueError(f"not a serialized tf.train.Example: {e}") from None
+    feature_map = {e.key: e.value for e in entries}
+    if len(feature_map) != len(entries):
+        keys = [e.key for e in entries]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        raise CorruptRecordError(
+            f"feature {twice[0]!r} is given {keys.count(twice[0])} times, where a record "
+            f"holds each key once (protobuf reads the last, TensorFlow's parser the last "
+            f"that holds a list); the record was not written so by tfrecorder")
     out: dict[str, tuple[str, list]] = {}
     for key in sorted(feature_map) if only is None else sorted(only):
-        # get, not []: a message map's [] adds the key it does not hold
         feature = feature_map.get(key)
         if feature is None or key in skip:
             continue
-        kind = feature.WhichOneof("kind")
-        out[key] = (_KINDS[kind], list(getattr(feature, kind).value) if kind else [])
+        b, f, i = feature.bytes_list, feature.float_list, feature.int64_list
+        if len(b) + len(f) + len(i) == 1:
+            kind, values = (BYTES, b[0].value) if b else (FLOAT, f[0].value) if f else (
+                INT64, i[0].value)
+        elif b or f or i:
+            raise CorruptRecordError(
+                f"feature {key!r} holds {len(b)} bytes, {len(f)} float and {len(i)} int64 "
+                f"lists, where a Feature holds one (TensorFlow's parser reads only the "
+                f"first); the record was not written so by tfrecorder")
+        else:
+            kind, values = None, ()
+        declared = specs.get(key) if specs else None
+        if declared is not None:
+            if kind is None:
+                kind = declared.dtype
+            elif kind != declared.dtype:
+                raise CorruptRecordError(
+                    f"feature {key!r} holds a {kind} list where the manifest declares "
+                    f"{declared.dtype} (TensorFlow's parser refuses it too); the record "
+                    f"was not written so by tfrecorder")
+        out[key] = (kind or BYTES, list(values))
     return out
