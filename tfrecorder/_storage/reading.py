@@ -1,8 +1,8 @@
 """Reading files and looking at what is there, local paths and ``scheme://`` alike: whole
 files (capped, refusing what is not a regular file), byte ranges, sizes and stamps,
 existence, listings, patterns, and the missing files of a whole column at once. Its own
-module because reads are most of the traffic, and ``ROUND_TRIPS`` calls at once
-(``each``) are how an object store is read fast.
+module because reads are most of the traffic; ``ROUND_TRIPS`` calls at once
+(``pool.each``) are how an object store is read fast.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import stat
 from typing import Iterator, Sequence
 
 from tfrecorder._storage.paths import _local, is_remote
+from tfrecorder._storage.pool import each
 from tfrecorder._storage.remote import _fs
 
 
@@ -22,21 +23,6 @@ class NotAFileError(OSError):
 
 class FileTooLargeError(OSError):
     """The file is larger than the cap a read was given."""
-
-
-#: Calls in flight at once where each is a round trip to an object store (``each``).
-ROUND_TRIPS = 16
-
-
-def each(fn, items: list, at_once: bool) -> list:
-    """``[fn(item) for item in items]``, in order; with ``at_once`` (each call a round
-    trip to an object store, or a whole file read), ROUND_TRIPS calls in flight."""
-    if not at_once or len(items) < 2:
-        return [fn(item) for item in items]
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(ROUND_TRIPS) as pool:
-        return list(pool.map(fn, items))
 
 
 def exists(path: str) -> bool:
