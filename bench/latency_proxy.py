@@ -23,8 +23,16 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgra
         "proxy-authorization", "proxy-authenticate", "content-length"}
 
 
-def handler(upstream: str, delay: float, log: list | None = None):
+def handler(upstream: str, delay: float, log: list | None = None,
+            in_flight: dict | None = None):
     host, port = upstream.rsplit(":", 1)
+    counting = threading.Lock()
+
+    def count(step: int) -> None:
+        if in_flight is not None:
+            with counting:
+                now = in_flight["now"] = in_flight.get("now", 0) + step
+                in_flight["most"] = max(in_flight.get("most", 0), now)
 
     class Delayed(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -34,15 +42,20 @@ def handler(upstream: str, delay: float, log: list | None = None):
             body = self.rfile.read(length) if length else None
             if log is not None:  # list.append is atomic: handler threads share it
                 log.append((self.command, self.path, self.headers.get("Range")))
-            time.sleep(delay)
-            conn = http.client.HTTPConnection(host, int(port), timeout=60)
+            count(1)
             try:
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
-                conn.request(self.command, self.path, body=body, headers=headers)
-                reply = conn.getresponse()
-                data = reply.read()
+                time.sleep(delay)
+                conn = http.client.HTTPConnection(host, int(port), timeout=60)
+                try:
+                    headers = {k: v for k, v in self.headers.items()
+                               if k.lower() not in _HOP}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    reply = conn.getresponse()
+                    data = reply.read()
+                finally:
+                    conn.close()
             finally:
-                conn.close()
+                count(-1)
             self.send_response(reply.status, reply.reason)
             for k, v in reply.getheaders():
                 if k.lower() not in _HOP:
@@ -71,12 +84,15 @@ class _Server(http.server.ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def serve(upstream: str, port: int, delay_ms: float,
-          log: list | None = None) -> http.server.ThreadingHTTPServer:
+def serve(upstream: str, port: int, delay_ms: float, log: list | None = None,
+          in_flight: dict | None = None) -> http.server.ThreadingHTTPServer:
     """Starts the proxy on 127.0.0.1:``port`` in a daemon thread; returns the server.
     With ``log``, each request is appended to it as ``(method, path, Range header)``:
-    what a benchmark or a test counts (the fetches of a shard, say)."""
-    server = _Server(("127.0.0.1", port), handler(upstream, delay_ms / 1000, log))
+    what a benchmark or a test counts (the fetches of a shard, say). With
+    ``in_flight``, its ``"now"`` is the requests being held or forwarded and its
+    ``"most"`` the most there were at once."""
+    server = _Server(("127.0.0.1", port),
+                     handler(upstream, delay_ms / 1000, log, in_flight))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

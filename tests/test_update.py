@@ -1577,6 +1577,41 @@ def test_an_integer_column_read_as_floats_beside_a_null_is_unchanged(tmp_path):
     assert result.changes == {"train": {"added": 1, "retired": 1, "kept": 3}}
 
 
+def test_a_key_is_matched_by_the_value_its_column_makes_it():
+    from tfrecorder._folder.stored_records import matching_key
+
+    integer, real = layout.FeatureSpec("int64"), layout.FeatureSpec("float")
+    assert [matching_key(k, integer) for k in ("3", "3.0", "-2.0", "1e2")] == [
+        "3", "3", "-2", "100"]
+    assert [matching_key(k, real) for k in ("1", "1.0", "0.5")] == ["1.0", "1.0", "0.5"]
+    # what is no number of the column's type stays as written
+    for key in ("3.5", "true", "abc", "nan", None):
+        assert matching_key(key, integer) == key
+    assert matching_key("3.0", layout.FeatureSpec("string")) == "3.0"
+    assert matching_key("3.0", None) == "3.0"
+
+
+@pytest.mark.slow
+def test_an_integer_key_read_as_floats_beside_a_null_still_finds_its_records(tmp_path):
+    # One key gone missing turns pandas' ints into floats (3 -> 3.0): the other rows'
+    # keys are the same values, so only the row that changed is written again.
+    paths = _images(tmp_path / "img", 8)
+    table = _table(paths, splits=["TRAIN"] * 8).assign(id=range(8))
+    schema = {"split": tfrecorder.types.SplitKey, "image_uri": tfrecorder.types.ImageUri,
+              "label": tfrecorder.types.StringLabel,
+              "id": tfrecorder.types.IntegerInput(optional=True)}
+    out = tmp_path / "out"
+    tfrecorder.convert(table, str(out), schema=schema, key="id")
+    edited = table.assign(id=[0, 1, 2, None, 4, 5, 6, 7])
+    assert edited["id"].dtype == float
+    result = tfrecorder.convert(edited, str(out), schema=schema, key="id", mode="update")
+    assert result.changes == {"train": {"added": 1, "retired": 1, "kept": 7}}
+    # and back: keys stored as 3.0 (this version's) find the ints of the next table
+    again = tfrecorder.convert(table.assign(id=[0, 1, 2, 9, 4, 5, 6, 7]), str(out),
+                               schema=schema, key="id", mode="update")
+    assert again.changes == {"train": {"added": 1, "retired": 1, "kept": 7}}
+
+
 @pytest.mark.slow
 def test_a_key_column_compares_the_image_by_where_it_is(tmp_path, monkeypatch):
     paths = _images(tmp_path / "img", 4)

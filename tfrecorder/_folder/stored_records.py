@@ -19,6 +19,10 @@ from tfrecorder import _storage as storage
 from tfrecorder._folder import index, rows
 from tfrecorder._folder.manifest import Manifest, ShardInfo
 from tfrecorder._inputs import validation
+from tfrecorder._writer.example import FLOAT, INT64
+
+#: The dtypes of columns whose keys are compared as numbers (``matching_key``).
+_NUMBERS = (INT64, FLOAT)
 
 
 @dataclasses.dataclass(eq=False)
@@ -49,7 +53,8 @@ def _relative(names: set) -> bool:
 
 
 def stored(output_dir: str, parent: Manifest, content: bool = False,
-           read: dict | None = None, specs: dict | None = None) -> tuple[dict, list, bool]:
+           read: dict | None = None, specs: dict | None = None,
+           key_spec=None) -> tuple[dict, list, bool]:
     """Every live record of ``parent`` by the names it is found by, and what makes it
     unchanged: ``({name: {signature: [_Stored, ...]}}, every record, whether rows look
     for stored relative paths by the ends of theirs)``, from the rows files (and live
@@ -57,7 +62,9 @@ def stored(output_dir: str, parent: Manifest, content: bool = False,
     the image (or there is no image), else by every name of its image
     (``rows.image_names``). The signatures of ``compare="content"`` hold digests instead
     of stamps; ``specs`` (feature -> FeatureSpec) compare other values as the records
-    hold them. ``read`` holds each rows file's entries by its name (``_live_entries``)."""
+    hold them, and ``key_spec`` (the key column's FeatureSpec) keys by their value
+    (``matching_key``). ``read`` holds each rows file's entries by its name
+    (``_live_entries``)."""
     by_name: dict[Any, dict] = {}
     every: list[_Stored] = []
     ends = False
@@ -75,7 +82,7 @@ def stored(output_dir: str, parent: Manifest, content: bool = False,
         images = rows.image_names(e)
         ends = ends or _relative(images)
         names = images if "image_uri" not in e else ()  # else the key is another column
-        for name in sorted(names) or [e.get("key")]:
+        for name in sorted(names) or [matching_key(e.get("key"), key_spec)]:
             by_name.setdefault(name, {}).setdefault(sig, []).append(c)
     return by_name, every, ends
 
@@ -130,6 +137,23 @@ class StoredSplits:
                 if now in self._stamps.get(name, ()):
                     return split
         return None
+
+
+def matching_key(key: str | None, spec) -> str | None:
+    """A key as rows files write it (``rows.key_text``), as the value its column's
+    ``spec`` (a FeatureSpec; None: as it is) makes it, so that a key written ``3`` and
+    one written ``3.0`` (pandas' ints beside a null) name one record in an
+    IntegerInput column, as ``1`` and ``1.0`` do in a FloatInput one. A key that is not
+    a number of the column's type stays as it is."""
+    if key is None or spec is None or spec.dtype not in _NUMBERS:
+        return key
+    try:
+        number = json.loads(key)
+    except ValueError:  # text, "nan"
+        return key
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        return key
+    return rows.key_text(validation.comparable(spec.dtype, number))
 
 
 def _comparable(features: dict, specs: dict | None) -> dict:

@@ -20,7 +20,7 @@ from tfrecorder._errors import ConfigError
 from tfrecorder._folder import index, layout, rows
 from tfrecorder._folder.manifest import Manifest, ShardInfo, loads
 from tfrecorder._folder.stored_records import (_comparable, _signature, _Stored, _take,
-                                               stored)
+                                               matching_key, stored)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,15 +153,24 @@ def _stamps(uris: list, content: bool, max_bytes: int) -> list:
     return storage.each(one, uris, remote or content)
 
 
+def _key_spec(table, settings):
+    """The FeatureSpec of the key column, where ``key=`` names one the records hold."""
+    if settings.key_column is None:
+        return None
+    return (table.features or {}).get(settings.columns[settings.key_column])
+
+
 def _table_rows(table, settings, ends: bool) -> Iterator[tuple]:
     """``(split, number in split, key, labels, features, row, names, image)`` of every
-    spilled row: ``names``, those it is looked for by among the stored records (its key,
-    else its image's ``rows.names``, with the ends of its path where ``ends``); ``image``,
+    spilled row: ``names``, those it is looked for by among the stored records (its key
+    by its value, ``matching_key``, else its image's ``rows.names``, with the ends of
+    its path where ``ends``); ``image``,
     where the key is another column, the names its image must share with the stored
     record's (None elsewhere)."""
     from tfrecorder._folder.metadata import strict_json
 
     names = settings.label_names
+    key_spec = _key_spec(table, settings)
     for split in sorted(table.counts, key=layout.split_order):
         n = 0
         for block in table.blocks(split):
@@ -173,7 +182,7 @@ def _table_rows(table, settings, ends: bool) -> Iterator[tuple]:
                 image = None
                 if settings.key_column is not None:
                     key = rows.key_text(strict_json(values[settings.key_column]))
-                    lookup = [key]
+                    lookup = [matching_key(key, key_spec)]
                     if written is not None:
                         image = set(rows.names(written, row.image_uri, ends))
                 else:
@@ -198,7 +207,8 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
     content = opts.compare == "content"
     append = opts.mode == "append"
     rows_read: dict = dict(read or {})
-    by_name, every, ends = stored(output_dir, parent, content, rows_read, table.features)
+    by_name, every, ends = stored(output_dir, parent, content, rows_read, table.features,
+                                  _key_spec(table, settings))
     if opts.near_duplicates:
         _check_hashed(output_dir, parent, every)
     picked: dict[str, set] = {}

@@ -8,6 +8,7 @@ functions live in its modules:
 
 - ``paths``: paths as strings (kind, join, resolve), no I/O;
 - ``remote``: fsspec's file systems, resolved once per scheme, and gs:// credentials;
+- ``pool``: ``each``, calls in flight on the one bounded pool of the process;
 - ``reading``: reads, sizes, stamps, listings, missing files;
 - ``writing``: writes that never go through a link, renames, removal;
 - ``containment``: ``inside``, the guarded path into an output folder.
@@ -17,8 +18,9 @@ from tfrecorder._storage.containment import UnsafePathError, inside, is_link  # 
 from tfrecorder._storage.paths import (  # noqa: F401
     SCHEMES, _local, all_on_gcs, basename, check_scheme, dirname, is_pattern, is_remote,
     join, parent, resolve, resolve_all, scheme, within)
+from tfrecorder._storage.pool import ROUND_TRIPS, each  # noqa: F401
 from tfrecorder._storage.reading import (  # noqa: F401
-    ROUND_TRIPS, STAT_BATCH, FileTooLargeError, NotAFileError, each, exists, glob, isdir,
+    STAT_BATCH, FileTooLargeError, NotAFileError, exists, glob, isdir,
     listdir, missing, mtime, read_bytes, read_file, read_file_stamped, read_range, size,
     stamp, walk_files)
 from tfrecorder._storage.remote import (  # noqa: F401

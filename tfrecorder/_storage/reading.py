@@ -1,8 +1,8 @@
 """Reading files and looking at what is there, local paths and ``scheme://`` alike: whole
 files (capped, refusing what is not a regular file), byte ranges, sizes and stamps,
 existence, listings, patterns, and the missing files of a whole column at once. Its own
-module because reads are most of the traffic, and ``ROUND_TRIPS`` calls at once
-(``each``) are how an object store is read fast.
+module because reads are most of the traffic; ``ROUND_TRIPS`` calls at once
+(``pool.each``) are how an object store is read fast.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import stat
 from typing import Iterator, Sequence
 
 from tfrecorder._storage.paths import _local, is_remote
+from tfrecorder._storage.pool import each
 from tfrecorder._storage.remote import _fs
 
 
@@ -22,21 +23,6 @@ class NotAFileError(OSError):
 
 class FileTooLargeError(OSError):
     """The file is larger than the cap a read was given."""
-
-
-#: Calls in flight at once where each is a round trip to an object store (``each``).
-ROUND_TRIPS = 16
-
-
-def each(fn, items: list, at_once: bool) -> list:
-    """``[fn(item) for item in items]``, in order; with ``at_once`` (each call a round
-    trip to an object store, or a whole file read), ROUND_TRIPS calls in flight."""
-    if not at_once or len(items) < 2:
-        return [fn(item) for item in items]
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(ROUND_TRIPS) as pool:
-        return list(pool.map(fn, items))
 
 
 def exists(path: str) -> bool:
@@ -55,23 +41,32 @@ def missing(paths: Sequence, listed: dict[str, set[str]] | None = None) -> list[
     (a stat waits on the file system without the GIL; on a network file system or a
     mounted bucket each is a round trip); on an object store, one listing per folder the
     paths are in (a request per thousand names, where a lookup per object would be a
-    request each: a table names most of its folders' images), held in ``listed``
-    (folder -> names) for the next calls. Anything else a read would meet (a directory,
-    no permission) is left to the read, which names it."""
+    request each: a table names most of its folders' images), ``ROUND_TRIPS`` folders at
+    once, held in ``listed`` (folder -> names) for the next calls. Anything else a read
+    would meet (a directory, no permission) is left to the read, which names it."""
     out: list[int] = []
     local: list[int] = []
+    remote: list[int] = []
     listed = {} if listed is None else listed
+    unlisted: dict[str, str] = {}  # folder -> a path in it, in the order first met
     for i, path in enumerate(paths):
         if path is None:
             continue
         if not is_remote(path):
             local.append(i)
             continue
-        folder, _, name = path.rpartition("/")
-        names = listed.get(folder)
-        if names is None:
-            names = listed[folder] = _names_in(folder, path)
-        if name not in names:
+        remote.append(i)
+        folder = path.rpartition("/")[0]
+        if folder not in listed:
+            unlisted.setdefault(folder, path)
+    # The folders' listings in flight together: a table with an image per folder
+    # would otherwise wait a round trip per row.
+    folders = list(unlisted)
+    got = each(lambda folder: _names_in(folder, unlisted[folder]), folders, at_once=True)
+    listed.update(zip(folders, got))
+    for i in remote:
+        folder, _, name = paths[i].rpartition("/")
+        if name not in listed[folder]:
             out.append(i)
 
     def gone(batch: list[int]) -> list[int]:
