@@ -60,6 +60,26 @@ def test_verify_names_a_shard_that_is_missing_or_a_folder(out, tmp_path, damage,
         assert w in str(e.value)
 
 
+def test_verify_names_a_shard_of_another_size_than_its_manifest_says(out, tmp_path):
+    # Sound records, as many as the manifest counts, in a file of another size: not the
+    # shard the version published (another run's, written over it).
+    import shutil
+
+    from tfrecorder._readers.inspection import shard_records
+    from tfrecorder._writer import records
+
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shard = sorted(n for n in os.listdir(copy) if "-train.tfrecord-" in n)[0]
+    kept = list(shard_records(str(copy / shard), None))
+    size = os.path.getsize(copy / shard)
+    (copy / shard).write_bytes(b"".join(map(records.frame, kept[:-1] + [kept[-1] + b"x"])))
+    with pytest.raises(tfrecorder.CorruptRecordError) as e:
+        tfrecorder.verify(str(copy))
+    assert str(copy / shard) in str(e.value)
+    assert f"{size + 1} bytes, the manifest says {size}" in str(e.value)
+
+
 #: Labels a spreadsheet would run as formulas if data.csv held them as they are.
 FORMULAS = ["=cmd|' /C calc'!A0", "+SUM(1,2)", "-2+3", "@SUM(A1)"]
 

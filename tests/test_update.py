@@ -1635,3 +1635,45 @@ def test_check_content_is_the_old_spelling_of_compare_content():
         tfrecorder.convert(None, "out", mode="update", check="content", num_shards="x")
     assert caught[0].filename == __file__
     assert tfrecorder.Options(mode="update").compare == "stat"
+
+
+@pytest.mark.slow
+def test_a_run_that_lost_its_lock_publishes_nothing_over_the_winner(tmp_path, monkeypatch):
+    # An update stalls after moving its files into place, past its lock's expiry; a
+    # second update takes the lock over and publishes version 2; the first resumes.
+    from tfrecorder._folder import publishing
+
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    more = _images(tmp_path / "img", 2, start=4)
+    loser_table = _table(paths + more[:1], labels=["cat", "dog", "cat", "dog", "owl"])
+    winner_table = _table(paths[1:] + more[1:])
+    won = {}
+    pause = publishing._remove_empty_index_dir  # publishing's step after the moves
+
+    def stalled(output_dir):
+        if not won:
+            won["started"] = True
+            lock = out / layout.LOCK
+            holder = json.loads(lock.read_text())
+            lock.write_text(json.dumps({**holder, "expires": 0}))  # renewals all failed
+            won["result"] = tfrecorder.convert(winner_table, str(out), mode="update")
+            won["files"] = _digests(out)
+        pause(output_dir)
+
+    monkeypatch.setattr(publishing, "_remove_empty_index_dir", stalled)
+    with pytest.raises(tfrecorder.OutputBusyError, match="version 2") as e:
+        tfrecorder.convert(loser_table, str(out), mode="update")
+    assert "publishes nothing" in str(e.value)
+    assert won["result"].version == 2 and "owl" not in won["result"].labels
+    after = _digests(out)
+    assert {n: after.get(n) for n in _listed(out, 2) | {"quality.json"}} == {
+        n: won["files"][n] for n in _listed(out, 2) | {"quality.json"}}
+    assert tfrecorder.verify(str(out)).records == 4
+    assert "owl" not in json.dumps(tfrecorder.report(str(out)).data)
+    monkeypatch.undo()
+    # The next run removes whatever the loser left, and goes on from the winner's.
+    third = tfrecorder.convert(winner_table, str(out), mode="update")
+    assert third.unchanged and third.version == 2
+    assert _digests(out) == won["files"]

@@ -15,7 +15,7 @@ import json
 from typing import Iterable
 
 from tfrecorder import _storage as storage
-from tfrecorder._errors import ConversionError
+from tfrecorder._errors import ConversionError, OutputBusyError
 from tfrecorder._folder import layout, metadata
 from tfrecorder._folder.ledger import RunFolder
 from tfrecorder._folder.lock import release
@@ -107,29 +107,52 @@ def publish(run: RunFolder, moved: Iterable[str], files: dict[str, bytes],
     output_dir, folder = run.output_dir, run.folder
     here = functools.partial(_inside, output_dir)
     moved = list(moved)
-    if run.moved:
+    # A version after the first puts each of its files where none is: a file there is
+    # another run's (the winner's, where this run stalled past its lock's expiry and a
+    # run that took the lock over published this version), never replaced.
+    move, write = ((storage.move_new, storage.write_new) if version > 1
+                   else (storage.rename, storage.write_into))
+    try:
+        if run.moved:
+            if not storage.is_remote(output_dir):
+                for folder_name in sorted({storage.dirname(here(n)) for n in moved}):
+                    storage.makedirs(folder_name)
+            for name in moved:
+                move(storage.join(folder, name), here(name))
+        _remove_empty_index_dir(output_dir)
+        top = {n: d for n, d in files.items() if version > 1 and _is_top(n)}
+        for name, data in files.items():  # versions/KKKKK/quality.json has its folder made
+            if name not in top:
+                write(here(name), data)
+            elif name in layout.LATEST_FILES and layout.version_copy(version, name) not in files:
+                write(here(layout.version_copy(version, name)), data)
+        manifest = metadata.published(manifest)
+        data = manifest.to_bytes()
         if not storage.is_remote(output_dir):
-            for folder_name in sorted({storage.dirname(here(n)) for n in moved}):
-                storage.makedirs(folder_name)
-        for name in moved:
-            storage.rename(storage.join(folder, name), here(name))
-    _remove_empty_index_dir(output_dir)
-    top = {n: d for n, d in files.items() if version > 1 and _is_top(n)}
-    for name, data in files.items():  # versions/KKKKK/quality.json has its folder made
-        if name not in top:
-            storage.write_into(here(name), data)
-        elif name in layout.LATEST_FILES and layout.version_copy(version, name) not in files:
-            storage.write_into(here(layout.version_copy(version, name)), data)
-    manifest = metadata.published(manifest)
-    data = manifest.to_bytes()
-    if not storage.is_remote(output_dir):
-        storage.makedirs(here(layout.VERSIONS_DIR))
-    storage.create_exclusive(here(layout.version_manifest(version)), data)
+            storage.makedirs(here(layout.VERSIONS_DIR))
+        storage.create_exclusive(here(layout.version_manifest(version)), data)
+    except FileExistsError as e:
+        if version == 1:
+            raise
+        raise lost(run, version, e) from None
     for name in sorted(top):
         storage.write_atomic(here(name), top[name])
     storage.write_atomic(here(layout.MANIFEST), data)
     close(run)
     return manifest
+
+
+def lost(run: RunFolder, version: int, clash: FileExistsError) -> OutputBusyError:
+    """The error of a run that found a file of its version in place: another run
+    published the version (or is publishing it) since this one took the lock, which it
+    held no more (it stalled past the lock's expiry). Nothing of the other's was
+    replaced; what this run put in place is left for the next run to remove."""
+    name = clash.filename or (clash.args[0] if clash.args else "")
+    return OutputBusyError(
+        f"{run.output_dir}: another run published version {version} while this one "
+        f"(run {run.run_id}) was stalled past its lock's expiry ({name} is that run's), so "
+        f"this run publishes nothing; the next conversion, update or compact there removes "
+        f"what it left. Run the update again: it updates the version published since")
 
 
 def _is_top(name: str) -> bool:

@@ -146,7 +146,7 @@ class Verification:
 def verify(tfrecord_dir: str, version: int | None = None) -> Verification:
     """Reads every record of every shard of version ``version`` (None: the latest),
     checking each CRC, every shard's count and every index file the manifest lists
-    (each entry must match the shard's framing); where the version retired records of
+    (each entry must match the shard's framing) and every shard's size; where the version retired records of
     a shard, its live index must list records of the shard, as many as the manifest's
     ``live``. ``records`` counts the live records.
 
@@ -172,6 +172,13 @@ def verify_version(opened: view.Version) -> Verification:
             if n != shard.num_examples and shard.num_examples >= 0:  # -1: not recorded
                 raise records.CorruptRecordError(
                     f"{path}: {n} records, the manifest says {shard.num_examples}")
+            # Sound records of the right count are not enough: a file replaced by
+            # another run's shard of as many records is another size.
+            size = storage.size(path)
+            if shard.num_bytes > 0 and size != shard.num_bytes:
+                raise records.CorruptRecordError(
+                    f"{path}: {size} bytes, the manifest says {shard.num_bytes}: it is not "
+                    f"the shard this version published; convert again with overwrite=True")
             if shard.index:  # the index the manifest lists must describe the shard exactly
                 index.check(index.read(tfrecord_dir, shard.file), framed,
                             index.path(tfrecord_dir, shard.file))

@@ -26,5 +26,5 @@ from tfrecorder._storage.reading import (  # noqa: F401
 from tfrecorder._storage.remote import (  # noqa: F401
     ADC_FILE, _fs, credentials_problem, on_google_cloud)
 from tfrecorder._storage.writing import (  # noqa: F401
-    TEMP_SUFFIX_BYTES, WRITE_BUFFER, create_exclusive, makedirs, open_file, remove, rename,
-    temp_name, write_atomic, write_bytes, write_into)
+    TEMP_SUFFIX_BYTES, WRITE_BUFFER, create_exclusive, makedirs, move_new, open_file, remove,
+    rename, temp_name, write_atomic, write_bytes, write_into, write_new)

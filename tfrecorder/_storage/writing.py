@@ -143,6 +143,37 @@ def rename(src: str, dst: str) -> None:
         os.replace(_local(src), _local(dst))
 
 
+def move_new(src: str, dst: str) -> None:
+    """Moves ``src`` to ``dst`` only where ``dst`` does not exist: FileExistsError
+    otherwise, and ``src`` stays. Locally a hard link then the removal of ``src`` (the
+    link fails on an existing name, atomically); on an object store, and on a file
+    system without hard links, a check that ``dst`` is absent before the move."""
+    if not is_remote(src):
+        try:
+            os.link(_local(src), _local(dst))
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here: the check, then the rename
+            if os.path.lexists(_local(dst)):
+                raise FileExistsError(dst) from None
+            os.rename(_local(src), _local(dst))
+            return
+        os.remove(_local(src))
+        return
+    fs = _fs(dst)
+    fs.invalidate_cache(dst)
+    if fs.exists(dst):
+        raise FileExistsError(dst)
+    rename(src, dst)
+
+
+def write_new(path: str, data: bytes) -> None:
+    """``create_exclusive``, with the local folders of ``path`` made first."""
+    if not is_remote(path):
+        makedirs(dirname(path))
+    create_exclusive(path, data)
+
+
 def remove(path: str) -> None:
     """Removes a file or a whole directory tree; absent paths are fine. A link is
     removed as a link: what it points to is never touched."""
