@@ -556,3 +556,17 @@ def test_reading_ahead_leaves_a_shard_another_is_fetching_to_it(remote, tmp_path
         os.close(held)
     assert reader.prefetch(1, wait=False) and reader.cache.holds(key)
     assert list(fetches(requests, before).values()) == [1]
+
+
+def test_a_wrong_size_in_the_manifest_is_refused_before_room_is_made(tmp_path):
+    cache = _cache.Cache(str(tmp_path / "c"), limit=1000)
+    other = tmp_path / "other"
+    other.write_bytes(b"o" * 600)
+    cache.fetch("a" * 32, str(other), 600, lambda: None)  # another dataset's entry
+    shard = tmp_path / "shard"
+    shard.write_bytes(b"s" * 2500)
+    with pytest.raises(CorruptRecordError, match=f"{shard}: the object is 2500 bytes "
+                                                 f"where its manifest gives {16 << 30}"):
+        cache.fetch("b" * 32, str(shard), 16 << 30, lambda: None)
+    assert entries(tmp_path / "c") == ["a" * 32 + ".shard"]  # nothing evicted, nothing made
+    assert not [n for n in os.listdir(tmp_path / "c" / _cache.SHARDS) if ".tmp-" in n]
