@@ -19,6 +19,11 @@ DataLoader of 2 workers over ``tfrecorder.torch``'s reader:
   warm        gs:// through the full cache: 3 later epochs (median)
   third       ``cache_limit`` a third of the split, ``order="shards"`` (``--window``):
               2 epochs, each shard's fetches per epoch and the cache's largest size
+  third-global  the same with the default sampler's global shuffle: bytes held, not
+              time, is what it measures (a global shuffle with a small cache fetches
+              shards again and again)
+
+``--peaks-only`` runs the last two only (no timing: the cache's largest size on disk).
 
 Fetches are counted by the proxy (requests for a range from byte 0 of a shard).
 """
@@ -110,6 +115,8 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=1, help="order='shards' window")
     ap.add_argument("--uncached-records", type=int, default=192)
     ap.add_argument("--local-only", action="store_true")
+    ap.add_argument("--peaks-only", action="store_true",
+                    help="only the cache's largest size with a third of the split")
     args = ap.parse_args()
     out = converted(args.corpus)
     if args.local_only:
@@ -123,6 +130,12 @@ def main() -> None:
     total = sum(s.num_bytes for s in local.shards)
     print(f"train: {len(local)} records in {len(local.shards)} shards, {total / 1e6:.1f} MB; "
           f"delay {args.delay_ms:g} ms per request, batch {args.batch_size}, 2 workers")
+    if args.peaks_only:
+        with emulator("cache-bench-") as (port, direct, work):
+            log: list = []
+            root = served(out, port, direct, args.delay_ms, log)
+            third(root, local, work, args, log)
+        return
     _, loader = raw_loader(out, batch_size=args.batch_size)
     epoch(loader)  # warm-up: page cache, imports
     local_walls = [epoch(loader)[1] for _ in range(3)]
@@ -131,16 +144,10 @@ def main() -> None:
 
     proxy_port = _free_port()
     with emulator("cache-bench-") as (port, direct, work):
+        log: list = []
+        root = served(out, port, direct, args.delay_ms, log)
         import gcsfs
 
-        import latency_proxy
-
-        root = f"gs://{BUCKET}/out"
-        direct.put(out, root, recursive=True)
-        log: list = []
-        latency_proxy.serve(f"127.0.0.1:{port}", proxy_port, args.delay_ms, log)
-        os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{proxy_port}"
-        gcsfs.GCSFileSystem.clear_instance_cache()
         fs = gcsfs.GCSFileSystem(token="anon")
 
         start = time.perf_counter()
@@ -167,12 +174,42 @@ def main() -> None:
         print(f"warm      epoch {warm_s:.3f} s (median of 3) = {n / warm_s:,.0f} records/s, "
               f"{local_s / warm_s:.2f}x local disk")
 
-        limit = total // 3
-        third_dir = os.path.join(work, "third")
+        third(root, local, work, args, log)
+
+
+def served(out: str, port: int, direct, delay_ms: float, log: list) -> str:
+    """``out`` uploaded to the emulator, which is then reached through the latency
+    proxy (requests logged in ``log``); the folder's URL."""
+    import gcsfs
+
+    import latency_proxy
+
+    root = f"gs://{BUCKET}/out"
+    direct.put(out, root, recursive=True)
+    proxy_port = _free_port()
+    latency_proxy.serve(f"127.0.0.1:{port}", proxy_port, delay_ms, log)
+    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{proxy_port}"
+    gcsfs.GCSFileSystem.clear_instance_cache()
+    return root
+
+
+def third(root: str, local, work: str, args, log: list) -> None:
+    """``cache_limit`` a third of the split: 2 epochs in ``order="shards"``, then 1 in
+    the default sampler's global shuffle, each with the cache's largest size on disk
+    (sampled every 10 ms)."""
+    import latency_proxy
+    import tfrecorder.torch
+
+    total = sum(s.num_bytes for s in local.shards)
+    shard = max(s.num_bytes for s in local.shards)
+    limit = total // 3
+    for name, order, epochs in (("third", "shards", 2), ("third-global", "global", 1)):
         ds, loader = raw_loader(
-            root, batch_size=args.batch_size, cache_dir=third_dir, cache_limit=limit,
-            sampler=lambda d: tfrecorder.torch.Sampler(d, seed=0, order="shards",
-                                                       window=args.window))
+            root, batch_size=args.batch_size, cache_dir=os.path.join(work, name),
+            cache_limit=limit,
+            sampler=lambda d: tfrecorder.torch.Sampler(
+                d, seed=0, order=order, **({"window": args.window} if order == "shards"
+                                           else {})))
         largest, done = [0], threading.Event()
 
         def watch():  # the cache's size, sampled while the epochs run
@@ -181,19 +218,19 @@ def main() -> None:
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        for e in range(2):
+        for e in range(epochs):
             loader.sampler.set_epoch(e)
             before = len(log)
             first, wall, n = epoch(loader)
             got = latency_proxy.shard_fetches(log, before)
-            print(f"third     epoch {e}: {n} records in {wall:.3f} s (first batch "
-                  f"{first:.3f} s); fetches per shard {[got.get(s.file, 0) for s in local.shards]}")
+            print(f"{name:<9} epoch {e}: {n} records in {wall:.3f} s (first batch "
+                  f"{first:.3f} s); fetches per shard "
+                  f"{[got.get(s.file, 0) for s in local.shards]}")
         done.set()
         watcher.join()
-        shard = max(s.num_bytes for s in local.shards)
-        print(f"third     limit {limit / 1e6:.1f} MB ({limit / shard:.2f} shards); largest "
-              f"size seen {largest[0] / 1e6:.1f} MB ({largest[0] / shard:.2f} shards)")
-
+        print(f"{name:<9} limit {limit / 1e6:.1f} MB ({limit / shard:.2f} shards); largest "
+              f"size seen {largest[0] / 1e6:.1f} MB ({largest[0] / shard:.2f} shards); "
+              f"held at the end {ds.reader.cache.held() / 1e6:.1f} MB")
 
 if __name__ == "__main__":
     main()

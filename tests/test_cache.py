@@ -150,20 +150,73 @@ def test_eviction_keeps_the_cache_within_its_limit_and_spares_shards_being_read(
     size = max(s.num_bytes for s in access.Reader(remote, "train").shards)
     limit = 2 * size + size // 2  # two shards and a half
     reading = access.Reader(remote, "train", cache_dir=tmp_path, cache_limit=limit)
-    assert reading._max_pins == 1
-    ids(reading, [0])  # shard 0, held open
+    reading.read_ahead = 0
+    held = reading._pin_entry(0)  # shard 0, being read (as during a batch)
     pinned = entries(tmp_path)
     assert len(pinned) == 1
     other = access.Reader(remote, "train", cache_dir=tmp_path, cache_limit=limit)
+    other.read_ahead = 0
     for shard in range(1, 4):  # shard by shard
         ids(other, range(other.view.starts[shard], other.view.starts[shard + 1]))
-        # The limit, plus the shards held open: `reading`'s, and `other`'s last one.
+        # The limit, plus the shard being read (`held`) and the one `other` keeps
+        # pinned between its reads: nothing else.
         assert reading.cache.held() <= limit + 2 * size
         assert set(pinned) <= set(entries(tmp_path))  # never evicted while open
-    other.close()
+    held.close()
     ids(reading, [reading.view.starts[1]])  # shard 1 again: fetched, the others gone
     assert reading.cache.held() <= limit and len(entries(tmp_path)) == 2
     assert sorted(ids(reading)) == list(range(N))
+
+
+def _peak_held(cache, done):
+    """The most bytes ``cache`` held at any look, looking until ``done`` is set."""
+    peak = 0
+    while not done.is_set():
+        peak = max(peak, cache.held())
+        done.wait(0.001)
+    return max(peak, cache.held())
+
+
+@pytest.fixture(scope="module")
+def twelve(gcs, tmp_path_factory, requests):
+    """48 records in 12 shards on the emulator."""
+    root = f"gs://{BUCKET}/cache-twelve"
+    gcs.put(convert_ids(tmp_path_factory.mktemp("twelve") / "out", 48, 12), root,
+            recursive=True)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["global", "shards"])
+def test_the_limit_holds_under_any_order_with_workers(twelve, tmp_path, order):
+    import threading
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    import tfrecorder.torch
+
+    size = max(s.num_bytes for s in access.Reader(twelve, "train").shards)
+    limit = 4 * size  # a third of the split
+    ds = tfrecorder.torch.Dataset(twelve, "train", cache_dir=tmp_path, cache_limit=limit)
+    sampler = (tfrecorder.torch.Sampler(ds, seed=0) if order == "global" else
+               tfrecorder.torch.Sampler(ds, seed=0, order="shards"))
+    loader = DataLoader(ds, batch_size=4, num_workers=2, sampler=sampler,
+                        multiprocessing_context="fork")
+    done = threading.Event()
+    peak = []
+    watcher = threading.Thread(target=lambda: peak.append(_peak_held(ds.reader.cache, done)))
+    watcher.start()
+    try:
+        got = torch.cat([b["id"] for b in loader]).tolist()
+    finally:
+        done.set()
+        watcher.join()
+    assert sorted(got) == list(range(48))
+    # The limit, plus the one shard each worker pins at a time (a batch is read one
+    # shard at a time; the one kept between batches is let go before another is pinned).
+    assert peak[0] <= limit + 2 * size, (peak[0], limit, size)
+    assert ds.reader.cache.held() <= limit
 
 
 @pytest.mark.slow
@@ -503,3 +556,17 @@ def test_reading_ahead_leaves_a_shard_another_is_fetching_to_it(remote, tmp_path
         os.close(held)
     assert reader.prefetch(1, wait=False) and reader.cache.holds(key)
     assert list(fetches(requests, before).values()) == [1]
+
+
+def test_a_wrong_size_in_the_manifest_is_refused_before_room_is_made(tmp_path):
+    cache = _cache.Cache(str(tmp_path / "c"), limit=1000)
+    other = tmp_path / "other"
+    other.write_bytes(b"o" * 600)
+    cache.fetch("a" * 32, str(other), 600, lambda: None)  # another dataset's entry
+    shard = tmp_path / "shard"
+    shard.write_bytes(b"s" * 2500)
+    with pytest.raises(CorruptRecordError, match=f"{shard}: the object is 2500 bytes "
+                                                 f"where its manifest gives {16 << 30}"):
+        cache.fetch("b" * 32, str(shard), 16 << 30, lambda: None)
+    assert entries(tmp_path / "c") == ["a" * 32 + ".shard"]  # nothing evicted, nothing made
+    assert not [n for n in os.listdir(tmp_path / "c" / _cache.SHARDS) if ".tmp-" in n]

@@ -110,10 +110,6 @@ class Reader:
         #: for ``cache_limit=0`` and for a folder without a generation (written before
         #: there was one: its entries could not be told from another conversion's).
         self.cache = cache if self._generation and min(sizes, default=0) >= 0 else None
-        # Shards each process keeps open from the cache: what the limit holds but one,
-        # so that the next shard fits beside them without evicting any being read.
-        self._max_pins = max_open_files if self.cache is None else min(
-            max_open_files, max(1, self.cache.fits(max(sizes, default=1)) - 1))
         #: Shards fetched into the cache ahead of the furthest one read, in file order,
         #: in a thread of each process, where they fit beside those being read (0: none).
         #: A ``Sampler(order="shards")`` sets 0: it fetches ahead of its own order.
@@ -126,7 +122,8 @@ class Reader:
     def _reset(self, pin=None) -> None:
         self._pid = os.getpid()
         self._fds: collections.OrderedDict[int, int] = collections.OrderedDict()
-        self._pins: collections.OrderedDict[int, _cache.Pin] = collections.OrderedDict()
+        self._kept: tuple[int, _cache.Pin] | None = None  # the one entry kept pinned
+        self._kept_users = 0  # threads reading it now
         self._lock = threading.RLock()
         self._looked = -1.0  # when the last look that found the manifest ours began
         self._asked: set[int] = set()  # shards this process asked to be fetched ahead
@@ -145,8 +142,8 @@ class Reader:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for key in ("_fds", "_pins", "_lock", "_pid", "_pin", "_asked", "_waiting",
-                    "_fetcher"):
+        for key in ("_fds", "_kept", "_kept_users", "_lock", "_pid", "_pin", "_asked",
+                    "_waiting", "_fetcher"):
             del state[key]
         state["_pin_shared"] = self._shared_pin()
         return state
@@ -169,27 +166,28 @@ class Reader:
             return
         with lock:
             fds, self._fds = list(self._fds.values()), collections.OrderedDict()
-            pins, self._pins = list(self._pins.values()), collections.OrderedDict()
             pin, self._pin = self._pin, None
+            kept, self._kept = self._kept, None
         if pin is not None and pin[0] is not None:
             fds.append(pin[0])
         for fd in fds:
             _close(fd)
-        for cached in pins:
-            cached.close(_close)
+        if kept is not None:
+            kept[1].close(_close)
 
     def _forked(self) -> None:
         """In a process forked from the one that opened the files: close the copies
         (without the lock, which a thread of the parent may have held at the fork) and
         open, and check, again."""
-        fds, pins = list(self._fds.values()), list(self._pins.values())
+        fds = list(self._fds.values())
         if self._pin is not None and self._pin[0] is not None:
             fds.append(self._pin[0])
+        kept = self._kept
         self._reset(self._shared_pin())
         for fd in fds:
             os.close(fd)
-        for cached in pins:  # the copies only: the parent's pins stay held
-            cached.close()
+        if kept is not None:  # the copy only: the parent's pin stays held
+            kept[1].close()
 
     def __len__(self) -> int:
         return len(self.view)
@@ -230,39 +228,101 @@ class Reader:
         try:
             places = [self._position(i) for i in indices]
             if cached:
-                shards = list(dict.fromkeys(s for s, _ in places))
-                self._pin_all(shards)
-                self._fetch_ahead(max(shards, default=-1))
-            for shard, j in places:
-                out.append(self._read(shard, j, cached, remote))
+                got: dict[tuple[int, int], bytes] = {}
+                wanted: dict[int, list[int]] = {}
+                for shard, j in places:
+                    wanted.setdefault(shard, []).append(j)
+                self._fetch_batch(list(wanted))
+                for shard, js in wanted.items():
+                    got.update(self._read_cached(shard, js))
+                self._fetch_ahead(max(wanted, default=-1))
+                out = [got[p] for p in places]
+            else:
+                for shard, j in places:
+                    out.append(self._read(shard, j, remote))
         except (OSError, CorruptRecordError) as e:
             if not isinstance(e, OutputChangedError):
                 self._check_generation(shard)  # a shard gone or cut: the directory replaced?
             raise
-        finally:
-            if cached:
-                self._unpin_beyond(self._max_pins)
         if remote:  # read first, checked after: the data was the conversion's if still
             self._check_generation(shard)
         return out
 
-    def _read(self, shard: int, j: int, cached: bool, remote: bool) -> bytes:
+    def _read(self, shard: int, j: int, remote: bool) -> bytes:
         offset, length = self._shard_entries(shard)[j]
         where = f"{self.files[shard]}, record at byte {offset}"
         if remote:
             return records.unframe(storage.read_range(self.files[shard], offset, length),
                                    length, where)
-        if not cached:
-            return records.unframe(os.pread(self._fd(shard), length, offset), length, where)
+        return records.unframe(os.pread(self._fd(shard), length, offset), length, where)
+
+    def _read_cached(self, shard: int, js: list[int]) -> dict[tuple[int, int], bytes]:
+        """Records ``js`` of ``shard`` from its cache entry, pinned while they are read
+        (``_use``)."""
+        entries = self._shard_entries(shard)
+        pin = self._use(shard)
+        out = {}
         try:
-            return records.unframe(os.pread(self._pinned(shard).fd, length, offset), length,
-                                   where)
-        except CorruptRecordError:
-            # Damaged on this disk since it was fetched: fetched again, once; a record
-            # still bad then is bad in the bucket.
-            self._drop(shard)
-            return records.unframe(os.pread(self._pinned(shard).fd, length, offset), length,
-                                   f"{where} (fetched again)")
+            for j in js:
+                offset, length = entries[j]
+                where = f"{self.files[shard]}, record at byte {offset}"
+                try:
+                    out[shard, j] = records.unframe(os.pread(pin.fd, length, offset),
+                                                    length, where)
+                except CorruptRecordError:
+                    # Damaged on this disk since it was fetched: fetched again, once; a
+                    # record still bad then is bad in the bucket.
+                    self.cache.drop(pin)
+                    self._done(shard, pin, damaged=True)
+                    pin = self._use(shard)
+                    out[shard, j] = records.unframe(os.pread(pin.fd, length, offset),
+                                                    length, f"{where} (fetched again)")
+        finally:
+            self._done(shard, pin)
+        return out
+
+    def _use(self, shard: int) -> _cache.Pin:
+        """Shard ``shard``'s entry, pinned: the one this process kept from its last
+        read, or pinned now. A process keeps one entry pinned between reads (the shard
+        an order that streams is in the middle of), never more, so the cache holds at
+        most its limit plus one shard per reading process (and thread), whatever the
+        order."""
+        with self._lock:
+            kept = self._kept
+            if kept is not None and kept[0] == shard:
+                self._kept_users += 1
+                return kept[1]
+            if kept is not None and self._kept_users == 0:
+                self._kept = None  # let go before another is pinned: one at a time
+            else:
+                kept = None
+        if kept is not None:
+            kept[1].close()
+        return self._pin_entry(shard)
+
+    def _done(self, shard: int, pin: _cache.Pin, damaged: bool = False) -> None:
+        """``pin`` read: kept as the process's one pinned entry, in place of the one
+        kept before unless that one is being read; else let go."""
+        with self._lock:
+            if self._kept is not None and self._kept[1] is pin:
+                self._kept_users -= 1
+                if not damaged:
+                    return
+                self._kept = None
+            elif not damaged and self._kept_users == 0:
+                pin, self._kept = (self._kept[1] if self._kept else None), (shard, pin)
+        if pin is not None:
+            pin.close()
+
+    def _fetch_batch(self, shards: list[int]) -> None:
+        """The shards of one batch that are not here, fetched at the same time where
+        they fit in the limit beside the shards being read and the batch's others
+        (``room_only``); those that do not fit are fetched one by one as they are
+        read, each evicting what was read before it."""
+        missing = [s for s in shards if not self.cache.holds(self._cache_key(s))]
+        if len(missing) > 1:
+            storage.each(lambda s: self.prefetch(s, room_only=True, keep=shards), missing,
+                         at_once=True)
 
     def prefetch(self, shard: int, *, room_only: bool = False, keep=(),
                  wait: bool = True) -> bool:
@@ -284,7 +344,7 @@ class Reader:
         DataLoader without shuffling does, finds the next shard fetched while it reads
         this one, not after. The thread runs while it has shards to fetch."""
         wanted = [s for s in range(shard + 1, min(len(self.files), shard + 1 + self.read_ahead))
-                  if s not in self._asked and s not in self._pins]
+                  if s not in self._asked]
         self._asked.update(wanted)
         # Those here already (a later epoch) cost a look at the folder, not a thread.
         wanted = [s for s in wanted if not self.cache.holds(self._cache_key(s))]
@@ -303,42 +363,12 @@ class Reader:
         return _cache.key(self.output_dir, self._generation, self.version, s.file,
                           s.num_bytes)
 
-    def _pinned(self, shard: int) -> _cache.Pin:
+    def _pin_entry(self, shard: int) -> _cache.Pin:
         """Shard ``shard``'s cache entry, open and pinned, fetched first if need be; its
         conversion is checked after a fetch, before the entry is cached."""
-        with self._lock:
-            pin = self._pins.get(shard)
-            if pin is not None:
-                self._pins.move_to_end(shard)
-                return pin
-        pin = self.cache.pin(self._cache_key(shard), self.files[shard],
-                             self.view.shards[shard].num_bytes,
-                             lambda: self._check_generation(shard))
-        with self._lock:
-            if shard in self._pins:  # another thread pinned it meanwhile
-                pin.close()
-                return self._pins[shard]
-            self._pins[shard] = pin
-            return pin
-
-    def _pin_all(self, shards: list[int]) -> None:
-        """The shards of one batch pinned, those not here fetched at the same time."""
-        storage.each(self._pinned, [s for s in shards if s not in self._pins],
-                     at_once=True)
-
-    def _unpin_beyond(self, keep: int) -> None:
-        with self._lock:
-            gone = [self._pins.popitem(last=False)[1]
-                    for _ in range(max(0, len(self._pins) - keep))]
-        for pin in gone:
-            pin.close()
-
-    def _drop(self, shard: int) -> None:
-        with self._lock:
-            pin = self._pins.pop(shard, None)
-        if pin is not None:
-            self.cache.drop(pin)
-            pin.close()
+        return self.cache.pin(self._cache_key(shard), self.files[shard],
+                              self.view.shards[shard].num_bytes,
+                              lambda: self._check_generation(shard))
 
     def features(self, i: int) -> dict:
         """Record ``i``'s features as plain values (see ``values``)."""

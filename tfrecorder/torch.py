@@ -139,9 +139,9 @@ class Sampler(torch.utils.data.Sampler):
     are fetched into the cache ahead of the order, in a thread of this process
     (docs/bucket.md). Without ``window``, it is 4, or fewer where the dataset's
     ``cache_limit`` holds fewer than two windows (``access.window_for``; the sampler's
-    ``window`` says which); a ``window`` two of which do not fit is a warning, as the
-    cache then holds more than its limit. The default, ``"global"``, shuffles the
-    whole split.
+    ``window`` says which); a ``window`` two of which do not fit is a warning, as its
+    shards are then evicted and fetched again within an epoch. The default,
+    ``"global"``, shuffles the whole split.
 
     Call ``set_epoch(epoch)`` before each epoch. To resume within an epoch, give
     ``set_epoch(epoch, start=k)``: the order is that epoch's, from its ``k``-th position
@@ -217,7 +217,8 @@ class Sampler(torch.utils.data.Sampler):
 
 def _warn_past_the_limit(reader: access.Reader, window: int) -> None:
     """A warning when two windows of ``window`` shards do not fit in the reader's given
-    ``cache_limit``: the batches in flight pin them, and the cache holds them all."""
+    ``cache_limit``: the batches in flight read them, and shards evicted before their
+    last records are read are fetched again."""
     cache = reader.cache
     if cache is None or not cache.given or window <= access.window_for(reader):
         return
@@ -225,6 +226,6 @@ def _warn_past_the_limit(reader: access.Reader, window: int) -> None:
     warnings.warn(
         f"Sampler(order='shards', window={window}) with cache_limit={cache.limit:,} "
         f"bytes: the batches in flight read two windows, up to {2 * window} shards of up "
-        f"to {largest:,} bytes, which the cache holds whatever its limit; leave window "
-        f"out (it is then {access.window_for(reader)}) or raise cache_limit to "
-        f"{2 * window * largest:,}", UserWarning, stacklevel=3)
+        f"to {largest:,} bytes, more than the cache holds: shards are fetched again "
+        f"within the epoch; leave window out (it is then {access.window_for(reader)}) "
+        f"or raise cache_limit to {2 * window * largest:,}", UserWarning, stacklevel=3)

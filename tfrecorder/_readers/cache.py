@@ -259,6 +259,7 @@ class Cache:
         try:
             if self._open(name, size, close=True):  # fetched while we waited
                 return True
+            _check_size(remote, size)  # before room is made for a size that is wrong
             tmp = self._reserve(name, size, room_only, keep)
             if tmp is None:
                 return False
@@ -386,6 +387,17 @@ def _download(remote: str, fd: int, size: int) -> None:
         os.pwrite(fd, data, start)
 
     storage.each(one, ranges, at_once=True)
+
+
+def _check_size(remote: str, size: int) -> None:
+    """CorruptRecordError unless the object ``remote`` is ``size`` bytes, as its
+    manifest says: one small request, so that a wrong size neither evicts other entries
+    to make room for it nor sends a request per range before failing."""
+    actual = storage._fs(remote).size(remote)
+    if actual != size:
+        raise CorruptRecordError(
+            f"{remote}: the object is {actual} bytes where its manifest gives {size}; the "
+            f"shard was replaced or the manifest is wrong (convert the folder again)")
 
 
 def _lock(path: str, how: int) -> int | None:
