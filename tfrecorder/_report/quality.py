@@ -21,7 +21,8 @@ from tfrecorder._errors import shown_json
 from tfrecorder._folder.layout import split_order
 from tfrecorder._report.looker import Looker
 from tfrecorder._report.matching import MAX_PAIRS, pair_order, ref_order
-from tfrecorder._report.measures import HASH, ISSUES, MAX_DISTANCE, MIN_CORRELATION, THUMB
+from tfrecorder._report.measures import (HASH, ISSUES, MAX_DISTANCE, MIN_CORRELATION,
+                                         MIN_DETAIL_CORRELATION, THUMB)
 
 #: CleanVision 0.3's default threshold of ``odd_size``, as ``measures``' others: a size
 #: (square root of the area) more than this many interquartile ranges beyond the
@@ -121,7 +122,8 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
         "version": version,
         "near_duplicates": ({"hash": HASH, "max_distance": near_distance,
                              "confirmed_by": f"{THUMB}x{THUMB} thumbnail correlation "
-                                             f">= {MIN_CORRELATION}"}
+                                             f">= {MIN_CORRELATION}, >= "
+                                             f"{MIN_DETAIL_CORRELATION} without its plane"}
                             if near_duplicates else None),
         "counts": counts,
         "pairs": written,
