@@ -277,7 +277,8 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
     a, b = 0x0123456789ABCDEF, 0x0123456789ABCDEF ^ 0b1  # one bit apart: all bands but one
     refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 3, "b.jpg", (0,))]
     found = []
-    thumb = bytes(range(64))  # the two thumbnails agree: the pair is confirmed
+    # the two thumbnails agree (and have detail beside their gradient): confirmed
+    thumb = bytes((37 * i) % 64 for i in range(64))
     for key, value in [*matching.keyed([("a1", (a, thumb), refs[0])], True),
                        *matching.keyed([("b2", (b, thumb), refs[1])], True)]:
         found.append((key, value))
@@ -416,7 +417,7 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
     assert leaks[0]["b"] == {"split": "test", "row": 302, "image_uri": "t.jpg",
                              "label": "cat", "position": 0}
     # the near search cuts a band's members the same way (at BAND_LIMIT)
-    thumb = bytes(range(64))
+    thumb = bytes((37 * i) % 64 for i in range(64))
     members = [(7, f"s{i}", ("train", 0, i), thumb) for i in range(300)] + [
         (6, "t", ("test", 0, 0), thumb)]
     (near,) = matching.found(("n", measures.MAX_DISTANCE, 1, 0), members)  # bit 0 apart: band 1 is the first alike
@@ -642,6 +643,24 @@ def test_near_distance_sets_the_bits_within_which_hashes_are_compared(tmp_path):
     for wrong in (17, -1, True, 2.0):
         with pytest.raises(tfrecorder.ConfigError, match="near_distance"):
             tfrecorder.Options(near_distance=wrong)
+
+
+def test_a_copy_eight_bits_away_is_found_by_default():
+    """Copies of smooth pictures (wallpapers at a quarter of their size, or re-encoded
+    at quality 70) differ by 7 or 8 bits where neighbouring cells are nearly level: the
+    default distance takes them, the thumbnails keep out the pictures it lets in."""
+    from PIL import ImageEnhance
+
+    rng = random.Random(6)
+    grid = [[rng.randrange(0, 256) for _ in range(9)] for _ in range(8)]
+    edited = [row[:] for row in grid]
+    for y, x in ((0, 3), (2, 5), (4, 1), (6, 6), (7, 2)):  # each flips a bit or two
+        edited[y][x] = edited[y][x + 1] + (1 if edited[y][x] < edited[y][x + 1] else -1)
+    a, b = _from_grid(grid), ImageEnhance.Contrast(_from_grid(edited)).enhance(0.8)
+    d = (measures.dhash(measures.small(_png(a))) ^ measures.dhash(measures.small(_png(b)))).bit_count()
+    assert d == 7
+    assert tfrecorder.Options().near_distance == measures.MAX_DISTANCE
+    assert _near_pairs({("train", 2): _png(a), ("test", 3): _png(b)}) == [(2, 3, 7)]
 
 
 def test_copies_are_counted_and_shown_as_groups_not_pairs():

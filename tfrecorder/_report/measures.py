@@ -19,7 +19,7 @@ HASH = "dhash-64"
 #: Two images whose hashes differ in at most this many of their 64 bits are near
 #: duplicate candidates (``Options.near_distance``; docs/quality.md has what it finds
 #: at each distance).
-MAX_DISTANCE = 6
+MAX_DISTANCE = 8
 #: The most bits ``near_distance`` may allow: beyond, a hash's bands are so narrow that
 #: every record meets most others.
 MAX_NEAR_DISTANCE = 16
