@@ -706,6 +706,49 @@ def test_copies_are_counted_and_shown_as_groups_not_pairs():
     assert page.count("... and 4 more</td>") == 11 and page.count("... and 5 more</td>") == 1
 
 
+def test_a_near_group_tells_which_of_its_members_are_the_same_file():
+    """One picture shipped under two names beside a resized copy and a second file of its
+    own: one near group of four, whose two pairs of identical files are numbered apart and
+    whose resized copy has no number; an older report without them still reads."""
+    from tfrecorder._report.findings import Report
+    from tfrecorder._writer.shard import ShardStats
+
+    def same(sha, refs):
+        counts = matching._pair_counts([(0, "exact", *refs)])
+        counts["members"] = 0
+        return (sha, refs, counts)
+
+    a = [("train", 0, 0, 2, "pic.jpg", (0,)), ("train", 0, 3, 5, "pic-1920.jpg", (0,))]
+    b = [("train", 0, 1, 3, "other.jpg", (0,)), ("test", 0, 0, 9, "other-again.jpg", (0,))]
+    half = ("train", 0, 2, 4, "pic-half.jpg", (0,))
+    near = [([(5, "near", a[0], half), (7, "near", half, b[0])],
+             matching._pair_counts([(5, "near", a[0], half), (7, "near", half, b[0])]))]
+    near[0][1]["members"] = 0
+    shards = [ShardStats("train", 0, 1, "d-train", 4, 1, rows=4, labels={0: 4}),
+              ShardStats("test", 0, 1, "d-test", 1, 1, rows=1, labels={0: 1})]
+    data = quality.build(shards, [same("ab" * 32, a), same("cd" * 32, b)], near,
+                         label_names=["sky"], multi_label=False, near_duplicates=True,
+                         row_json=lambda r: r)
+    assert quality.wrong(data) is None
+    [group] = data["groups"]
+    assert group["kind"] == "near"
+    assert [(r["image_uri"], r.get("same_bytes")) for r in group["rows"]] == [
+        ("pic.jpg", 1), ("other.jpg", 2), ("pic-half.jpg", None), ("pic-1920.jpg", 1),
+        ("other-again.jpg", 2)]
+    r = Report("out", data)
+    assert r.groups["same_bytes"].tolist() == [1, 2, pd.NA, 1, 2]
+    line = next(x for x in str(r).splitlines() if x.startswith("    near, 5 records"))
+    assert "pic.jpg [same bytes 1]; train row 3 ('sky') other.jpg [same bytes 2]" in line
+    assert "pic-half.jpg;" in line
+    assert "same bytes 1" in r._repr_html_()
+    # a report written before the field: the column is there, empty
+    for row in group["rows"]:
+        row.pop("same_bytes", None)
+    assert Report("out", data).groups["same_bytes"].isna().all()
+    data["groups"][0]["rows"][0]["same_bytes"] = 0
+    assert "same_bytes" in quality.wrong(data)
+
+
 def test_a_conflict_shows_each_records_whole_set_of_labels():
     """A detection image's boxes: [sky] against [sky, tree], not 'sky' against 'sky'."""
     from tfrecorder._report.findings import Report
