@@ -809,6 +809,37 @@ def test_low_information_is_cleanvisions_entropy_of_the_decode_before_its_reduct
     problems = looker.Looker(near=False, pixels=True).measure(_png(fine), fine)[3]
     assert "low_information" not in problems
 
+def test_blur_is_measured_alike_on_a_photo_and_its_smaller_or_re_encoded_copies(monkeypatch):
+    """``blurry`` is scored on a view at most 64 px across that is never enlarged: a
+    sharp 16:9 picture (fine texture on a gradient), its half-size copy and a copy at
+    JPEG quality 70 score alike; the picture blurred scores far lower. Measured on the
+    small decode, about 58 px across for the whole picture and enlarged to 64, the
+    original was softened and scored 0.05 under its own half-size copy."""
+    import numpy as np
+    from PIL import Image, ImageFilter
+
+    monkeypatch.setattr(measures, "BLURRY", 1.01)  # every score reported, to compare
+    rng = np.random.default_rng(0)
+    texture = Image.fromarray(rng.normal(0, 24, (36, 64)).astype(np.float32), "F")
+    texture = np.asarray(texture.resize((640, 360), Image.Resampling.BICUBIC))
+    grad = np.linspace(100, 160, 640)[None, :] * np.ones((360, 1))
+    sharp = Image.fromarray(np.clip(grad + texture, 0, 255).astype(np.uint8)).convert("RGB")
+
+    def blur(data: bytes) -> float:
+        return looker.Looker(near=True, pixels=True).measure(data)[3]["blurry"]
+
+    whole = blur(_png(sharp))
+    half = blur(_jpeg(sharp.resize((320, 180), Image.Resampling.LANCZOS), 85))
+    q70 = blur(_jpeg(sharp, 70))
+    assert abs(whole - half) < 0.02 and abs(whole - q70) < 0.02
+    assert whole >= 0.29  # not blurry at CleanVision's threshold
+    blurred = blur(_png(sharp.filter(ImageFilter.GaussianBlur(8))))
+    assert blurred < whole - 0.1 and blurred < half - 0.1
+    # the writer's own decode (pre-sizing) is viewed alike
+    mine = looker.Looker(near=False, pixels=True).measure(_png(sharp), sharp)[3]["blurry"]
+    assert mine == pytest.approx(whole, abs=0.01)
+
+
 def _problem_table(tmp_path):
     """Ten ordinary photos in train, and in test: a dark one, a grey one, a long thin
     one and a much larger one; their CSV."""
