@@ -576,11 +576,11 @@ def test_dataflow_settings_are_grouped_and_refused_with_another_runner():
 
 
 def test_an_option_that_needs_another_is_refused_without_it():
-    for alone, needed in [({"near_distance": 8}, "near_duplicates=True"),
+    for alone, needed in [({"near_distance": 10}, "near_duplicates=True"),
                           ({"jpeg_quality": 80}, "shorter_side="),
                           ({"compare": "content"}, "mode='update'")]:
         with pytest.raises(tfrecorder.ConfigError, match=f"{next(iter(alone))}=.*{needed}"):
             tfrecorder.Options(**alone)
-    tfrecorder.Options(near_distance=8, near_duplicates=True)
+    tfrecorder.Options(near_distance=10, near_duplicates=True)
     tfrecorder.Options(jpeg_quality=80, shorter_side=256)
     tfrecorder.Options(compare="content", mode="append")

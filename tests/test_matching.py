@@ -7,14 +7,14 @@ import random
 
 import numpy as np
 
-from tfrecorder._report import matching
+from tfrecorder._report import matching, measures
 
 
 def _thumb(seed: int) -> bytes:
     return np.random.default_rng(seed).integers(-100, 100, 64, dtype=np.int8).tobytes()
 
 
-def _near_pairs(members: list, band: int, distance: int = 6) -> list:
+def _near_pairs(members: list, band: int, distance: int = measures.MAX_DISTANCE) -> list:
     return [p for kind, *rest in matching.found(("n", distance, band, 0), members)
             if kind == "near" for p in rest[0]]
 
@@ -51,7 +51,7 @@ def test_a_band_compares_all_pairs_and_nothing_else():
             d = (a[0] ^ b[0]).bit_count()
             first = next((band for (band, x), (_, y)
                           in zip(matching.bands(a[0]), matching.bands(b[0])) if x == y), None)
-            if d <= 6 and a[1] != b[1] and first == 0:
+            if d <= measures.MAX_DISTANCE and a[1] != b[1] and first == 0:
                 expected.add((d, a[2], b[2]))
     found = _near_pairs(members, 0)
     assert len(found) == len(set(found))

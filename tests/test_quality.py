@@ -160,7 +160,8 @@ def test_near_duplicates_find_the_resized_copy_across_splits(table, tmp_path):
     # the exact pairs are not listed again as near ones
     assert len(r.leaks) == 2 and len(r.duplicates) == 1
     assert r.near_duplicates == {"hash": measures.HASH, "max_distance": measures.MAX_DISTANCE,
-                                 "confirmed_by": "8x8 thumbnail correlation >= 0.93"}
+                                 "confirmed_by": "8x8 thumbnail correlation >= 0.93, "
+                                                 ">= 0.9 without its plane"}
     mean, std = r.mean_std("train")
     assert len(mean) == 3 and all(0 < m < 1 for m in mean) and all(0 < s < 0.5 for s in std)
 
@@ -276,7 +277,8 @@ def test_a_pair_agreeing_on_several_bands_is_found_once():
     a, b = 0x0123456789ABCDEF, 0x0123456789ABCDEF ^ 0b1  # one bit apart: all bands but one
     refs = [("train", 0, 0, 2, "a.jpg", (0,)), ("test", 0, 0, 3, "b.jpg", (0,))]
     found = []
-    thumb = bytes(range(64))  # the two thumbnails agree: the pair is confirmed
+    # the two thumbnails agree (and have detail beside their gradient): confirmed
+    thumb = bytes((37 * i) % 64 for i in range(64))
     for key, value in [*matching.keyed([("a1", (a, thumb), refs[0])], True),
                        *matching.keyed([("b2", (b, thumb), refs[1])], True)]:
         found.append((key, value))
@@ -415,7 +417,7 @@ def test_a_group_cut_to_its_first_members_keeps_the_first_of_every_split():
     assert leaks[0]["b"] == {"split": "test", "row": 302, "image_uri": "t.jpg",
                              "label": "cat", "position": 0}
     # the near search cuts a band's members the same way (at BAND_LIMIT)
-    thumb = bytes(range(64))
+    thumb = bytes((37 * i) % 64 for i in range(64))
     members = [(7, f"s{i}", ("train", 0, i), thumb) for i in range(300)] + [
         (6, "t", ("test", 0, 0), thumb)]
     (near,) = matching.found(("n", measures.MAX_DISTANCE, 1, 0), members)  # bit 0 apart: band 1 is the first alike
@@ -599,6 +601,28 @@ def test_a_pair_whose_hashes_agree_by_chance_is_refused_by_its_thumbnails():
     assert [(x, y) for x, y, _ in found] == [(2, 4)]
 
 
+def test_two_pictures_lit_alike_are_refused_by_the_detail_beside_their_gradient():
+    """Two abstract pictures with one light gradient (bright left, dark right) and each
+    its own detail: their hashes are bits apart and their thumbnails correlate by the
+    gradient alone; the detail beside it tells them apart. A resized copy is found."""
+    from PIL import Image
+    import numpy as np
+
+    def picture(seed):
+        rng = random.Random(seed)
+        return _from_grid([[min(255, max(0, 220 - 24 * x + 8 * y + rng.randrange(-14, 15)))
+                            for x in range(9)] for y in range(8)])
+
+    a, b = picture(1), picture(2)
+    small_a, small_b = measures.small(_png(a)), measures.small(_png(b))
+    assert (measures.dhash(small_a) ^ measures.dhash(small_b)).bit_count() <= 6
+    prints = [np.frombuffer(measures.fingerprint(s), np.int8) for s in (small_a, small_b)]
+    assert np.corrcoef(*prints)[0, 1] >= measures.MIN_CORRELATION  # the gradient's doing
+    copy = a.resize((144, 128), Image.Resampling.LANCZOS)
+    found = _near_pairs({("train", 2): _png(a), ("test", 3): _png(b), ("test", 4): _png(copy)})
+    assert [(x, y) for x, y, _ in found] == [(2, 4)]
+
+
 def test_near_distance_sets_the_bits_within_which_hashes_are_compared(tmp_path):
     from PIL import ImageEnhance
 
@@ -619,6 +643,24 @@ def test_near_distance_sets_the_bits_within_which_hashes_are_compared(tmp_path):
     for wrong in (17, -1, True, 2.0):
         with pytest.raises(tfrecorder.ConfigError, match="near_distance"):
             tfrecorder.Options(near_distance=wrong)
+
+
+def test_a_copy_eight_bits_away_is_found_by_default():
+    """Copies of smooth pictures (wallpapers at a quarter of their size, or re-encoded
+    at quality 70) differ by 7 or 8 bits where neighbouring cells are nearly level: the
+    default distance takes them, the thumbnails keep out the pictures it lets in."""
+    from PIL import ImageEnhance
+
+    rng = random.Random(6)
+    grid = [[rng.randrange(0, 256) for _ in range(9)] for _ in range(8)]
+    edited = [row[:] for row in grid]
+    for y, x in ((0, 3), (2, 5), (4, 1), (6, 6), (7, 2)):  # each flips a bit or two
+        edited[y][x] = edited[y][x + 1] + (1 if edited[y][x] < edited[y][x + 1] else -1)
+    a, b = _from_grid(grid), ImageEnhance.Contrast(_from_grid(edited)).enhance(0.8)
+    d = (measures.dhash(measures.small(_png(a))) ^ measures.dhash(measures.small(_png(b)))).bit_count()
+    assert d == 7
+    assert tfrecorder.Options().near_distance == measures.MAX_DISTANCE
+    assert _near_pairs({("train", 2): _png(a), ("test", 3): _png(b)}) == [(2, 3, 7)]
 
 
 def test_copies_are_counted_and_shown_as_groups_not_pairs():
@@ -662,6 +704,49 @@ def test_copies_are_counted_and_shown_as_groups_not_pairs():
     assert page.count("<h4>copies</h4>") == 1 and "<h4>leaks</h4>" not in page
     assert page.count("train row 2<br>") == 1 and page.count("<tr>") == HTML_ROWS
     assert page.count("... and 4 more</td>") == 11 and page.count("... and 5 more</td>") == 1
+
+
+def test_a_near_group_tells_which_of_its_members_are_the_same_file():
+    """One picture shipped under two names beside a resized copy and a second file of its
+    own: one near group of four, whose two pairs of identical files are numbered apart and
+    whose resized copy has no number; an older report without them still reads."""
+    from tfrecorder._report.findings import Report
+    from tfrecorder._writer.shard import ShardStats
+
+    def same(sha, refs):
+        counts = matching._pair_counts([(0, "exact", *refs)])
+        counts["members"] = 0
+        return (sha, refs, counts)
+
+    a = [("train", 0, 0, 2, "pic.jpg", (0,)), ("train", 0, 3, 5, "pic-1920.jpg", (0,))]
+    b = [("train", 0, 1, 3, "other.jpg", (0,)), ("test", 0, 0, 9, "other-again.jpg", (0,))]
+    half = ("train", 0, 2, 4, "pic-half.jpg", (0,))
+    near = [([(5, "near", a[0], half), (7, "near", half, b[0])],
+             matching._pair_counts([(5, "near", a[0], half), (7, "near", half, b[0])]))]
+    near[0][1]["members"] = 0
+    shards = [ShardStats("train", 0, 1, "d-train", 4, 1, rows=4, labels={0: 4}),
+              ShardStats("test", 0, 1, "d-test", 1, 1, rows=1, labels={0: 1})]
+    data = quality.build(shards, [same("ab" * 32, a), same("cd" * 32, b)], near,
+                         label_names=["sky"], multi_label=False, near_duplicates=True,
+                         row_json=lambda r: r)
+    assert quality.wrong(data) is None
+    [group] = data["groups"]
+    assert group["kind"] == "near"
+    assert [(r["image_uri"], r.get("same_bytes")) for r in group["rows"]] == [
+        ("pic.jpg", 1), ("other.jpg", 2), ("pic-half.jpg", None), ("pic-1920.jpg", 1),
+        ("other-again.jpg", 2)]
+    r = Report("out", data)
+    assert r.groups["same_bytes"].tolist() == [1, 2, pd.NA, 1, 2]
+    line = next(x for x in str(r).splitlines() if x.startswith("    near, 5 records"))
+    assert "pic.jpg [same bytes 1]; train row 3 ('sky') other.jpg [same bytes 2]" in line
+    assert "pic-half.jpg;" in line
+    assert "same bytes 1" in r._repr_html_()
+    # a report written before the field: the column is there, empty
+    for row in group["rows"]:
+        row.pop("same_bytes", None)
+    assert Report("out", data).groups["same_bytes"].isna().all()
+    data["groups"][0]["rows"][0]["same_bytes"] = 0
+    assert "same_bytes" in quality.wrong(data)
 
 
 def test_a_conflict_shows_each_records_whole_set_of_labels():
@@ -723,6 +808,37 @@ def test_low_information_is_cleanvisions_entropy_of_the_decode_before_its_reduct
     # the writer's decode (pre-sizing) is measured before its reduction too
     problems = looker.Looker(near=False, pixels=True).measure(_png(fine), fine)[3]
     assert "low_information" not in problems
+
+def test_blur_is_measured_alike_on_a_photo_and_its_smaller_or_re_encoded_copies(monkeypatch):
+    """``blurry`` is scored on a view at most 64 px across that is never enlarged: a
+    sharp 16:9 picture (fine texture on a gradient), its half-size copy and a copy at
+    JPEG quality 70 score alike; the picture blurred scores far lower. Measured on the
+    small decode, about 58 px across for the whole picture and enlarged to 64, the
+    original was softened and scored 0.05 under its own half-size copy."""
+    import numpy as np
+    from PIL import Image, ImageFilter
+
+    monkeypatch.setattr(measures, "BLURRY", 1.01)  # every score reported, to compare
+    rng = np.random.default_rng(0)
+    texture = Image.fromarray(rng.normal(0, 24, (36, 64)).astype(np.float32), "F")
+    texture = np.asarray(texture.resize((640, 360), Image.Resampling.BICUBIC))
+    grad = np.linspace(100, 160, 640)[None, :] * np.ones((360, 1))
+    sharp = Image.fromarray(np.clip(grad + texture, 0, 255).astype(np.uint8)).convert("RGB")
+
+    def blur(data: bytes) -> float:
+        return looker.Looker(near=True, pixels=True).measure(data)[3]["blurry"]
+
+    whole = blur(_png(sharp))
+    half = blur(_jpeg(sharp.resize((320, 180), Image.Resampling.LANCZOS), 85))
+    q70 = blur(_jpeg(sharp, 70))
+    assert abs(whole - half) < 0.02 and abs(whole - q70) < 0.02
+    assert whole >= 0.29  # not blurry at CleanVision's threshold
+    blurred = blur(_png(sharp.filter(ImageFilter.GaussianBlur(8))))
+    assert blurred < whole - 0.1 and blurred < half - 0.1
+    # the writer's own decode (pre-sizing) is viewed alike
+    mine = looker.Looker(near=False, pixels=True).measure(_png(sharp), sharp)[3]["blurry"]
+    assert mine == pytest.approx(whole, abs=0.01)
+
 
 def _problem_table(tmp_path):
     """Ten ordinary photos in train, and in test: a dark one, a grey one, a long thin

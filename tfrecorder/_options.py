@@ -20,6 +20,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from tfrecorder._writer import image
+from tfrecorder._report import measures
 from tfrecorder._inputs import splits
 from tfrecorder import _deprecation as deprecation
 from tfrecorder._errors import ConfigError
@@ -133,7 +134,7 @@ class Options:
             "within a few bits are listed, across splits as leaks; see docs/quality.md. "
             "Exact duplicates, conflicts and statistics are always reported"))
     near_distance: int = option(
-        6, "bits within which two images' hashes make a near-duplicate candidate",
+        measures.MAX_DISTANCE, "bits within which two images' hashes make a near-duplicate candidate",
         cli={"type": int, "metavar": "BITS"}, doc=(
             "with `near_duplicates`, two images whose 64-bit hashes differ in at most this "
             "many bits are compared by their thumbnails, and listed when those agree too; "
@@ -297,7 +298,7 @@ class Options:
         if (isinstance(self.near_distance, bool) or not isinstance(self.near_distance, int)
                 or not 0 <= self.near_distance <= 16):
             raise ConfigError(f"near_distance={self.near_distance!r}; use a whole number "
-                              f"of bits from 0 to 16 (6 by default)")
+                              f"of bits from 0 to 16 ({measures.MAX_DISTANCE} by default)")
         if not isinstance(self.write_index, bool):
             raise ConfigError(f"write_index={self.write_index!r}; use True or False")
         for name in ("seed", "max_image_bytes"):
@@ -364,7 +365,7 @@ class Options:
                 f"DataflowRunner's setting{'s' if len(given) > 1 else ''}, and "
                 f"runner={self.runner!r}; give runner='DataflowRunner', or leave "
                 f"{'them' if len(given) > 1 else 'it'} out")
-        pairs = [("near_distance", 6, "near_duplicates=True",
+        pairs = [("near_distance", measures.MAX_DISTANCE, "near_duplicates=True",
                   not self.near_duplicates),
                  ("jpeg_quality", 90, "shorter_side= (the images it re-encodes)",
                   self.shorter_side is None),

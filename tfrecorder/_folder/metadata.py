@@ -56,7 +56,7 @@ class DatasetSpec:
     # a failing step's traceback to the user's stderr.
     fail_in_pipeline: bool = True
     near_duplicates: bool = False    # the data report pairs near duplicates too
-    near_distance: int = 6           # ... within this many bits (measures.MAX_DISTANCE)
+    near_distance: int = 8           # ... within this many bits (measures.MAX_DISTANCE)
     # The version's story (Manifest.source, .mode, .key); ``update`` is the
     # ``updating.Update`` an update publishes, None for a conversion (version 1).
     source: str | None = None

@@ -44,8 +44,10 @@ class Report:
     - ``duplicates``: such pairs within one split;
     - ``groups``: the records that are copies of one image (the same bytes, or near
       duplicates), together: one row per record, ``group`` numbering the groups,
-      ``kind`` ``"exact"`` (every member the same bytes) or ``"near"``; how a user acts
-      on them (keep one, move the rest);
+      ``kind`` ``"exact"`` (every member the same bytes) or ``"near"``,
+      ``same_bytes`` numbering within a group each set of members that are the same
+      file (empty for a member whose bytes no other record has); how a user acts on
+      them (keep one, move the rest);
     - ``conflicts``: records whose images are the same bytes under different labels,
       one row per record, ``group`` numbering each set of records with the same bytes,
       ``labels`` each record's whole set of labels;
@@ -112,9 +114,12 @@ class Report:
     def _groups_frame(groups: list[dict]):
         import pandas as pd
 
-        rows = [[n, g["kind"], *(r.get(k) for k in _SIDE)]
+        rows = [[n, g["kind"], *(r.get(k) for k in _SIDE), r.get("same_bytes")]
                 for n, g in enumerate(groups) for r in g["rows"]]
-        return pd.DataFrame(rows, columns=["group", "kind", *_SIDE])
+        frame = pd.DataFrame(rows, columns=["group", "kind", *_SIDE, "same_bytes"])
+        # whole numbers or missing (older reports have none): not floats with NaN
+        frame["same_bytes"] = frame["same_bytes"].astype("Int64")
+        return frame
 
     @property
     def stats(self):
@@ -260,7 +265,8 @@ class Report:
             # a group is one strip of thumbnails: the image and where each copy is
             pieces.append("<h4>copies</h4><table>")
             for g in groups[:HTML_ROWS]:
-                cells = "".join(thumbs.cell(r["split"], r.get("position"), r["row"], r["label"])
+                cells = "".join(thumbs.cell(r["split"], r.get("position"), r["row"],
+                                            f"{r['label']}{_same_text(g, r)}")
                                 for r in g["rows"][:GROUP_STRIP])
                 more = g["size"] - min(len(g["rows"]), GROUP_STRIP)
                 pieces.append(f"<tr><td>{esc(g['kind'])}, {esc(str(g['size']))} records"
@@ -368,9 +374,16 @@ def _splits(group: dict) -> list[str]:
     return sorted({r["split"] for r in group["rows"]}, key=layout.split_order)
 
 
+def _same_text(g: dict, r: dict) -> str:
+    """`` [same bytes 1]`` after a member of a near group that is the same file as
+    another member; nothing in an exact group, whose kind says it of all."""
+    n = r.get("same_bytes")
+    return f" [same bytes {n}]" if n is not None and g["kind"] == "near" else ""
+
+
 def _group_text(g: dict) -> str:
     where = "; ".join(f"{r['split']} row {r['row']} ({r['label']!r}) {r['image_uri']}"
-                      for r in g["rows"][:GROUP_STRIP])
+                      f"{_same_text(g, r)}" for r in g["rows"][:GROUP_STRIP])
     more = g["size"] - min(len(g["rows"]), GROUP_STRIP)
     return (f"{g['kind']}, {g['size']} records in {' and '.join(_splits(g))}: {where}"
             f"{f'; ... and {more} more' if more > 0 else ''}")

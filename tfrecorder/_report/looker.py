@@ -14,6 +14,7 @@ import math
 from tfrecorder._report.matching import MAX_PAIRS
 from tfrecorder._report.measures import (
     MAX_DISTANCE,
+    blur_view,
     channel_sums,
     dhash,
     digest,
@@ -73,14 +74,16 @@ class Looker:
         problems: dict = {}
         if self.wants_image():
             # the writer's own: left untouched
-            full, bits = (None, None) if img is None else (img.size, entropy(img))
+            full = bits = view = None
+            if img is not None:
+                full, bits, view = img.size, entropy(img), blur_view(img)
             img = small(data) if img is None else reduced(img)
             if img is not None:
                 grey = grey16(img)  # for the thumbnail and the detail both
                 if self.near:
                     h = (dhash(img), fingerprint(img, grey))
                 sums = channel_sums(img)
-                problems = pixel_issues(img, grey, full, bits)
+                problems = pixel_issues(img, grey, full, bits, view)
         return digest(data), h, sums, problems
 
     def add(self, ref: tuple, width: int, height: int, measured: tuple,

@@ -19,7 +19,7 @@ HASH = "dhash-64"
 #: Two images whose hashes differ in at most this many of their 64 bits are near
 #: duplicate candidates (``Options.near_distance``; docs/quality.md has what it finds
 #: at each distance).
-MAX_DISTANCE = 6
+MAX_DISTANCE = 8
 #: The most bits ``near_distance`` may allow: beyond, a hash's bands are so narrow that
 #: every record meets most others.
 MAX_NEAR_DISTANCE = 16
@@ -33,6 +33,11 @@ MIN_DETAIL = 4.0
 #: Two thumbnails whose correlation is below this are different pictures, whatever
 #: their hashes say.
 MIN_CORRELATION = 0.93
+#: ... and so are two whose correlation, once each thumbnail's best-fitting plane is
+#: taken away, is below this: two abstract wallpapers lit alike, light in one corner and
+#: dark in the other, correlate by their gradient alone (0.931 at 2 bits); what tells a
+#: copy is the detail beside it (0.84 for those two, 0.95 or more for copies).
+MIN_DETAIL_CORRELATION = 0.9
 #: The side, in pixels, at least, of the small decode an image is hashed from (``reduced``).
 SMALL_SIDE = 32
 #: The side, at least, a JPEG is decoded at for it (Pillow's draft): one of 512 pixels or
@@ -54,6 +59,9 @@ DARK, LIGHT = 0.32, 0.05
 LOW_ENTROPY = 3.0
 #: ... its blurriness score (edge strength and grey spread) below BLURRY ...
 BLURRY = 0.29
+#: ... taken, as CleanVision takes it, on the image resized to at most this many pixels
+#: across (``blur_view``): the edges' strength depends on the number of pixels.
+BLUR_SIDE = 64
 #: ... and the shorter side less than this share of the longer (``odd_size``, told
 #: against the whole dataset's sizes, is ``quality.ODD_SIZE_IQR``'s).
 ODD_ASPECT = 0.35
@@ -68,8 +76,9 @@ def small(data: bytes):
     """``data`` decoded small and upright, RGB: a JPEG at the smallest DCT scale that
     keeps both sides at least ``DRAFT_SIDE`` (Pillow's draft), anything else decoded and
     reduced. None when it does not decode. Its ``info["full_size"]`` is the upright
-    image's whole size, which ``pixel_issues`` looks at it as, and its ``info["entropy"]``
-    the ``entropy`` of the decode before it was reduced."""
+    image's whole size, which ``pixel_issues`` looks at it as, its ``info["entropy"]``
+    the ``entropy`` of the decode before it was reduced, and its ``info["blur_view"]``
+    the ``blur_view`` of that decode."""
     from tfrecorder._writer.image import open_stored, pil
 
     pil()  # Pillow imported by one thread, before ImageOps is looked up
@@ -85,9 +94,11 @@ def small(data: bytes):
         if img.size != drafted:  # turned a quarter
             full = full[::-1]
         levels = entropy(img)
+        view = blur_view(img, full)
         out = reduced(img)
         out.info["full_size"] = full
         out.info["entropy"] = levels
+        out.info["blur_view"] = view
         return out
     except Exception:  # the image was checked already; a hash is not worth a failure
         return None
@@ -106,6 +117,30 @@ def reduced(img):
     if factor > 1:
         img = img.reduce(factor)
     return img.convert("RGB") if img.mode != "RGB" else img
+
+
+def blur_view(img, full_size: tuple | None = None):
+    """What ``blurry`` is measured on: ``img`` (a decode of the whole picture at any scale
+    of ``full_size``, its own size where None) resized, as CleanVision resizes the
+    stored image (bicubic, then grey), to at most BLUR_SIDE pixels across, but never
+    enlarged. Taken from the decode before ``reduced``, which for a large photo is
+    about 45 px across: enlarged to 64 it was softened by an amount that depended on the
+    file's size, and sharp wallpapers and their half-size copies were called blurry."""
+    from tfrecorder._writer.image import _WIDE_GREY, _eight_bit, pil
+
+    Image = pil()
+    width, height = full_size or img.size
+    scale = max(width, height) / BLUR_SIDE
+    size = ((max(1, int(width // scale)), max(1, int(height // scale))) if scale > 1
+            else (width, height))
+    if img.mode in _WIDE_GREY:  # 16-bit grey: as TensorFlow decodes it, not clipped white
+        img = _eight_bit(img)
+    elif img.mode not in ("L", "RGB", "RGBA", "LA"):  # palette, 1-bit, CMYK
+        img = img.convert("RGBA" if "transparency" in img.info or "A" in img.mode else "RGB")
+    if size[0] <= img.width and size[1] <= img.height and size != img.size:
+        # a box reduction (in C) to twice the size first: a large decode costs little
+        img = img.resize(size, Image.Resampling.BICUBIC, reducing_gap=2.0)
+    return img.convert("L")
 
 
 def entropy(img) -> float:
@@ -135,7 +170,7 @@ def dhash(img) -> int:
 
 
 def pixel_issues(img, grey=None, full_size: tuple | None = None,
-                 bits: float | None = None) -> dict:
+                 bits: float | None = None, view=None) -> dict:
     """The image problems its small decode shows, ``{issue: score}`` (scores in 0..1,
     lower is worse, as CleanVision's): ``dark`` (the 99th percentile of perceived
     brightness), ``light`` (1 - the 5th), ``blurry``, ``low_information`` (``entropy`` /
@@ -144,15 +179,16 @@ def pixel_issues(img, grey=None, full_size: tuple | None = None,
     ``MIN_DETAIL``: never matched as a near duplicate; score: the detail in levels of
     255). But for ``low_information``, measured on the
     small decode, not the whole image: a bright speck smaller than a pixel of it does not
-    save a dark image; ``blurry`` at the size CleanVision looks at (at most 64 px across,
-    from ``full_size``, else ``info["full_size"]`` as ``small`` gives it), since its
-    score depends on the number of pixels. ``grey``: its ``grey16`` where the caller
-    has it. A few tenths of a millisecond:
+    save a dark image; ``blurry`` on the ``blur_view`` of the decode before its
+    reduction (``view``, else ``info["blur_view"]`` as ``small`` gives it, else
+    ``img``'s own, at most BLUR_SIDE px across, from ``full_size``, else
+    ``info["full_size"]``), never enlarged: its score depends on the number of pixels.
+    ``grey``: its ``grey16`` where the caller has it. A few tenths of a millisecond:
     NumPy on a few thousand pixels, no full sort."""
     import numpy as np
     from tfrecorder._writer.image import pil
 
-    Image = pil()
+    pil()  # Pillow imported by one thread, before ImageFilter is looked up
     from PIL import ImageFilter
 
     rgb = img.convert("RGB") if img.mode != "RGB" else img
@@ -178,7 +214,6 @@ def pixel_issues(img, grey=None, full_size: tuple | None = None,
     if 1 - p5 < LIGHT:
         out["light"] = round(1 - p5, 4)
     detail = _detail(grey16(img) if grey is None else grey)
-    grey = rgb.convert("L")
     if bits is None:
         bits = img.info.get("entropy")
     if bits is None:
@@ -187,12 +222,10 @@ def pixel_issues(img, grey=None, full_size: tuple | None = None,
         out["low_information"] = round(bits / 10, 4)
     if detail < MIN_DETAIL:
         out["low_detail"] = round(detail / 255, 4)
-    width, height = full_size or img.info.get("full_size", img.size)
-    scale = max(width, height) / 64  # CleanVision looks at the image at most 64 px across
-    size = ((max(1, int(width // scale)), max(1, int(height // scale))) if scale > 1
-            else (width, height))
-    if grey.size != size:
-        grey = grey.resize(size, Image.Resampling.BICUBIC)
+    if view is None:
+        view = img.info.get("blur_view")
+    grey = view if view is not None else blur_view(
+        rgb, full_size or img.info.get("full_size", img.size))
     # both from Pillow's histograms (in C): the edges' variance over their levels, and
     # the spread of the grey levels' counts
     edges = np.asarray(grey.filter(ImageFilter.FIND_EDGES).histogram(), np.float64)
@@ -278,15 +311,30 @@ def fingerprint(img, grey=None) -> bytes | None:
 
 def confirmed(a: bytes, b: bytes) -> bool:
     """Whether two ``fingerprint`` thumbnails show one picture: their correlation is at
-    least MIN_CORRELATION."""
+    least MIN_CORRELATION, and at least MIN_DETAIL_CORRELATION once each one's
+    best-fitting plane is taken away (taken from the stored thumbnails, so that those of
+    older rows files are compared alike)."""
     import numpy as np
 
     x = np.frombuffer(a, np.int8).astype(np.float64)
     y = np.frombuffer(b, np.int8).astype(np.float64)
-    x -= x.mean()
-    y -= y.mean()
+    if _correlation(x, y) < MIN_CORRELATION:
+        return False
+    c = np.arange(THUMB, dtype=np.float64) - (THUMB - 1) / 2
+    xc, yc = np.tile(c, THUMB), np.repeat(c, THUMB)
+    sxx = float(xc @ xc)  # and yc @ yc
+    for v in (x, y):
+        v -= v.mean()
+        v -= xc * (float(v @ xc) / sxx) + yc * (float(v @ yc) / sxx)
+    return _correlation(x, y) >= MIN_DETAIL_CORRELATION
+
+
+def _correlation(x, y) -> float:
+    """The correlation of two float vectors; 0 where either is flat."""
+    x = x - x.mean()
+    y = y - y.mean()
     norm = math.sqrt(float(x @ x) * float(y @ y))
-    return bool(norm) and float(x @ y) / norm >= MIN_CORRELATION
+    return float(x @ y) / norm if norm else 0.0
 
 
 def channel_sums(img) -> tuple[int, list[int], list[int]]:

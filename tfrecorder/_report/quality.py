@@ -21,7 +21,8 @@ from tfrecorder._errors import shown_json
 from tfrecorder._folder.layout import split_order
 from tfrecorder._report.looker import Looker
 from tfrecorder._report.matching import MAX_PAIRS, pair_order, ref_order
-from tfrecorder._report.measures import HASH, ISSUES, MAX_DISTANCE, MIN_CORRELATION, THUMB
+from tfrecorder._report.measures import (HASH, ISSUES, MAX_DISTANCE, MIN_CORRELATION,
+                                         MIN_DETAIL_CORRELATION, THUMB)
 
 #: CleanVision 0.3's default threshold of ``odd_size``, as ``measures``' others: a size
 #: (square root of the area) more than this many interquartile ranges beyond the
@@ -121,7 +122,8 @@ def build(shards: list, exact: list, near: list, *, label_names: list[str],
         "version": version,
         "near_duplicates": ({"hash": HASH, "max_distance": near_distance,
                              "confirmed_by": f"{THUMB}x{THUMB} thumbnail correlation "
-                                             f">= {MIN_CORRELATION}"}
+                                             f">= {MIN_CORRELATION}, >= "
+                                             f"{MIN_DETAIL_CORRELATION} without its plane"}
                             if near_duplicates else None),
         "counts": counts,
         "pairs": written,
@@ -203,7 +205,10 @@ def _groups(exact: list, near: list, side) -> list[dict]:
     of an image stored twice makes one group of three). ``kind`` is ``"exact"`` where
     every member has the same bytes, else ``"near"``; ``size`` counts the members, also
     those of a very large group left out of ``rows`` (``matching.GROUP_LIMIT``). In the
-    order of their first record."""
+    order of their first record. A member that shares its bytes with another member has
+    ``same_bytes``: the number (1, 2, ...) of that set of identical files within its
+    group, so that a near group tells which of its members are the very same file (a
+    picture shipped under several names beside its resized copies)."""
     parent: dict = {}
 
     def root(p):
@@ -214,9 +219,11 @@ def _groups(exact: list, near: list, side) -> list[dict]:
 
     refs: dict = {}
     skipped: dict = {}
-    for _, members, c in exact:
+    bytes_of: dict = {}  # place -> the digest it shares with another record
+    for sha, members, c in exact:
         for r in members:
             refs[r[:3]] = r
+            bytes_of[r[:3]] = sha
             parent[root(r[:3])] = root(members[0][:3])
         skipped[members[0][:3]] = c["members"]
     linked = set()
@@ -235,9 +242,15 @@ def _groups(exact: list, near: list, side) -> list[dict]:
     for r, places in by_root.items():
         places.sort(key=ref_order)
         extra = sum(skipped.get(p, 0) for p in places)
+        sets: dict = {}  # digest -> its number in this group, in the members' order
+        rows = []
+        for p in places:
+            row = side(refs[p])
+            if p in bytes_of:
+                row["same_bytes"] = sets.setdefault(bytes_of[p], len(sets) + 1)
+            rows.append(row)
         out.append({"kind": "near" if r in near_roots else "exact",
-                    "size": len(places) + extra,
-                    "rows": [side(refs[p]) for p in places]})
+                    "size": len(places) + extra, "rows": rows})
     out.sort(key=lambda g: (split_order(g["rows"][0]["split"]), g["rows"][0]["split"],
                             g["rows"][0]["position"]))
     return out
@@ -352,6 +365,7 @@ _SIDE = _Obj({
     "position": ("a whole number >= 0 or null", lambda v: v is None or (_int(v) and v >= 0)),
     "labels": ("a list of label names", lambda v: isinstance(v, list) and all(
         isinstance(x, str) for x in v)),
+    "same_bytes": ("a whole number >= 1", lambda v: _int(v) and v >= 1),
 }, required=("split", "row", "label"))
 _BOTH = _Obj({"exact": _COUNT, "near": _COUNT})
 _KIND = ("'exact' or 'near'", lambda v: v in ("exact", "near"))
