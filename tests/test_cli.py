@@ -255,3 +255,14 @@ def test_beam_flags_still_pass_through(tmp_path, run_cli):
                 "--direct_running_mode=multi_threading", "--max_num_workers", "4")
     assert p.returncode == 0, p.stderr
     assert "wrote 36 of 36 rows" in p.stdout
+
+
+def test_create_image_csv_writes_over_no_file(tmp_path, image_table, run_cli):
+    image_table("tree/train/cat/1.png", encode(fmt="PNG"))
+    manifest = tmp_path / "tfrecorder.json"
+    manifest.write_text('{"format_version": 3}')
+    p = run_cli("create-image-csv", tmp_path / "tree", manifest)
+    assert p.returncode == 2
+    assert p.stderr.startswith(f"Error: {manifest} is a file there already; nothing was "
+                               f"written over it")
+    assert manifest.read_text() == '{"format_version": 3}'
