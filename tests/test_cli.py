@@ -89,7 +89,7 @@ def test_inspect_takes_tfrecorders_flag_names(tmp_path, run_cli):
     assert p.returncode == 0, p.stderr
     assert "first 2 records of train" in p.stdout
     assert sorted(os.listdir(tmp_path / "look"))[-1] == "data.csv"
-    assert len(os.listdir(tmp_path / "look")) == 3
+    assert len(os.listdir(tmp_path / "look")) == 4  # and .tfrecorder-inspect, their list
     p = run_cli("inspect", f"--tfrecord_dir={out}", "--split", "test", "-n", "1")
     assert p.returncode == 0 and "first 1 records of test" in p.stdout
     p = run_cli("inspect", "--split", "test")
