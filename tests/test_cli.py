@@ -89,7 +89,7 @@ def test_inspect_takes_tfrecorders_flag_names(tmp_path, run_cli):
     assert p.returncode == 0, p.stderr
     assert "first 2 records of train" in p.stdout
     assert sorted(os.listdir(tmp_path / "look"))[-1] == "data.csv"
-    assert len(os.listdir(tmp_path / "look")) == 3
+    assert len(os.listdir(tmp_path / "look")) == 4  # and .tfrecorder-inspect, their list
     p = run_cli("inspect", f"--tfrecord_dir={out}", "--split", "test", "-n", "1")
     assert p.returncode == 0 and "first 1 records of test" in p.stdout
     p = run_cli("inspect", "--split", "test")
@@ -255,3 +255,86 @@ def test_beam_flags_still_pass_through(tmp_path, run_cli):
                 "--direct_running_mode=multi_threading", "--max_num_workers", "4")
     assert p.returncode == 0, p.stderr
     assert "wrote 36 of 36 rows" in p.stdout
+
+
+def test_create_image_csv_writes_over_no_file(tmp_path, image_table, run_cli):
+    image_table("tree/train/cat/1.png", encode(fmt="PNG"))
+    manifest = tmp_path / "tfrecorder.json"
+    manifest.write_text('{"format_version": 3}')
+    p = run_cli("create-image-csv", tmp_path / "tree", manifest)
+    assert p.returncode == 2
+    assert p.stderr.startswith(f"Error: {manifest} is a file there already; nothing was "
+                               f"written over it")
+    assert manifest.read_text() == '{"format_version": 3}'
+
+
+def _interrupted_convert(tmp_path, ready):
+    """``python -m tfrecorder convert`` of 1500 images, sent Ctrl-C (SIGINT to its process
+    group, as a terminal sends it) once ``ready(out)`` holds; the finished process."""
+    import glob
+    import signal
+    import time
+
+    from tests.conftest import write_images
+
+    table = tmp_path / "t.csv"
+    paths = write_images(tmp_path, 1500)
+    table.write_text("".join(f"TRAIN,{p},{i % 2}\n" for i, p in enumerate(paths)))
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "tfrecorder", "convert", str(table), str(out),
+                          "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    while not ready(str(out)) and p.poll() is None:
+        time.sleep(0.005)  # polling the folder for the point to interrupt at
+    os.killpg(p.pid, signal.SIGINT)
+    p.communicate_out = p.communicate(timeout=120)
+    return p, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["planning", "pipeline"])
+def test_ctrl_c_stops_convert_with_one_line_and_exit_130(tmp_path, point):
+    import glob
+
+    def ready(out):
+        if point == "planning":  # the folder is locked: the table is being read
+            return os.path.exists(os.path.join(out, ".tfrecorder.lock"))
+        # a shard is being written by Beam's WriteShards step
+        return bool(glob.glob(os.path.join(out, ".tfrecorder-tmp", "*", "*.part")))
+
+    p, out = _interrupted_convert(tmp_path, ready)
+    stdout, stderr = p.communicate_out
+    assert (p.returncode, stderr) == (130, f"interrupted: nothing was published; {out} is "
+                                           f"as it was\n")
+    assert stdout == ""
+    assert not [n for n in os.listdir(out) if not n.startswith(".")]  # no manifest, no shard
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_collector_callback_is_not_lost(monkeypatch):
+    """The command freezes the collector's survivors from a ``gc.callbacks`` entry, where
+    Python drops any exception: Ctrl-C landing there must still stop the command. The
+    collector's timing cannot be chosen, so its freeze raises the signal itself."""
+    import functools
+    import gc
+    import signal
+    import time
+    import types
+
+    from tfrecorder import _cli
+
+    monkeypatch.setattr(_cli, "gc", types.SimpleNamespace(
+        freeze=functools.partial(signal.raise_signal, signal.SIGINT)))
+    monkeypatch.setattr(_cli, "_frozen", 0)
+    previous = signal.signal(signal.SIGINT, _cli._interrupt)
+    gc.callbacks.append(_cli.freeze_survivors)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gc.collect()
+            deadline = time.monotonic() + 10  # it comes at once; lost, it never comes
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+    finally:
+        gc.callbacks.remove(_cli.freeze_survivors)
+        signal.signal(signal.SIGINT, previous)

@@ -187,3 +187,45 @@ def test_a_notebook_shows_small_thumbnails_of_large_images(tmp_path):
     written = {row["image_name"]: row["image_file"] for row in result.rows}
     for name, (data, _, _) in images.items():
         assert (tmp_path / "i" / written[name]).read_bytes() == data
+
+
+def test_inspect_replaces_no_file_it_did_not_write(out, tmp_path, run_cli):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "data.csv").write_text("my table\n")
+    p = run_cli("inspect", out, "--output-dir", folder)
+    assert p.returncode == 2
+    assert p.stderr.startswith(f"Error: {folder / 'data.csv'} is there already")
+    assert "inspect did not write it" in p.stderr and "Traceback" not in p.stderr
+    assert os.listdir(folder) == ["data.csv"]
+    assert (folder / "data.csv").read_text() == "my table\n"
+    # A folder inspect wrote is its own: a second look replaces its files, and only them.
+    first = tfrecorder.inspect(out, num_records=2, output_dir=str(tmp_path / "look"))
+    (tmp_path / "look" / "notes.txt").write_text("kept")
+    again = tfrecorder.inspect(out, num_records=3, output_dir=str(tmp_path / "look"))
+    assert len(list(csv.DictReader(open(again.csv_path)))) == 3
+    assert {r["image_file"] for r in first.rows} <= set(os.listdir(tmp_path / "look"))
+    assert (tmp_path / "look" / "notes.txt").read_text() == "kept"
+
+
+def test_inspect_into_a_file_says_so(out, tmp_path, run_cli):
+    (tmp_path / "f").write_text("x")
+    p = run_cli("inspect", out, "--output-dir", tmp_path / "f")
+    assert p.returncode == 2
+    assert p.stderr == f"Error: output_dir {str(tmp_path / 'f')!r} is a file; give a " \
+                       f"folder for the records' CSV and images (a new one is made)\n"
+    assert (tmp_path / "f").read_text() == "x"
+
+
+def test_inspect_names_a_stored_webp_file_webp(tmp_path, image_table):
+    import pandas as pd
+
+    from tests.conftest import encode
+
+    uri = image_table("still.webp", encode(fmt="WEBP"))
+    out = str(tmp_path / "out")
+    tfrecorder.convert(pd.DataFrame({"split": ["TRAIN"], "image_uri": [uri],
+                                     "label": ["a"]}), out)
+    result = tfrecorder.inspect(out, num_records=1, output_dir=str(tmp_path / "i"))
+    assert result.rows[0]["image_file"] == "00000_still.webp"
+    assert (tmp_path / "i" / "00000_still.webp").read_bytes() == open(uri, "rb").read()

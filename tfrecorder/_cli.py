@@ -1,7 +1,7 @@
 """The ``tfrecorder`` command line. Thin: it parses flags (``_cli_parser``, which also
 takes TFRecorder's commands ``create-tfrecords`` and ``check-tfrecords``), calls the
 library, and prints. Exit codes: 0 success, 1 the run failed, 2 usage or validation
-errors. ``command`` is the console script; it also sets what only a command may set
+errors, 130 stopped by Ctrl-C. ``command`` is the console script; it also sets what only a command may set
 in its process (native libraries' logging, the cycle collector).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 import sys
 
 from tfrecorder import _cli_parser
@@ -179,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     try:
         return COMMANDS[args.command](args, unknown)
+    except KeyboardInterrupt:  # the run's own cleanup is done: the exception unwound it
+        return _interrupted(args)
     except (SchemaError, ConfigError, OutputExistsError, IncompleteOutputError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 2
@@ -188,6 +191,68 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # a file the run needed could not be read or written
         print(f"Error: {e}", file=sys.stderr)
         return 1
+    except RuntimeError as e:  # Beam's wrapping of a KeyboardInterrupt in a step
+        if not _is_interrupt(e):
+            raise
+        return _interrupted(args)
+
+
+#: The exit code of a command stopped by Ctrl-C (128 + SIGINT), as a shell's own.
+INTERRUPTED = 130
+
+
+def _is_interrupt(e: BaseException) -> bool:
+    """Whether ``e`` is Ctrl-C as Beam re-raises it: a step's KeyboardInterrupt becomes
+    ``RuntimeError: KeyboardInterrupt [while running 'WriteShards/Write']``."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt) or str(e).startswith("KeyboardInterrupt"):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _interrupted(args) -> int:
+    """Says in one line what Ctrl-C left; a conversion publishes its version last, in
+    one step, so an interrupted one published nothing."""
+    if args.command == "convert":
+        out = args.source if args.from_vertex else args.output_dir
+        print(f"interrupted: nothing was published; {out} is as it was", file=sys.stderr)
+    else:
+        print(f"interrupted: tfrecorder {args.command} stopped", file=sys.stderr)
+    return INTERRUPTED
+
+
+def _interrupt(signum, frame) -> None:
+    """The command's Ctrl-C handler: KeyboardInterrupt, as Python's own, but never inside
+    ``freeze_survivors``. The collector prints an exception raised in a ``gc.callbacks``
+    entry as "ignored" and drops it, so a Ctrl-C that landed there was lost and the whole
+    conversion ran. There, the signal is raised again once the callback has returned
+    (``_raise_after_collection``); raising it again from here would land in the
+    callback again, at its next instruction."""
+    while frame is not None:
+        if frame.f_code is freeze_survivors.__code__:
+            import threading
+
+            threading.Thread(target=_raise_after_collection, args=(signum,),
+                             name="tfrecorder-interrupt", daemon=True).start()
+            return
+        frame = frame.f_back
+    raise KeyboardInterrupt
+
+
+def _raise_after_collection(signum) -> None:
+    """Raises ``signum`` in the main thread once it is out of ``freeze_survivors``. The
+    callback sets ``_collecting`` before any instruction that could hand this thread the
+    interpreter and clears it after the last one, so this thread never sees it clear
+    while the main thread is inside."""
+    import _thread
+    import time
+
+    while _collecting:
+        time.sleep(0.001)
+    _thread.interrupt_main(signum)
 
 
 def command() -> None:
@@ -199,13 +264,28 @@ def command() -> None:
     conversion. Only a command may do this; a library call leaves the caller's
     collector alone."""
     quiet_native_logs(sys.argv[1:])
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
     gc.callbacks.append(freeze_survivors)
     try:
         code = main()
+    except KeyboardInterrupt:  # between main's own checks: parsing, imports, printing
+        code = _interrupted_early()
     finally:
         gc.callbacks.remove(freeze_survivors)  # the interpreter's exit collects too
+    if code == INTERRUPTED:
+        # The run's cleanup is done; what is left are Beam's runner threads, which a
+        # normal exit waits for (after Ctrl-C of a run with worker processes, for good).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     gc.freeze()
     sys.exit(code)
+
+
+def _interrupted_early() -> int:
+    print("interrupted: nothing was published", file=sys.stderr)
+    return INTERRUPTED
 
 
 #: What the command sets in its environment, for itself and the worker processes Beam
@@ -235,6 +315,7 @@ def quiet_native_logs(argv: list[str]) -> None:
 #: usual, so no cycle that is alive at a collection and dropped later is kept for good.
 FREEZES = 8
 _frozen = 0  # full collections whose survivors were frozen
+_collecting = False  # the main thread is in freeze_survivors
 
 
 def freeze_survivors(phase: str, info: dict) -> None:
@@ -246,10 +327,14 @@ def freeze_survivors(phase: str, info: dict) -> None:
     over everything imported so far (docs/performance.md has what they cost). Frozen
     objects are still freed when their last reference goes; only a cycle among them
     stays till the process exits."""
-    global _frozen
-    if phase == "stop" and info.get("generation") == 2 and _frozen < FREEZES:
-        _frozen += 1
-        gc.freeze()
+    global _frozen, _collecting
+    _collecting = True  # first: see _raise_after_collection
+    try:
+        if phase == "stop" and info.get("generation") == 2 and _frozen < FREEZES:
+            _frozen += 1
+            gc.freeze()
+    finally:
+        _collecting = False
 
 
 if __name__ == "__main__":

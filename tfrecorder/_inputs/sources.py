@@ -169,6 +169,8 @@ def create_image_csv(image_dir: str | os.PathLike, csv_file: str | os.PathLike) 
 
     ``image_dir`` is laid out ``<split>/<label>/<file>`` or ``<label>/<file>`` (rows then
     UNASSIGNED). Paths are written absolute. Returns the number of rows written.
+    ``csv_file`` must not exist: a file there (a conversion's ``tfrecorder.json``, a
+    table) is someone's, and is left as it is (ConfigError).
     """
     table = from_directory(str(image_dir))
     out = io.StringIO()
@@ -177,5 +179,11 @@ def create_image_csv(image_dir: str | os.PathLike, csv_file: str | os.PathLike) 
     for split, uri, label in zip(*columns):
         name = splits.canonical(split) if split else None
         writer.writerow([name.upper() if name else "UNASSIGNED", uri, label])
-    storage.write_bytes(str(csv_file), out.getvalue().encode("utf-8"))
+    path = str(os.fspath(csv_file))
+    try:
+        storage.create_exclusive(path, out.getvalue().encode("utf-8"))
+    except FileExistsError:
+        what = "a folder" if storage.isdir(path) else "a file"
+        raise ConfigError(f"{path} is {what} there already; nothing was written over it. "
+                          f"Give a CSV file name that is new") from None
     return len(table.frame)

@@ -24,9 +24,12 @@ from tfrecorder._readers import preview
 from tfrecorder._inputs import splits
 from tfrecorder._errors import ConfigError, CorruptRecordError, IncompleteOutputError
 
-_EXT = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp"}
+_EXT = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp", "webp": ".webp"}
 #: The CSV ``inspect`` writes, under TFRecorder's name for it.
 CSV_NAME = "data.csv"
+#: The list of the files ``inspect`` wrote in its folder, one name a line: a later
+#: ``inspect`` into the same folder replaces those, and no file it did not write.
+WRITTEN_NAME = ".tfrecorder-inspect"
 
 
 @dataclasses.dataclass
@@ -238,11 +241,11 @@ def inspect_version(opened: view.Version, split: str = "train", num_records: int
     name = opened.split_name(split)
     if output_dir is None:
         output_dir = tempfile.mkdtemp(prefix="tfrecorder-inspect-")
-    storage.makedirs(output_dir)
+    output_dir = str(os.fspath(output_dir))
     image_key, label_key = manifest.image_key, manifest.label_key
     names = manifest.label_names
 
-    shown, images = [], []
+    shown, images, files = [], [], {}
     v = opened.view(name)
     for i, raw in zip(range(num_records), iter_records(v)):
         try:
@@ -267,24 +270,53 @@ def inspect_version(opened: view.Version, split: str = "train", num_records: int
             ext = _EXT.get(fmt, ".png")
             if not fname.lower().endswith((".jpg", ".jpeg") if fmt == "jpeg" else (ext,)):
                 fname += ext
-            storage.write_bytes(storage.join(output_dir, fname), data)
+            files[fname] = data
             row["image_file"] = fname
             images.append((data, fmt, row.get("label_name", str(row.get(label_key, "")))))
         shown.append(row)
 
-    csv_path = storage.join(output_dir, CSV_NAME)
     columns = list(dict.fromkeys(k for r in shown for k in r))
     text = io.StringIO()
     w = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     w.writeheader()
     w.writerows({k: _cell(v) for k, v in row.items()} for row in shown)
-    storage.write_bytes(csv_path, text.getvalue().encode("utf-8"))
+    files[CSV_NAME] = text.getvalue().encode("utf-8")
+    _write_files(output_dir, files)
+    csv_path = storage.join(output_dir, CSV_NAME)
     return Inspection(
         tfrecord_dir=tfrecord_dir, split=name, output_dir=output_dir, csv_path=csv_path,
         rows=shown, images=images,
         split_counts={s: i.num_examples for s, i in manifest.splits.items()},
         label_counts={s: dict(sorted(i.label_counts.items())) for s, i in manifest.splits.items()},
     )
+
+
+def _write_files(output_dir: str, files: dict[str, bytes]) -> None:
+    """Writes ``files`` (name -> bytes) into ``output_dir``, made if need be. A name that
+    is there already and that no earlier ``inspect`` wrote (``WRITTEN_NAME`` lists what it
+    did) is the user's file: nothing is written and a ConfigError names it. The list is
+    written before the files, so that files of an interrupted run are known as ours."""
+    if storage.exists(output_dir) and not storage.isdir(output_dir):
+        raise ConfigError(f"output_dir {output_dir!r} is a file; give a folder for the "
+                          f"records' CSV and images (a new one is made)")
+    listed = storage.join(output_dir, WRITTEN_NAME)
+    ours: list[str] = []
+    if storage.isdir(output_dir):
+        if storage.exists(listed):
+            ours = storage.read_bytes(listed).decode("utf-8", "replace").splitlines()
+        there = set(storage.listdir(output_dir)) - set(ours)
+        theirs = sorted(set(files) & there)
+        if theirs:
+            more = f" (and {len(theirs) - 1} more)" if len(theirs) > 1 else ""
+            raise ConfigError(
+                f"{storage.join(output_dir, theirs[0])}{more} is there already, and inspect "
+                f"did not write it; nothing was replaced. Give an output folder that is new "
+                f"or empty, or one inspect wrote before")
+    storage.makedirs(output_dir)
+    names = list(dict.fromkeys([*ours, *files]))
+    storage.write_bytes(listed, "".join(n + "\n" for n in names).encode("utf-8"))
+    for name, data in files.items():
+        storage.write_bytes(storage.join(output_dir, name), data)
 
 
 def check_tfrecords(tfrecord_dir: str | None = None, split: str = "train", num_records: int = 1,
