@@ -241,13 +241,11 @@ def _execute(run, lock, opts: Options):
     releases it, and the block again, however the run ends."""
     output_dir = run.output_dir
     if opts.runner == "DataflowRunner":
-        with runners.beam_quiet():
-            return dataflow.run_dataflow(run, lock)
+        return dataflow.run_dataflow(run, lock)
     log.info("converting %d records into %d shards in %s", run.records, len(run.shards),
              output_dir)
     try:
-        with runners.beam_quiet():
-            job_id = direct.run_direct(run)
+        job_id = direct.run_direct(run)
     except BaseException:
         runners.after_failure(run)
         raise

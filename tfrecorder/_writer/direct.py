@@ -61,6 +61,8 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
         extra["direct_num_workers"] = run.workers
         if run.workers > 1:
             extra["direct_running_mode"] = "multi_processing"
+        if run.workers > 1 and not run.opts.flag_value(WORKER_LOG_LEVEL):
+            extra[WORKER_LOG_LEVEL] = _worker_log_level()
     flags, keywords = run.opts.beam_flags(), run.opts.beam_keywords()
     if name == "DaskRunner":
         flags, keywords = dask_arguments(run.opts)
@@ -99,6 +101,21 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
     finally:
         remove_local_tempdir(p)
     return job_id
+
+
+#: Beam's option for the root level of its worker processes' logging (INFO if unset).
+WORKER_LOG_LEVEL = "default_sdk_harness_log_level"
+
+
+def _worker_log_level() -> str:
+    """The level of the DirectRunner's worker processes: they are the run's, started for
+    it, and Beam relays what they log into this process's ``apache_beam`` logger, at
+    every start ("No semi_persistent_directory found", flags a worker discards). INFO
+    when this process's ``apache_beam`` logger would show INFO (its user asked), else
+    ERROR. This process's own logging is its user's and is left as it is."""
+    import logging
+
+    return "INFO" if logging.getLogger("apache_beam").isEnabledFor(logging.INFO) else "ERROR"
 
 
 def _local_runner(beam_options):
