@@ -91,7 +91,7 @@ def test_a_conversion_leaves_the_hosts_process_as_it_found_it(tmp_path, options)
                        capture_output=True, text=True, env=env, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     seen = json.loads(p.stdout.strip().splitlines()[-1])
-    checked = {"sampler defaults", "beam level", "root level", "root handlers"}
+    checked = {"sampler defaults", "beam level", "root level", "root handlers", "gc enabled"}
     assert not checked & {*seen["changed"], *seen["after"]}, seen
     assert seen["late handler kept"] and seen["handlers"], seen
     assert (tmp_path / "out" / "tfrecorder.json").exists()

@@ -23,7 +23,6 @@ from tfrecorder._writer import shard, staging
 from tfrecorder._inputs import spill, splits
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._options import Options
-from tfrecorder._writer.plan import gc_paused
 from tfrecorder._writer.result import ConversionResult
 
 log = logging.getLogger(__name__)
@@ -269,10 +268,9 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
         publishing.complete_latest(before)  # a run killed while it published
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
         rows_of = _row_settings(opts, table, schema)
-        with gc_paused():  # a record of every stored row, none in a cycle (gc_paused)
-            decided = updating.plan(output_dir, parent, version, table,
-                                    shard.WriteSettings(None, table.columns, **rows_of), opts,
-                                    stored_splits.read)
+        decided = updating.plan(output_dir, parent, version, table,
+                                shard.WriteSettings(None, table.columns, **rows_of), opts,
+                                stored_splits.read)
         # New label names are a change even where no record is (an append's new label
         # on a stored row, a label_vocabulary that grew): the version lists them.
         if decided.unchanged and table.vocabularies == parent.vocabularies:
