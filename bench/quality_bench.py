@@ -87,8 +87,8 @@ def main() -> None:
     def tuned(tick: int, freeze: bool) -> str:
         # Beam's state sampler ticking at most every ``tick`` ms and, with ``freeze``,
         # what survives a full collection frozen, whatever the package itself does
-        # (tfrecorder/_writer/direct.short_sampler_ticks, tfrecorder/_cli.freeze_survivors);
-        # ``SAMPLER_TICK_MS`` is where packages before ``beam_sampler_ms`` read it.
+        # (tfrecorder/_writer/sampler.short_sampler_ticks, tfrecorder/_cli.freeze_survivors);
+        # ``SAMPLER_TICK_MS`` is where older packages read it.
         # The callback is registered where the command registers its own: once the
         # package is imported (pandas with it), before Beam is.
         return ("import gc\n"

@@ -1,11 +1,12 @@
 """What Beam's state sampler costs a conversion in this process, and what the shorter
-ticks of ``beam_sampler_ms`` (``_writer.direct.short_sampler_ticks``) give.
+ticks the ``tfrecorder convert`` command sets in its process
+(``_writer.sampler.short_sampler_ticks``) give.
 
     python bench/make_corpus.py /tmp/corpus --images 10000
     python bench/sampler_bench.py /tmp/corpus/data.csv [--runs 10]
 
 One process converts the CSV ``2 * runs + 1`` times (the first, a warm-up, is not
-counted), alternating Beam's own ticks (at most 200 ms; ``beam_sampler_ms=None``) with
+counted), alternating Beam's own ticks (at most 200 ms) with
 shorter ones (``--short``, 20 ms by default: the command's), the output folder removed
 and the file system synced before each. Prints both series of walls, their medians,
 the median of the per-pair ratios (short / Beam's) and the ratio of the medians.
@@ -29,7 +30,10 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="folder for the output (default: a temp dir)")
     args = ap.parse_args()
 
+    import contextlib
+
     import tfrecorder
+    from tfrecorder._writer.sampler import short_sampler_ticks
 
     short = args.short
     out = os.path.join(args.work or tempfile.mkdtemp(prefix="tfr-sampler-"), "out")
@@ -39,8 +43,8 @@ def main() -> None:
         shutil.rmtree(out, ignore_errors=True)
         os.sync()
         start = time.perf_counter()
-        tfrecorder.convert(args.csv, out, progress=False,
-                           beam_sampler_ms=None if tick == 200 else tick)
+        with (contextlib.nullcontext() if tick == 200 else short_sampler_ticks(tick)):
+            tfrecorder.convert(args.csv, out, progress=False)
         return time.perf_counter() - start
 
     try:

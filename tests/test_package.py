@@ -404,7 +404,7 @@ def test_only_the_runner_code_imports_beam():
             if any(n == "apache_beam" or n.startswith("apache_beam.") for n in names):
                 importers.add(".".join(path.relative_to(package).with_suffix("").parts))
     assert importers == {"_writer.pipeline", "_writer.runners", "_writer.cluster",
-                         "_writer.direct", "_writer.dataflow"}
+                         "_writer.direct", "_writer.dataflow", "_writer.sampler"}
 
 
 def test_no_install_line_asks_the_package_index_for_another_projects_tfrecorder():

@@ -1,6 +1,7 @@
 """Any Beam runner: the same pipeline on Beam's PortableRunner and its embedded job
 service (what Flink and Spark clusters are reached through), and runner names."""
 
+import dataclasses
 import json
 import os
 import re
@@ -192,39 +193,48 @@ def _sampling_periods(monkeypatch) -> list[int]:
 
 
 @pytest.mark.slow
-def test_beams_state_sampler_is_changed_only_when_asked(tmp_path, monkeypatch):
+def test_only_the_command_shortens_beams_state_sampler(tmp_path, monkeypatch):
     # The bundle that writes the shards would otherwise wait up to 200 ms at its end for
     # the sampler's sleep (docs/performance.md); shorter ticks change Beam's default for
-    # every pipeline of the process while the run lasts, so only a user's choice does it.
+    # every pipeline of the process, which only the command may do, in its own.
     from apache_beam.runners.worker import statesampler
+    from tfrecorder import _cli
 
     beams = statesampler.StateSampler.__init__.__defaults__
     assert beams == (200,)
     periods = _sampling_periods(monkeypatch)
     try:
-        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "beams"))
+        with pytest.warns(DeprecationWarning, match="beam_sampler_ms= has no effect"):
+            tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "lib"),
+                               beam_sampler_ms=20)
         assert len(periods) == 36 and set(periods) == {200}
         periods.clear()
-        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "asked"),
-                           beam_sampler_ms=20)
+        assert _cli.main(["convert", os.path.join(SAMPLES, "data.csv"),
+                          str(tmp_path / "cli"), "--no-progress"]) == 0
         assert len(periods) == 36 and set(periods) == {20}
         assert statesampler.StateSampler.__init__.__defaults__ == beams  # put back after
     finally:
         statesampler.StateSampler.__init__.__defaults__ = beams
 
 
-@pytest.mark.parametrize("given", [0, -5, 2.5, "20", True])
-def test_a_sampler_period_that_is_no_whole_number_of_ms_is_refused(given):
-    with pytest.raises(tfrecorder.ConfigError, match=re.escape(
-            f"beam_sampler_ms={given!r}; use a whole number of milliseconds from 1")):
-        tfrecorder.Options(beam_sampler_ms=given)
-
-
-def test_the_command_asks_for_short_sampler_ticks_in_its_own_process():
+def test_a_sampler_period_that_is_no_whole_number_of_ms_is_refused_by_the_command(capsys):
     from tfrecorder import _cli_parser
 
     parser = _cli_parser.build_parser()
-    assert tfrecorder.Options().beam_sampler_ms is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["convert", "a.csv", "out", "--beam-sampler-ms", "0"])
+    assert "'0': give a whole number of ms from 1" in capsys.readouterr().err
+
+
+def test_beam_sampler_ms_is_no_option_but_old_code_still_runs():
+    from tfrecorder import _cli_parser
+
+    parser = _cli_parser.build_parser()
+    assert "beam_sampler_ms" not in {f.name for f in dataclasses.fields(tfrecorder.Options)}
+    with pytest.warns(DeprecationWarning, match="beam_sampler_ms= has no effect"):
+        assert tfrecorder.Options(beam_sampler_ms=20) == tfrecorder.Options()
+    with pytest.warns(DeprecationWarning, match="beam_sampler_ms= has no effect"):
+        tfrecorder.Options.from_kwargs(beam_sampler_ms=20)
     assert parser.parse_args(["convert", "a.csv", "out"]).beam_sampler_ms == 20
     assert parser.parse_args(["convert", "a.csv", "out", "--beam-sampler-ms", "50"]
                              ).beam_sampler_ms == 50
@@ -232,7 +242,7 @@ def test_the_command_asks_for_short_sampler_ticks_in_its_own_process():
 
 def test_a_beam_whose_sampler_takes_its_period_otherwise_is_left_as_it_is(monkeypatch):
     from apache_beam.runners.worker import statesampler
-    from tfrecorder._writer.direct import short_sampler_ticks
+    from tfrecorder._writer.sampler import short_sampler_ticks
 
     class Other:  # one int default, but not the period's
         def __init__(self, prefix, counter_factory, sampling_period_ms, ratio=300):
@@ -244,30 +254,20 @@ def test_a_beam_whose_sampler_takes_its_period_otherwise_is_left_as_it_is(monkey
     assert Other.__init__.__defaults__ == (300,)
 
 
-def test_the_samplers_period_is_the_least_asked_and_put_back_by_the_last_run():
+def test_the_commands_sampler_period_is_put_back_however_the_run_ends():
     from apache_beam.runners.worker import statesampler
-    from tfrecorder._writer.direct import short_sampler_ticks
+    from tfrecorder._writer.sampler import short_sampler_ticks
 
     init = statesampler.StateSampler.__init__
     beams = init.__defaults__
     try:
-        first, second = short_sampler_ticks(20), short_sampler_ticks(50)
-        second.__enter__()
-        assert init.__defaults__ == (50,)
-        first.__enter__()
-        assert init.__defaults__ == (20,)
-        first.__exit__(None, None, None)  # runs in two threads: the first ends first
-        assert init.__defaults__ == (50,)
         with pytest.raises(RuntimeError):
             with short_sampler_ticks(10):
                 assert init.__defaults__ == (10,)
                 raise RuntimeError("a run that fails")
-        assert init.__defaults__ == (50,)  # the second is still on
-        with short_sampler_ticks(500):  # never longer than Beam's own
-            assert init.__defaults__ == (50,)
-        second.__exit__(None, None, None)
         assert init.__defaults__ == beams
-        with short_sampler_ticks(500):
+        with short_sampler_ticks(500):  # never longer than Beam's own
             assert init.__defaults__ == beams
+        assert init.__defaults__ == beams
     finally:  # the rest of the session's conversions as Beam has them
         init.__defaults__ = beams

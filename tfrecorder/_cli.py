@@ -40,8 +40,11 @@ def _run_convert(args, beam_flags) -> int:
         source, output_dir = from_vertex(), args.source
     else:
         source, output_dir = _cli_parser.source(args.source), args.output_dir
-    result = convert(source, output_dir, schema=args.schema,
-                     pipeline_options=beam_flags or None, **options)
+    from tfrecorder._writer.sampler import short_sampler_ticks
+
+    with short_sampler_ticks(args.beam_sampler_ms):  # the command's process, not a library's
+        result = convert(source, output_dir, schema=args.schema,
+                         pipeline_options=beam_flags or None, **options)
     print(result)
     return 0
 

@@ -179,6 +179,18 @@ def _convert_parser(sub) -> None:
                    default=None, help="--mode append: add only the rows whose key the "
                                       "folder's latest version does not hold, as a new "
                                       "version")
+    # Not an option of the library: the command tunes Beam in its own process only.
+    p.add_argument("--beam-sampler-ms", "--beam_sampler_ms", dest="beam_sampler_ms",
+                   type=_period_ms, default=20, metavar="MS",
+                   help="longest sleep (ms) of Beam's state sampler while the conversion "
+                        "runs in this process (default 20; Beam's own: 200)")
+
+
+def _period_ms(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a whole number of ms from 1, "
+                                         f"e.g. 20")
+    return int(value)
 
 
 class _OneMode(argparse.Action):

@@ -23,7 +23,6 @@ from tfrecorder._writer import shard, staging
 from tfrecorder._inputs import spill, splits
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._options import Options
-from tfrecorder._writer.plan import gc_paused
 from tfrecorder._writer.result import ConversionResult
 
 log = logging.getLogger(__name__)
@@ -241,13 +240,11 @@ def _execute(run, lock, opts: Options):
     releases it, and the block again, however the run ends."""
     output_dir = run.output_dir
     if opts.runner == "DataflowRunner":
-        with runners.beam_quiet():
-            return dataflow.run_dataflow(run, lock)
+        return dataflow.run_dataflow(run, lock)
     log.info("converting %d records into %d shards in %s", run.records, len(run.shards),
              output_dir)
     try:
-        with runners.beam_quiet():
-            job_id = direct.run_direct(run)
+        job_id = direct.run_direct(run)
     except BaseException:
         runners.after_failure(run)
         raise
@@ -271,10 +268,9 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
         publishing.complete_latest(before)  # a run killed while it published
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
         rows_of = _row_settings(opts, table, schema)
-        with gc_paused():  # a record of every stored row, none in a cycle (gc_paused)
-            decided = updating.plan(output_dir, parent, version, table,
-                                    shard.WriteSettings(None, table.columns, **rows_of), opts,
-                                    stored_splits.read)
+        decided = updating.plan(output_dir, parent, version, table,
+                                shard.WriteSettings(None, table.columns, **rows_of), opts,
+                                stored_splits.read)
         # New label names are a change even where no record is (an append's new label
         # on a stored row, a label_vocabulary that grew): the version lists them.
         if decided.unchanged and table.vocabularies == parent.vocabularies:

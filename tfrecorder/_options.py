@@ -238,19 +238,6 @@ class Options:
         cli={"flags": ["--no-progress"], "action": "store_false", "default": None}, doc=(
             "a progress bar of a local run (rows done of total, rate, time left); `None` "
             "shows it on a terminal or in a notebook only, `False` never"))
-    beam_sampler_ms: int | None = option(
-        None, "longest sleep (ms) of Beam's state sampler while the DirectRunner runs a "
-        "conversion in this process; it holds for every Beam pipeline of the process "
-        "meanwhile. Unset: Beam's own (200 ms); the command sets 20",
-        cli={"type": int, "metavar": "MS", "default": 20}, doc=(
-            "the longest sleep, in ms, of Beam's state sampler while the DirectRunner runs "
-            "the conversion in this process: Beam waits for that sleep at the end of each "
-            "bundle, up to 200 ms. Beam has no option for it, so the default of its "
-            "sampler's constructor is changed for the process while the run lasts, and "
-            "every other Beam pipeline running in the process meanwhile ticks so too. "
-            "`None` leaves Beam as it is; `tfrecorder convert` sets 20 (it owns its "
-            "process). See [runners.md](runners.md#beams-state-sampler)"))
-
     def __post_init__(self):
         object.__setattr__(self, "runner", _runner_name(self.runner))
         comp = self.compression
@@ -327,10 +314,6 @@ class Options:
             object.__setattr__(self, "split_fractions", splits.check_fractions(self.split_fractions))
         except (ValueError, TypeError, AttributeError) as e:
             raise ConfigError(str(e)) from None
-        ms = self.beam_sampler_ms
-        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, int) or ms < 1):
-            raise ConfigError(f"beam_sampler_ms={ms!r}; use a whole number of milliseconds "
-                              f"from 1, e.g. 20, or None to leave Beam's sampler as it is")
         if not isinstance(self.dataflow, Dataflow):
             raise ConfigError(f"dataflow={self.dataflow!r}; give a tfrecorder.Dataflow("
                               f"project=..., region=...)")
@@ -392,7 +375,8 @@ class Options:
     @classmethod
     def from_kwargs(cls, **kwargs) -> "Options":
         """Options from keyword arguments; unknown names are a ConfigError with a suggestion."""
-        known = {f.name for f in dataclasses.fields(cls)} | set(DATAFLOW_SETTINGS)
+        known = ({f.name for f in dataclasses.fields(cls)} | set(DATAFLOW_SETTINGS)
+                 | set(_IGNORED))
         for old, new in _ALIASES.items():
             if old in kwargs:
                 if kwargs.get(new) is not None:
@@ -437,7 +421,20 @@ class Options:
 _fields_init = Options.__init__
 
 
+#: Options that no longer exist, accepted with a DeprecationWarning and ignored.
+_IGNORED = {
+    "beam_sampler_ms": "beam_sampler_ms= has no effect: a library call leaves Beam's "
+                       "state sampler as it is (it is the process's, not the library's); "
+                       "remove it. The tfrecorder convert command still shortens it "
+                       "(--beam-sampler-ms)",
+}
+
+
 def _init(self, *args, **kwargs):
+    for name, why in _IGNORED.items():
+        if name in kwargs:
+            kwargs.pop(name)
+            deprecation.warn(why)
     # Dataflow's settings by their flat names (project=...), into ``dataflow``.
     flat = {n: kwargs.pop(n) for n in DATAFLOW_SETTINGS if n in kwargs}
     if flat:

@@ -36,7 +36,7 @@ from tfrecorder._writer import example
 from tfrecorder._folder import layout
 from tfrecorder._errors import ConfigError, Problems, SchemaError
 from tfrecorder._inputs.table import ColumnFrame, Table
-from tfrecorder._writer.plan import Block, Row, gc_paused
+from tfrecorder._writer.plan import Block, Row
 
 #: Rows read, checked and spilled at a time.
 CHUNK_ROWS = 50_000
@@ -192,12 +192,11 @@ def read(source, schema, header="infer", names=None, *, label_vocabulary=None,
     ``stored_splits``: an update's, the splits its folder holds images in, which
     unassigned rows of those images keep (``splits.StoredSplit``).
     """
-    with gc_paused():
-        return _read(source, schema, header, names, label_vocabulary=label_vocabulary,
-                     split_fractions=split_fractions, per_chunk=per_chunk,
-                     multi_label=multi_label, images_dir=images_dir,
-                     extend_vocabulary=extend_vocabulary, stored_splits=stored_splits,
-                     look=look)
+    return _read(source, schema, header, names, label_vocabulary=label_vocabulary,
+                 split_fractions=split_fractions, per_chunk=per_chunk,
+                 multi_label=multi_label, images_dir=images_dir,
+                 extend_vocabulary=extend_vocabulary, stored_splits=stored_splits,
+                 look=look)
 
 
 #: A table whose images listed under several labels are fewer than this share of its

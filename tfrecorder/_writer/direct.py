@@ -1,14 +1,13 @@
 """Running a conversion from this process: Beam's DirectRunner (its FnApiRunner in this
 process or in one worker process per core), any other Beam runner but Dataflow driven
 from here, or an update's steps run here without Beam; with a progress bar where one
-shows. Its own module because only these runs watch progress, pick Beam's local runner
-and tune its state sampler.
+shows. Its own module because only these runs watch progress and pick Beam's local
+runner.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import uuid
 
 from tfrecorder._errors import TFRecorderError
@@ -62,6 +61,8 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
         extra["direct_num_workers"] = run.workers
         if run.workers > 1:
             extra["direct_running_mode"] = "multi_processing"
+        if run.workers > 1 and not run.opts.flag_value(WORKER_LOG_LEVEL):
+            extra[WORKER_LOG_LEVEL] = _worker_log_level()
     flags, keywords = run.opts.beam_flags(), run.opts.beam_keywords()
     if name == "DaskRunner":
         flags, keywords = dask_arguments(run.opts)
@@ -76,8 +77,6 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
         try:
             # The pipeline runs when ``p`` exits, inside the other context.
             with (dask_in_notebooks() if name == "DaskRunner"
-                  else short_sampler_ticks(run.opts.beam_sampler_ms)
-                  if name == "DirectRunner" and run.opts.beam_sampler_ms is not None
                   else contextlib.nullcontext()), p:
                 pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec,
                                progress_dir, kept=run.kept)
@@ -104,50 +103,19 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
     return job_id
 
 
-_sampler = threading.Lock()
-_sampler_asked: list[int] = []  # the periods asked by the runs in progress
-_sampler_beams: tuple = ()  # Beam's own default, while they run
+#: Beam's option for the root level of its worker processes' logging (INFO if unset).
+WORKER_LOG_LEVEL = "default_sdk_harness_log_level"
 
 
-@contextlib.contextmanager
-def short_sampler_ticks(ms: int):
-    """Beam's state sampler ticks at most every ``ms`` while this runs (the user's
-    ``beam_sampler_ms``).
+def _worker_log_level() -> str:
+    """The level of the DirectRunner's worker processes: they are the run's, started for
+    it, and Beam relays what they log into this process's ``apache_beam`` logger, at
+    every start ("No semi_persistent_directory found", flags a worker discards). INFO
+    when this process's ``apache_beam`` logger would show INFO (its user asked), else
+    ERROR. This process's own logging is its user's and is left as it is."""
+    import logging
 
-    Each bundle Beam runs in this process starts a thread that samples which step is
-    running, sleeping 2 ms between samples at first, then 1.2 times longer each time, up
-    to 200 ms; when the bundle ends, Beam waits for that sleep to end. The conversion's
-    writing step lasts about a second, by which time the sleep is 200 ms: it waited 0 to
-    200 ms for nothing, 100 ms on average (docs/performance.md). Beam has no option for
-    the period: the default of ``StateSampler``'s constructor is set for the run, to the
-    least period the runs in progress asked for, and put back by the last of them. That
-    changes it for every pipeline of the process meanwhile, which is why it is only done
-    when asked. A Beam whose sampler takes its period some other way is left as it is.
-    Worker processes (``num_workers`` > 1, Dataflow) keep Beam's period.
-    """
-    global _sampler_beams
-    try:
-        from apache_beam.runners.worker import statesampler
-        init = statesampler.StateSampler.__init__
-        code, beams = init.__code__, init.__defaults__
-        known = (isinstance(beams, tuple) and len(beams) == 1 and type(beams[0]) is int
-                 and code.co_varnames[code.co_argcount - 1] == "sampling_period_ms")
-    except (ImportError, AttributeError):
-        known = False
-    if known:
-        with _sampler:
-            if not _sampler_asked:
-                _sampler_beams = init.__defaults__
-            _sampler_asked.append(ms)
-            init.__defaults__ = (min(*_sampler_asked, _sampler_beams[0]),)
-    try:
-        yield
-    finally:
-        if known:
-            with _sampler:
-                _sampler_asked.remove(ms)
-                init.__defaults__ = ((min(*_sampler_asked, _sampler_beams[0]),)
-                                     if _sampler_asked else _sampler_beams)
+    return "INFO" if logging.getLogger("apache_beam").isEnabledFor(logging.INFO) else "ERROR"
 
 
 def _local_runner(beam_options):

@@ -10,9 +10,7 @@ before.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import itertools
 import math
 import operator
@@ -34,21 +32,6 @@ PARALLEL_SHARDS = 8
 #: A split is "big enough" for ``PARALLEL_SHARDS`` when it has this many rows per shard;
 #: below that, start-up costs more than the parallelism gains.
 MIN_ROWS_PER_SHARD_FOR_PARALLELISM = 64
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Python's cycle collector off for a while. Reading a table makes millions of
-    short-lived tuples and lists, none of them in a cycle (reference counting frees
-    them); each few hundred allocations would otherwise start a collection, which took
-    about a third of the driver's time."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 @dataclasses.dataclass(slots=True)

@@ -1,6 +1,6 @@
 """What every runner shares: the one ``Run`` a runner is given, the settings derived from
 the options (shards, workers), Beam's names of runners and flags, and what follows a run
-(a failure explained and cleaned up, Beam's logging kept quiet).
+(a failure explained and cleaned up).
 
 The runners themselves are modules of their own: ``direct`` (this process or its worker
 processes, and any other runner driven from here), ``cluster`` (what Flink, Spark,
@@ -11,10 +11,8 @@ import Beam.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import logging
 import os
 import re
 
@@ -103,32 +101,6 @@ def parallel_shards(opts) -> int:
 def local_workers(opts) -> int:
     """Workers the DirectRunner runs (one per core, unless ``num_workers`` says)."""
     return opts.num_workers or os.cpu_count() or 1
-
-
-@contextlib.contextmanager
-def beam_quiet():
-    """Keeps Beam's own logging off the user's stderr while it runs our pipeline.
-
-    A failing step is logged by Beam with its traceback (more than once), then raised;
-    our exception already says it. Only at the default level (the root logger at WARNING
-    or above, Beam's loggers unset) is Beam's logger raised, and it is restored after: a
-    user who asked for INFO sees Beam's messages. ``PipelineOptions`` calls
-    ``logging.basicConfig()``; a library must not configure logging, so a root handler
-    added while Beam ran is taken back.
-    """
-    beam_log = logging.getLogger("apache_beam")
-    unset = beam_log.level == logging.NOTSET and logging.root.level >= logging.WARNING
-    handlers = list(logging.root.handlers)
-    if unset:
-        beam_log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        if unset:
-            beam_log.setLevel(logging.NOTSET)
-        for h in list(logging.root.handlers):
-            if h not in handlers:
-                logging.root.removeHandler(h)
 
 
 def explained(failure: Exception, run: ledger.RunFolder) -> Exception:

@@ -17,7 +17,7 @@ from typing import Sequence
 from tfrecorder import _storage as storage
 from tfrecorder._folder import layout
 from tfrecorder._errors import ConfigError
-from tfrecorder._writer.plan import Block, ShardTask, SplitPlan, gc_paused
+from tfrecorder._writer.plan import Block, ShardTask, SplitPlan
 
 TASK_SUFFIX = ".task"
 
@@ -30,8 +30,7 @@ def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
     Per spill block, one block file holds that block's rows grouped by shard; each
     shard's task file lists its byte ranges in the block files.
     """
-    with gc_paused():
-        return _stage(spilled, plans, folder, name=name, gzip=gzip, version=version)
+    return _stage(spilled, plans, folder, name=name, gzip=gzip, version=version)
 
 
 def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,

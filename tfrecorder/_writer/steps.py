@@ -19,7 +19,6 @@ from typing import Iterable
 from tfrecorder._folder import ledger, metadata, publishing, updating
 from tfrecorder._writer import progress, shard, staging
 from tfrecorder._report import matching
-from tfrecorder._writer.plan import gc_paused
 
 
 def write_shard(number: int, task_dir: str, settings: shard.WriteSettings,
@@ -29,20 +28,15 @@ def write_shard(number: int, task_dir: str, settings: shard.WriteSettings,
     whose records' digests the data report compares the new ones with (from its rows
     file, or its entries in ``rows_read`` where the update read them already)."""
     tasks = _tasks(task_dir)
-    # A task unpickles tens of thousands of objects, and a kept shard's look makes as
-    # many, none in a cycle: the cycle collector would walk them (and everything else)
-    # several times for nothing.
     if number >= len(tasks):
         split, number, kept = _kept(task_dir)[number - len(tasks)]
         s = settings
-        with gc_paused():
-            return updating.kept_look(s.run.output_dir, split, number, kept, s.label_names,
-                                      s.near_duplicates, pending=s.run.folder,
-                                      entries=(rows_read or {}).get(kept.rows),
-                                      distance=s.near_distance)
-    with gc_paused():
-        task = staging.read_task(tasks[number])
-        return shard.write(task, settings, progress.reporter(progress_dir, task.filename))
+        return updating.kept_look(s.run.output_dir, split, number, kept, s.label_names,
+                                  s.near_duplicates, pending=s.run.folder,
+                                  entries=(rows_read or {}).get(kept.rows),
+                                  distance=s.near_distance)
+    task = staging.read_task(tasks[number])
+    return shard.write(task, settings, progress.reporter(progress_dir, task.filename))
 
 
 @functools.lru_cache(maxsize=4)
@@ -116,9 +110,6 @@ def run_here(task_dir: str, shards: int, settings: shard.WriteSettings,
     one in-process worker), the records grouped by key, the run published.
     ``rows_read``: the kept shards' rows files as the update read them."""
     buckets = matching.exact_buckets(spec.rows_in)
-    # Paused once for the whole run (write_shard says why): paused per shard, each
-    # resumption would walk every object the run holds.
-    with gc_paused():
-        found = matched(kv for i in range(shards + kept) for kv in match_keys(
-            write_shard(i, task_dir, settings, progress_dir, rows_read), buckets))
+    found = matched(kv for i in range(shards + kept) for kv in match_keys(
+        write_shard(i, task_dir, settings, progress_dir, rows_read), buckets))
     return finish(found, settings.run, spec)

@@ -1,0 +1,97 @@
+"""A conversion through the library leaves the process that called it as it found it:
+Beam's defaults and hooks, logging's handlers and levels, the cycle collector. Run in a
+fresh process, where nothing else has touched them."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import SAMPLES
+
+ROOT = os.path.dirname(SAMPLES)
+
+# Everything the host owns is compared at every audit event of the run (each file
+# opened, each import...), in every thread, and once more after it.
+_HOST = textwrap.dedent("""
+    import gc, json, logging, sys, threading, types
+    import apache_beam.pipeline as beam_pipeline
+    from apache_beam.runners.worker import statesampler
+    import tfrecorder
+
+    logging.root.addHandler(logging.NullHandler())  # the host's own logging
+    beam_log = logging.getLogger("apache_beam")
+    late = logging.NullHandler()  # one the host adds while the conversion runs
+    changed = {}  # what changed -> the first event it was seen at
+
+    class Watched(types.ModuleType):  # any assignment to Beam's pipeline module
+        def __setattr__(self, name, value):
+            changed.setdefault(f"apache_beam.pipeline.{name}", "assignment")
+            super().__setattr__(name, value)
+
+    beam_pipeline.__class__ = Watched
+
+    def state():
+        return {"gc enabled": gc.isenabled(),
+                "sampler defaults": statesampler.StateSampler.__init__.__defaults__,
+                "label hook": beam_pipeline.alter_label_if_ipython,
+                "beam level": beam_log.level, "root level": logging.root.level}
+
+    before = state()
+    handlers = list(logging.root.handlers)
+
+    def in_beam():
+        f = sys._getframe(1)
+        while f is not None and "apache_beam" not in f.f_code.co_filename:
+            f = f.f_back
+        return f is not None
+
+    busy = threading.local()  # the hook's own frame walk raises events too
+
+    def audit(event, args):
+        if getattr(busy, "on", False):
+            return
+        busy.on = True
+        try:
+            check(event)
+        finally:
+            busy.on = False
+
+    def check(event):
+        if event == "open" and late not in handlers and in_beam():
+            handlers.append(late)
+            logging.root.addHandler(late)
+        now = state()
+        for key, value in now.items():
+            if value != before[key]:
+                changed.setdefault(key, event)
+        if logging.root.handlers != handlers:
+            changed.setdefault("root handlers", event)
+
+    sys.addaudithook(audit)
+    tfrecorder.convert(sys.argv[1], sys.argv[2], progress=False, **json.loads(sys.argv[3]))
+    after = state()
+    sys.stdout.write(json.dumps({
+        "changed": changed, "after": [k for k in after if after[k] != before[k]],
+        "late handler kept": late in logging.root.handlers and late in handlers,
+        "handlers": logging.root.handlers == handlers}))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [{}, {"beam_sampler_ms": 20}])
+def test_a_conversion_leaves_the_hosts_process_as_it_found_it(tmp_path, options):
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONWARNINGS": "ignore::DeprecationWarning"}
+    p = subprocess.run([sys.executable, "-c", _HOST, os.path.join(SAMPLES, "data.csv"),
+                        str(tmp_path / "out"), json.dumps(options)],
+                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    checked = {"sampler defaults", "beam level", "root level", "root handlers", "gc enabled"}
+    assert not checked & {*seen["changed"], *seen["after"]}, seen
+    assert seen["late handler kept"] and seen["handlers"], seen
+    assert (tmp_path / "out" / "tfrecorder.json").exists()

@@ -1,0 +1,42 @@
+"""Beam's state sampler with short ticks, for the ``tfrecorder convert`` command only.
+
+Each bundle Beam runs in this process starts a thread that samples which step is
+running, sleeping 2 ms between samples at first, then 1.2 times longer each time, up to
+200 ms; when the bundle ends, Beam waits for that sleep to end. The conversion's writing
+step lasts about a second, by which time the sleep is 200 ms: it waits 0 to 200 ms for
+nothing, 100 ms on average (docs/performance.md). Beam has no option for the period,
+only the default of ``StateSampler``'s constructor, which holds for every pipeline of
+the process. A library call has no right to it: the process is its user's. The command
+owns its process, so it, and only it, sets the default while its conversion runs
+(``_cli._run_convert``). Its own module so that nothing of the library imports it; in
+the writer's wing with the other modules that import Beam.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+#: The command's period, in ms (``--beam-sampler-ms``).
+COMMAND_TICK_MS = 20
+
+
+@contextlib.contextmanager
+def short_sampler_ticks(ms: int):
+    """Beam's state sampler ticks at most every ``ms`` while this runs, then as before.
+    A Beam whose sampler takes its period some other way is left as it is; so are
+    worker processes (``num_workers`` > 1, Dataflow), which keep Beam's period."""
+    try:
+        from apache_beam.runners.worker import statesampler
+        init = statesampler.StateSampler.__init__
+        code, beams = init.__code__, init.__defaults__
+        known = (isinstance(beams, tuple) and len(beams) == 1 and type(beams[0]) is int
+                 and code.co_varnames[code.co_argcount - 1] == "sampling_period_ms")
+    except (ImportError, AttributeError):
+        known = False
+    if known:
+        init.__defaults__ = (min(ms, beams[0]),)  # never longer than Beam's own
+    try:
+        yield
+    finally:
+        if known:
+            init.__defaults__ = beams
