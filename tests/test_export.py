@@ -1,6 +1,7 @@
 """Exports (docs/sharing.md), judged by the other side's code: Hugging Face's
 ``datasets`` loads the Parquet export, offline, and gets every record back."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -184,3 +185,30 @@ def test_an_earlier_version_is_exported_as_it_was(photos, tmp_path):
     assert manifest["version"] == 1
     assert sorted(done.files) == [f"data/{s}-{i:05d}-of-00004.parquet"
                                   for s in ("test", "train") for i in range(4)]
+
+
+@pytest.mark.slow
+def test_mlcroissant_reads_the_first_record_of_every_record_set(samples_converted, tmp_path):
+    mlc = pytest.importorskip("mlcroissant")
+    out, _ = samples_converted()
+    dest = tmp_path / "hf"
+    tfrecorder.export(out, str(dest), metadata={
+        "name": "shapes", "license": "cc-by-4.0", "creator": "The shapes team",
+        "rai:dataCollection": "Drawn by a script."})
+    doc = json.loads((dest / "croissant.json").read_text())
+    assert doc["conformsTo"] == "http://mlcommons.org/croissant/1.1"
+    assert doc["rai:dataCollection"] == "Drawn by a script."
+    assert "no duplicates" in doc["rai:dataLimitations"]
+    sums = {f["contentUrl"]: f["sha256"] for f in doc["distribution"] if "sha256" in f}
+    assert sorted(sums) == sorted(f"data/{p.name}" for p in (dest / "data").iterdir())
+    for name, sha in sums.items():
+        assert hashlib.sha256((dest / name).read_bytes()).hexdigest() == sha
+    dataset = mlc.Dataset(jsonld=str(dest / "croissant.json"))
+    firsts = {rs.uuid: next(iter(dataset.records(rs.uuid)))
+              for rs in dataset.metadata.record_sets}
+    assert sorted(firsts) == ["label_names", "test", "train", "validation"]
+    assert firsts["label_names"] == {"label_names/id": 0, "label_names/name": "circle"}
+    mine = access.Reader(out, "train").features(0)
+    first = firsts["train"]
+    assert first["train/label"] == mine["label"]
+    assert first["train/image"].size == (mine["image_width"], mine["image_height"])

@@ -3,7 +3,7 @@
 One export is one story: the version opened once (``view.open_version``, as every
 reader does), one file per shard of ours, each written from the shard's live records
 (``access.Reader``) or taken as it is from the previous export where its shard is
-unchanged (``target``), the dataset card, the version
+unchanged (``target``), the dataset card and the Croissant description, the version
 checked to be still the one opened, then the folder published whole.
 """
 
@@ -15,7 +15,7 @@ import logging
 
 from tfrecorder import access
 from tfrecorder._errors import ConfigError
-from tfrecorder._export import card, parquet, target
+from tfrecorder._export import card, croissant, parquet, target
 from tfrecorder._folder import view
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def export(tfrecord_dir: str, dest: str, format: str = "parquet", *,
 
     - ``"parquet"``: ``data/{split}-NNNNN-of-NNNNN.parquet``, one file per shard, that
       Hugging Face's ``datasets.load_dataset(dest)`` and the Hub read as they are, with
-      a dataset card (``README.md``).
+      a dataset card (``README.md``) and Croissant 1.1 metadata (``croissant.json``).
 
     ``metadata`` describes the dataset to those who find it: ``name``, ``description``,
     ``license``, ``creator``, ``url``, and any Croissant ``rai:`` key. ``dest`` holds
@@ -150,10 +150,15 @@ def _records(reader: access.Reader, shard: int):
 
 def _metadata_files(writing: target.Writing, opened: view.Version, metadata: dict,
                     files: dict) -> list[str]:
-    """The dataset card written beside the data files; their names."""
-    text = card.text(opened.manifest, opened.number, metadata, _findings(opened))
-    writing.put("README.md", text.encode())
-    return ["README.md"]
+    """The dataset card and the Croissant description written beside the data files;
+    their names."""
+    found = _findings(opened)
+    writing.put("README.md", card.text(opened.manifest, opened.number, metadata,
+                                       found).encode())
+    doc = croissant.document(opened.manifest, opened.number, metadata, files,
+                             parquet.columns(opened.manifest), found)
+    writing.put(croissant.NAME, croissant.text(doc))
+    return ["README.md", croissant.NAME]
 
 
 def _findings(opened: view.Version) -> dict | None:
