@@ -212,3 +212,19 @@ def test_mlcroissant_reads_the_first_record_of_every_record_set(samples_converte
     first = firsts["train"]
     assert first["train/label"] == mine["label"]
     assert first["train/image"].size == (mine["image_width"], mine["image_height"])
+
+
+def test_the_command_line_exports_a_version_with_its_metadata(photos, tmp_path, run_cli):
+    _, out = photos
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"license": "mit", "rai:dataCollection": "photographed"}))
+    done = run_cli("export", out, tmp_path / "hf", "--format", "parquet",
+                   "--metadata", meta)
+    assert done.returncode == 0, done.stderr
+    assert "8 files written" in done.stdout
+    doc = json.loads((tmp_path / "hf" / "croissant.json").read_text())
+    assert doc["license"] == "mit" and doc["rai:dataCollection"] == "photographed"
+    meta.write_text("{not json")
+    bad = run_cli("export", out, tmp_path / "hf2", "--metadata", meta)
+    assert bad.returncode == 2 and "--metadata" in bad.stderr
+    assert not (tmp_path / "hf2").exists()
