@@ -48,12 +48,15 @@ setup(
         # itself; it is not an extra (docs/loading.md).
         "test": [
             "dask[distributed]>=2024.1",
+            # Exports are judged by their readers' own code (docs/sharing.md).
+            "datasets>=4.0",
             "gcp-storage-emulator>=2024.8",
             "grain>=0.2.18",
             "hypothesis>=6.0",
             "importlib_resources>=6.0",
             "ipykernel>=6.0",
             "ipywidgets>=8.0",
+            "mlcroissant>=1.1",
             "nbclient>=0.9",
             "nbformat>=5.9",
             "psutil>=5.9",

@@ -311,7 +311,10 @@ def _environment(folder: str) -> dict:
     """The environment blocks run in, in ``folder`` (``_prepare``)."""
     return {**os.environ, "PATH": os.path.join(folder, "bin") + os.pathsep + os.environ["PATH"],
             "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg",
-            "PYTHONWARNINGS": "ignore"}
+            "PYTHONWARNINGS": "ignore",
+            # Blocks that hand an export to Hugging Face's libraries stay offline.
+            "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1",
+            "HF_HOME": os.path.join(folder, "hf-home")}
 
 
 class _Python:

@@ -134,7 +134,7 @@ def test_public_functions_show_their_real_parameters():
 #: called ``tfrecord_dir`` (TFRecorder's name in ``load``); ``output_dir`` is only ever
 #: where a call writes (``convert``'s folder, ``inspect``'s images).
 FOLDER_READERS = ["load", "info", "verify", "inspect", "check_tfrecords", "read", "report",
-                  "versions", "compact", "vacuum", "build_index", "open"]
+                  "versions", "compact", "vacuum", "build_index", "open", "export"]
 
 
 @pytest.mark.slow  # imports torch and grain

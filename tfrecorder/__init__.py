@@ -26,6 +26,7 @@ else:
 from tfrecorder import input_schema, types
 from tfrecorder._convert import convert, convert_and_load, create_tfrecords
 from tfrecorder._folder.folder import Folder, open
+from tfrecorder._export.exporting import export
 from tfrecorder._errors import (
     ConfigError,
     ConversionError,
@@ -87,6 +88,7 @@ __all__ = [
     "convert_and_load",
     "create_image_csv",
     "create_tfrecords",
+    "export",
     "from_vertex",
     "info",
     "input_schema",

@@ -162,10 +162,30 @@ def _run_compact(args, _beam_flags) -> int:
     return 0
 
 
+def _run_export(args, _beam_flags) -> int:
+    import json
+
+    from tfrecorder._errors import ConfigError
+    from tfrecorder._export.exporting import export
+
+    metadata = None
+    if args.metadata:
+        try:
+            with open(args.metadata, encoding="utf-8") as f:
+                metadata = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"--metadata {args.metadata}: not a JSON file of metadata "
+                              f"({e}); give a file such as {{\"license\": \"cc-by-4.0\"}}"
+                              ) from None
+    print(export(args.output_dir, args.dest, args.format, version=args.version,
+                 metadata=metadata))
+    return 0
+
+
 COMMANDS = {"convert": _run_convert, "inspect": _run_inspect, "create-image-csv": _run_csv,
             "index": _run_index, "verify": _run_verify, "report": _run_report,
             "versions": _run_versions, "vacuum": _run_vacuum,
-            "compact": _run_compact}
+            "compact": _run_compact, "export": _run_export}
 
 
 def main(argv: list[str] | None = None) -> int:

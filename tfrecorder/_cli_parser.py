@@ -333,6 +333,24 @@ def _compact_parser(sub) -> None:
                    help="rewrite this split (repeat for more), even if TFDS reads it")
 
 
+def _export_parser(sub) -> None:
+    p = sub.add_parser(
+        "export", help="write a version as Hugging Face Parquet with Croissant metadata",
+        description="Write one version of an output directory into DEST as Parquet files "
+                    "that Hugging Face's datasets and the Hub read as they are, with a "
+                    "dataset card (README.md) and croissant.json. Exporting again after "
+                    "an update rewrites only the files of the shards it changed. The same "
+                    "as tfrecorder.export(output_dir, dest).")
+    p.add_argument("output_dir", help="a directory written by tfrecorder convert")
+    p.add_argument("dest", help="the export's folder (local or gs://), new or an export")
+    p.add_argument("--format", default="parquet", choices=["parquet"],
+                   help="the export's format (default: parquet)")
+    p.add_argument("--metadata", metavar="FILE", default=None,
+                   help="a JSON file of the dataset's metadata: name, description, "
+                        "license, creator, url and any Croissant rai: key")
+    _version_flag(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfrecorder",
@@ -349,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     _versions_parser(sub)
     _vacuum_parser(sub)
     _compact_parser(sub)
+    _export_parser(sub)
     return parser
 
 

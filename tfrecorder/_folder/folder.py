@@ -57,6 +57,7 @@ class Folder:
     ``folder.report()``     its data report (``tfrecorder.report``)
     ``folder.verify()``     every record checked (``tfrecorder.verify``)
     ``folder.inspect()``    a few records shown (``tfrecorder.inspect``)
+    ``folder.export(dest)``  it in another format (``tfrecorder.export``)
     ``folder.versions()``   every version of the folder
     ``folder.update(t)``    an update by the table ``t``; ``compact()``, ``vacuum(keep)``
     ======================  ===============================================
@@ -156,6 +157,13 @@ class Folder:
         from tfrecorder._folder.versions import table
 
         return table(self.path, self._opened)
+
+    @_pinned(after=False)  # the export checks its version itself before it publishes
+    def export(self, dest: str, format: str = "parquet", *, metadata: dict | None = None):
+        """This version exported into the folder ``dest`` (``tfrecorder.export``)."""
+        from tfrecorder._export.exporting import export_version
+
+        return export_version(self._opened, dest, format, metadata=metadata)
 
     # --- what publishes or removes versions -------------------------------------------
 

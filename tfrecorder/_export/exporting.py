@@ -1,0 +1,173 @@
+"""``tfrecorder.export``: one version of a folder written in another format.
+
+One export is one story: the version opened once (``view.open_version``, as every
+reader does), one file per shard of ours, each written from the shard's live records
+(``access.Reader``) or taken as it is from the previous export where its shard is
+unchanged (``target``), the dataset card and the Croissant description, the version
+checked to be still the one opened, then the folder published whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+
+from tfrecorder import access
+from tfrecorder._errors import ConfigError
+from tfrecorder._export import card, croissant, parquet, target
+from tfrecorder._folder import view
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("parquet",)
+#: Records read from a shard at once.
+BATCH = 256
+#: The export's own layout; a change that alters the files' content bumps it, so that
+#: no file of an older export is reused.
+EXPORT_FORMAT = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    """What ``export`` did: where, which version, and which files it wrote anew and
+    which it took unchanged from the previous export."""
+
+    dest: str
+    format: str
+    version: int
+    files: list[str]
+    written: list[str]
+    reused: list[str]
+    bytes_written: int
+    bytes_reused: int
+
+    def __repr__(self) -> str:
+        return (f"Exported({self.dest!r}, format={self.format!r}, version={self.version}: "
+                f"{len(self.written)} files written, {len(self.reused)} reused)")
+
+
+def export(tfrecord_dir: str, dest: str, format: str = "parquet", *,
+           version: int | None = None, metadata: dict | None = None) -> Exported:
+    """Version ``version`` (None: the latest) of the folder ``tfrecord_dir`` exported
+    into the folder ``dest`` (local or ``gs://``) in ``format``:
+
+    - ``"parquet"``: ``data/{split}-NNNNN-of-NNNNN.parquet``, one file per shard, that
+      Hugging Face's ``datasets.load_dataset(dest)`` and the Hub read as they are, with
+      a dataset card (``README.md``) and Croissant 1.1 metadata (``croissant.json``).
+
+    ``metadata`` describes the dataset to those who find it: ``name``, ``description``,
+    ``license``, ``creator``, ``url``, and any Croissant ``rai:`` key. ``dest`` holds
+    one export: exporting again replaces it, taking the files of unchanged shards as
+    they are, and an export that fails leaves it as it was (docs/sharing.md).
+    ConfigError for an unknown format, or a ``dest`` that holds other files.
+    """
+    return export_version(view.open_version(str(tfrecord_dir), version), dest, format,
+                          metadata=metadata)
+
+
+def export_version(opened: view.Version, dest: str, format: str = "parquet", *,
+                   metadata: dict | None = None) -> Exported:
+    """``export`` of the version ``opened`` (``Folder.export``)."""
+    if format not in FORMATS:
+        raise ConfigError(f"format={format!r}: not an export format; give one of "
+                          f"{', '.join(map(repr, FORMATS))}")
+    metadata = _checked(metadata)
+    dest = str(dest).rstrip("/")
+    source = opened.output_dir
+    manifest = opened.manifest
+    parquet.check(manifest, source)
+    opened.need_offsets(f"an export of {source}")
+    settings = {"export_format": EXPORT_FORMAT, "format": format,
+                "features": parquet.hf_features(manifest)}
+    old = target.previous(dest)
+    reuse = target.reusable(old, settings)
+    planned = _plan(opened)
+    writing = target.Writing(dest)
+    files, written, reused = {}, [], []
+    try:
+        for split, items in planned.items():
+            reader = None
+            for p in items:
+                hit = reuse.get(json.dumps(p.key, sort_keys=True))
+                if hit is not None:
+                    old_name, sha, size = hit
+                    writing.take(p.name, old_name, size)
+                    reused.append(p.name)
+                else:
+                    if reader is None:
+                        reader = access.Reader.of(opened.view(split))
+                    data = parquet.write(_records(reader, p.shard), manifest,
+                                         f"{source}, {reader.files[p.shard]}")
+                    sha, size = writing.put(p.name, data), len(data)
+                    written.append(p.name)
+                files[p.name] = {"key": p.key, "sha256": sha, "bytes": size}
+            if reader is not None:
+                reader.close()
+        files_meta = _metadata_files(writing, opened, metadata, files)
+        opened.unchanged()  # what was read is the version opened
+        writing.publish({"format": format, "version": opened.number,
+                         "generation": opened.generation, "settings": settings,
+                         "files": files, "metadata": files_meta}, old)
+    except BaseException:
+        writing.discard()
+        raise
+    log.info("exported version %d of %s to %s: %d files written, %d reused",
+             opened.number, source, dest, len(written), len(reused))
+    return Exported(dest, format, opened.number, sorted(files), written, reused,
+                    writing.bytes_written, writing.bytes_reused)
+
+
+def _checked(metadata) -> dict:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict) or not all(isinstance(k, str) for k in metadata):
+        raise ConfigError(f"metadata={metadata!r}: give a dict of str keys, such as "
+                          f"{{'license': 'cc-by-4.0', 'description': '...'}}")
+    return dict(metadata)
+
+
+def _plan(opened: view.Version) -> dict[str, list[target.Planned]]:
+    """The files of the export: per split, one per shard of ours, named as ``datasets``
+    infers splits from (``data/{split}-NNNNN-of-NNNNN.parquet``)."""
+    out = {}
+    for split, info in opened.manifest.splits.items():
+        n = len(info.shards)
+        out[split] = [target.Planned(f"data/{split}-{i:05d}-of-{n:05d}.parquet", split, i,
+                                     target.shard_key(opened.output_dir, shard))
+                      for i, shard in enumerate(info.shards)]
+    return out
+
+
+def _records(reader: access.Reader, shard: int):
+    """The live records of ``shard`` as plain values, in file order."""
+    start, stop = reader.view.starts[shard], reader.view.starts[shard + 1]
+    specs = reader.manifest.features
+    for first in range(start, stop, BATCH):
+        for data in reader.records(range(first, min(first + BATCH, stop))):
+            yield access.values(data, specs)
+
+
+def _metadata_files(writing: target.Writing, opened: view.Version, metadata: dict,
+                    files: dict) -> list[str]:
+    """The dataset card and the Croissant description written beside the data files;
+    their names."""
+    found = _findings(opened)
+    writing.put("README.md", card.text(opened.manifest, opened.number, metadata,
+                                       found).encode())
+    doc = croissant.document(opened.manifest, opened.number, metadata, files,
+                             parquet.columns(opened.manifest), found)
+    writing.put(croissant.NAME, croissant.text(doc))
+    return ["README.md", croissant.NAME]
+
+
+def _findings(opened: view.Version) -> dict | None:
+    """The data report's counts of duplicates, leaks and conflicts; None without one."""
+    if not opened.manifest.quality:
+        return None
+    from tfrecorder._report import findings
+
+    try:
+        return findings.report_version(opened).found(("duplicates", "leaks", "conflicts"))
+    except ConfigError:  # the version's report was replaced by a later one's
+        return None

@@ -1,0 +1,154 @@
+"""One shard's live records as a Parquet file that Hugging Face's ``datasets`` reads.
+
+The columns are the ones ``datasets`` writes itself for the same features, so a folder
+of these files loads with ``load_dataset(folder)`` and shows in the Hub's viewer with no
+conversion: the image as ``Image``'s struct ``{bytes, path}`` holding the stored bytes
+untouched, the label as ``ClassLabel`` (a list of them for multi-label), categorical
+columns as ``ClassLabel`` of their vocabulary, and plain values for the rest. The
+features are written into the schema's metadata under ``b"huggingface"``, where
+``datasets`` looks for them before it infers anything.
+
+``image_uri`` is left out: it is where the image was read from on the converting
+machine (often an absolute local path), meaningless to whoever downloads the export.
+Object-detection and segmentation folders are not exported to Parquet yet.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tfrecorder._errors import ConfigError, SchemaError
+from tfrecorder._folder import layout
+from tfrecorder._folder.manifest import Manifest
+from tfrecorder._writer import example
+
+#: A row group holds at most this many bytes of records: the Hub's viewer reads a row
+#: group at a time and refuses larger ones (about 100 MB).
+ROW_GROUP_BYTES = 100 * 1024 * 1024
+#: ... and at most this many rows, so that a reader asking for one row of a table of
+#: small images decodes few others.
+ROW_GROUP_ROWS = 1000
+
+#: Features not exported (see the module's docstring).
+LEFT_OUT = frozenset({layout.IMAGE_URI})
+
+_VALUE = {example.INT64: "int64", example.FLOAT: "float32", example.BYTES: "string"}
+
+
+def check(manifest: Manifest, where: str) -> None:
+    """ConfigError where the folder holds what this export cannot write yet."""
+    boxes = [k for k, f in manifest.features.items()
+             if f.role == "bbox" or k.startswith("objects/")]
+    if boxes:
+        raise ConfigError(
+            f"{where} holds object-detection features ({', '.join(sorted(boxes))}); "
+            f"format='parquet' exports classification and tabular folders only for now. "
+            f"Read the records with tfrecorder.read({where!r}) instead.")
+
+
+def columns(manifest: Manifest) -> list[str]:
+    """The exported features, in the order of the columns: the image, the label, then
+    the others in the manifest's order."""
+    first = [k for k in (manifest.image_key, manifest.label_key) if k]
+    rest = [k for k in manifest.features if k not in first and k not in LEFT_OUT]
+    return first + rest
+
+
+def hf_features(manifest: Manifest) -> dict:
+    """Hugging Face's ``Features.to_dict()`` of the exported columns."""
+    out = {}
+    for key in columns(manifest):
+        spec = manifest.features[key]
+        if spec.role == "image":
+            out[key] = {"_type": "Image"}
+            continue
+        names = manifest.vocabularies.get(key)
+        one = ({"names": list(names), "_type": "ClassLabel"} if names is not None
+               else {"dtype": _VALUE[spec.dtype], "_type": "Value"})
+        out[key] = one if spec.shape == [] else {"feature": one, "_type": "List"}
+    return out
+
+
+def schema(manifest: Manifest):
+    """The Arrow schema of the exported files, Hugging Face's features in its metadata."""
+    import pyarrow as pa
+
+    fields = []
+    for key in columns(manifest):
+        spec = manifest.features[key]
+        if spec.role == "image":
+            kind = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+        else:
+            kind = {example.INT64: pa.int64(), example.FLOAT: pa.float32(),
+                    example.BYTES: pa.string()}[spec.dtype]
+            if spec.shape != []:
+                kind = pa.list_(kind)
+        fields.append(pa.field(key, kind))
+    info = {"info": {"features": hf_features(manifest)}}
+    return pa.schema(fields, metadata={b"huggingface": json.dumps(info).encode()})
+
+
+def write(records, manifest: Manifest, where: str) -> bytes:
+    """The Parquet file of ``records`` (their features as ``access.values`` gives them,
+    in order), as bytes. ``where`` names the shard in errors."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = schema(manifest)
+    keys = columns(manifest)
+    image = manifest.image_key
+    # The image bytes are already compressed (JPEG, PNG, ...): compressing them again,
+    # keeping a dictionary of them or their min/max statistics would cost time for
+    # nothing.
+    plain = [k for k in keys if k != image]
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(
+            sink, arrow, compression="snappy",
+            use_dictionary=plain, write_statistics=plain) as writer:
+        batch, size = [], 0
+        for values in records:
+            batch.append(values)
+            size += len(values[image]) if image else 0
+            if len(batch) >= ROW_GROUP_ROWS or size >= ROW_GROUP_BYTES:
+                writer.write_table(_table(batch, keys, manifest, arrow, where),
+                                   row_group_size=len(batch))
+                batch, size = [], 0
+        if batch:
+            writer.write_table(_table(batch, keys, manifest, arrow, where),
+                               row_group_size=len(batch))
+    return sink.getvalue().to_pybytes()
+
+
+def _table(batch: list[dict], keys: list[str], manifest: Manifest, arrow, where: str):
+    import pyarrow as pa
+
+    arrays = []
+    for key in keys:
+        spec = manifest.features[key]
+        got = [values.get(key) for values in batch]
+        if spec.role == "image":
+            names = [_text(v.get(layout.IMAGE_NAME), key, where) if layout.IMAGE_NAME in v
+                     else None for v in batch]
+            arrays.append(pa.StructArray.from_arrays(
+                [pa.array(got, pa.binary()), pa.array(names, pa.string())],
+                fields=list(arrow.field(key).type)))
+            continue
+        if spec.dtype == example.BYTES:
+            got = ([_text(v, key, where) for v in got] if spec.shape == []
+                   else [[_text(x, key, where) for x in v] for v in got])
+        elif spec.shape != []:
+            got = [list(v) for v in got]
+        arrays.append(pa.array(got, arrow.field(key).type))
+    return pa.Table.from_arrays(arrays, schema=arrow)
+
+
+def _text(value, key: str, where: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SchemaError(
+            f"{where}: feature {key!r} holds bytes that are not UTF-8 text "
+            f"({value[:20]!r}...), which a Parquet export holds as a string column; "
+            f"convert the table with that column as text") from None

@@ -1,0 +1,162 @@
+"""The export folder: what it holds, what a new export may reuse, and how it is
+published whole.
+
+An export folder holds exactly one version of one folder, and a manifest of its own,
+``tfrecorder-export.json``, which says which of our shards made which file (with what
+identifies that shard's live records) and each file's SHA-256. Exporting again reads it:
+a file whose shard is unchanged is taken from the previous export as it is (a hard link
+locally), so an update rewrites only the files of the shards it changed.
+
+An export is all or nothing, as a version is: locally it is written into a folder
+beside ``dest`` and renamed into place (the previous export renamed aside first, then
+removed); on ``gs://``, where a folder cannot be renamed, its files are written beside
+and moved in one by one, the manifest removed first and written last, so a folder
+without it is one being written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import secrets
+import shutil
+
+from tfrecorder import _storage as storage
+from tfrecorder._errors import ConfigError
+from tfrecorder._folder.manifest import ShardInfo
+
+#: The export's own manifest, written last.
+MANIFEST = "tfrecorder-export.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """One file of an export: its name in the folder, the shard it is made from and
+    what identifies that shard's live records (``shard_key``)."""
+
+    name: str
+    split: str
+    shard: int
+    key: dict
+
+
+def shard_key(output_dir: str, shard: ShardInfo) -> dict:
+    """What identifies a shard's live records: its name, size and counts, and the
+    SHA-256 of its rows file (each record's digest) and of its live index, where the
+    folder has them. Shard files are never rewritten under the same name but by an
+    overwrite, which rewrites the rows files too."""
+    def digest(name):
+        if not name:
+            return None
+        return hashlib.sha256(storage.read_bytes(storage.inside(output_dir, name))).hexdigest()
+
+    return {"shard": shard.file, "bytes": shard.num_bytes, "records": shard.num_examples,
+            "live": shard.live, "rows": digest(shard.rows),
+            "live_index": digest(shard.live_index)}
+
+
+def previous(dest: str) -> dict | None:
+    """The manifest of the export in ``dest``; None where there is none. ConfigError
+    where ``dest`` holds anything else: an export never replaces the user's files."""
+    if storage.exists(storage.join(dest, MANIFEST)):
+        try:
+            return json.loads(storage.read_bytes(storage.join(dest, MANIFEST)))
+        except ValueError as e:
+            raise ConfigError(f"{dest}/{MANIFEST} is damaged ({e}); remove {dest} and "
+                              f"export again") from None
+    if storage.isdir(dest) and storage.listdir(dest):
+        raise ConfigError(
+            f"{dest} holds files and no {MANIFEST}: it is not an export of tfrecorder's, "
+            f"and an export replaces what its folder holds. Give a new or empty folder.")
+    return None
+
+
+def reusable(old: dict | None, settings: dict) -> dict:
+    """``{json of a shard key: (name, sha256, bytes)}`` of the previous export's files
+    that a new export with ``settings`` may take as they are: none where the settings
+    (format, features, labels) changed."""
+    if not old or old.get("settings") != settings:
+        return {}
+    return {json.dumps(f["key"], sort_keys=True): (name, f["sha256"], f["bytes"])
+            for name, f in old.get("files", {}).items() if "key" in f}
+
+
+class Writing:
+    """An export being written beside ``dest``: ``put`` a file, ``take`` one from the
+    previous export, ``publish`` at the end; ``discard`` on failure."""
+
+    def __init__(self, dest: str):
+        self.dest = dest.rstrip("/")
+        self.remote = storage.is_remote(self.dest)
+        parent, base = storage.dirname(self.dest), storage.basename(self.dest)
+        self.temp = storage.join(parent, f".{base}.export-{secrets.token_hex(6)}")
+        self.names: list[str] = []
+        self.bytes_written = 0
+        self.bytes_reused = 0
+        if not self.remote:
+            os.makedirs(self.temp)
+
+    def put(self, name: str, data: bytes) -> str:
+        """``data`` written as the file ``name``; its SHA-256."""
+        path = storage.inside(self.temp, name)
+        storage.makedirs(storage.dirname(path))
+        storage.write_bytes(path, data)
+        self.names.append(name)
+        self.bytes_written += len(data)
+        return hashlib.sha256(data).hexdigest()
+
+    def take(self, name: str, old_name: str, size: int) -> None:
+        """The previous export's file ``old_name``, unchanged, as ``name``."""
+        old = storage.inside(self.dest, old_name)
+        path = storage.inside(self.temp, name)
+        if self.remote:
+            if name != old_name:
+                storage.write_bytes(path, storage.read_bytes(old))
+                self.names.append(name)
+            self.bytes_reused += size
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            os.link(old, path)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(old, path)
+        self.names.append(name)
+        self.bytes_reused += size
+
+    def publish(self, manifest: dict, old: dict | None) -> None:
+        """The export in place of ``dest``'s: renamed whole locally; on ``gs://`` the
+        files moved in with the manifest removed first and written last, and the files
+        of the previous export no longer listed removed."""
+        data = json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n"
+        if not self.remote:
+            storage.write_bytes(os.path.join(self.temp, MANIFEST), data)
+            aside = None
+            if os.path.isdir(self.dest):
+                aside = self.temp + ".old"
+                os.rename(self.dest, aside)
+            os.rename(self.temp, self.dest)
+            if aside:
+                shutil.rmtree(aside)
+            return
+        if old is not None:
+            storage.remove(storage.join(self.dest, MANIFEST))
+        for name in self.names:
+            storage.rename(storage.join(self.temp, name), storage.join(self.dest, name))
+        listed = set(manifest["files"]) | set(manifest.get("metadata", []))
+        for name in (old or {}).get("files", {}):
+            if name not in listed:
+                storage.remove(storage.join(self.dest, name))
+        storage.write_bytes(storage.join(self.dest, MANIFEST), data)
+
+    def discard(self) -> None:
+        """What was written beside ``dest`` removed: a failed export leaves nothing."""
+        if not self.remote:
+            shutil.rmtree(self.temp, ignore_errors=True)
+            return
+        for name in self.names:
+            try:
+                storage.remove(storage.join(self.temp, name))
+            except FileNotFoundError:
+                pass
