@@ -1,6 +1,7 @@
 """Sources -> a Table: a pandas DataFrame, a CSV file (local or ``gs://``), an image
 directory laid out ``DIR/<split>/<label>/<file>`` (or ``DIR/<label>/<file>``), Vertex
-AI's JSON Lines files (``vertex``) or COCO files (``coco``).
+AI's JSON Lines files (``vertex``), COCO files (``coco``) or a YOLO dataset's
+``data.yaml`` (``yolo``).
 
 The one way in: ``chunks`` tells the source's kind and hands it to its reader
 (``csv_file``, ``image_tree``, ``json_files`` with ``vertex`` and ``coco``), reading a
@@ -18,8 +19,9 @@ import os
 from typing import Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._inputs import coco, json_files, splits, vertex
+from tfrecorder._inputs import coco, json_files, splits, vertex, yolo
 from tfrecorder._errors import ConfigError, Problems
+from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._inputs.csv_file import csv_chunks
 from tfrecorder._inputs.image_tree import directory_chunks
 from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA, Schema
@@ -41,7 +43,8 @@ def read(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) 
 
 def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None,
            size: int | None = None, images_dir=None,
-           notes: list | None = None) -> Callable[[Problems], Iterator[Table]]:
+           notes: list | None = None,
+           annotations: Annotations | None = None) -> Callable[[Problems], Iterator[Table]]:
     """The one way every source (or a Table read already) is read: a function that, each
     time it is called, reads ``source`` afresh as Tables of at most ``size`` rows (one Table when None), putting
     the problems of single rows (ragged CSV rows, image files too deep in a tree) into
@@ -49,12 +52,17 @@ def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None
 
     ``images_dir``: the folder relative image paths resolve against (for COCO files
     given per split, a folder per split), instead of the source file's folder (the
-    current one for a DataFrame). ``notes`` gets what reading the source left out.
+    current one for a DataFrame). ``notes`` gets what reading the source left out;
+    ``annotations``, for a source of annotations (COCO, YOLO, Pascal VOC), what became
+    of them.
     """
     import pandas as pd
 
     if isinstance(source, Table):  # read already
         return lambda _problems: iter([source])
+    found = _annotated(source, schema, names, size, images_dir, annotations)
+    if found is not None:
+        return found
     json_source = json_files.find(source)
     if json_source is not None:
         return _json_chunks(*json_source, schema, names, size, images_dir, notes)
@@ -100,6 +108,26 @@ def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None
     if not storage.exists(path):
         raise ConfigError(f"source {path!r} does not exist; give a CSV file or an image directory")
     return lambda problems: csv_chunks(path, schema, header, names, size, problems)
+
+
+def _annotated(source, schema: Schema, names, size: int | None, images_dir,
+               counts: Annotations | None) -> Callable[[Problems], Iterator[Table]] | None:
+    """Tables of a YOLO dataset; None for another source."""
+    yaml_file = yolo.find(source)
+    if yaml_file is None:
+        return None
+    if schema is not IMAGE_CSV_SCHEMA or names is not None:
+        raise ConfigError("a YOLO dataset is read in its own schema; leave schema= and "
+                          "names= out")
+    if images_dir is not None:
+        raise ConfigError(f"images_dir={images_dir!r}: a YOLO dataset's data.yaml says "
+                          f"where its images are (path, train, val, test); leave it out")
+
+    def tables(problems: Problems) -> Iterator[Table]:
+        for kind, data, ids in yolo.read(yaml_file, size, problems, counts):
+            yield Table(ColumnFrame(data, len(ids), given=list(data)), ids, None, kind)
+
+    return tables
 
 
 def _images_dir(images_dir) -> str | None:
