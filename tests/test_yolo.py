@@ -117,7 +117,7 @@ def test_a_yaml_without_names_or_a_wrong_nc_is_a_schema_error(tmp_path):
 
 def test_images_dir_is_refused(tmp_path):
     _dataset(tmp_path)
-    with pytest.raises(ConfigError, match="data.yaml says where its images are"):
+    with pytest.raises(ConfigError, match="its data.yaml says; leave images_dir out"):
         tfrecorder.convert(str(tmp_path), str(tmp_path / "out"), images_dir=str(tmp_path))
 
 

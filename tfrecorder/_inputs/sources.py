@@ -1,7 +1,7 @@
 """Sources -> a Table: a pandas DataFrame, a CSV file (local or ``gs://``), an image
 directory laid out ``DIR/<split>/<label>/<file>`` (or ``DIR/<label>/<file>``), Vertex
-AI's JSON Lines files (``vertex``), COCO files (``coco``) or a YOLO dataset's
-``data.yaml`` (``yolo``).
+AI's JSON Lines files (``vertex``), COCO files (``coco``), a YOLO dataset's
+``data.yaml`` (``yolo``) or a Pascal VOC folder (``voc``).
 
 The one way in: ``chunks`` tells the source's kind and hands it to its reader
 (``csv_file``, ``image_tree``, ``json_files`` with ``vertex`` and ``coco``), reading a
@@ -19,7 +19,7 @@ import os
 from typing import Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._inputs import coco, json_files, splits, vertex, yolo
+from tfrecorder._inputs import coco, json_files, splits, vertex, voc, yolo
 from tfrecorder._errors import ConfigError, Problems
 from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._inputs.csv_file import csv_chunks
@@ -60,7 +60,7 @@ def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None
 
     if isinstance(source, Table):  # read already
         return lambda _problems: iter([source])
-    found = _annotated(source, schema, names, size, images_dir, annotations)
+    found = _annotated(source, schema, names, size, images_dir, notes, annotations)
     if found is not None:
         return found
     json_source = json_files.find(source)
@@ -110,21 +110,27 @@ def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None
     return lambda problems: csv_chunks(path, schema, header, names, size, problems)
 
 
-def _annotated(source, schema: Schema, names, size: int | None, images_dir,
+def _annotated(source, schema: Schema, names, size: int | None, images_dir, notes,
                counts: Annotations | None) -> Callable[[Problems], Iterator[Table]] | None:
-    """Tables of a YOLO dataset; None for another source."""
+    """Tables of a YOLO dataset or a Pascal VOC folder; None for another source."""
+    source = os.fspath(source) if isinstance(source, os.PathLike) else source
     yaml_file = yolo.find(source)
-    if yaml_file is None:
+    found = voc.find(source) if yaml_file is None else None
+    if yaml_file is None and found is None:
         return None
+    what = "a YOLO dataset" if yaml_file else "a Pascal VOC folder"
     if schema is not IMAGE_CSV_SCHEMA or names is not None:
-        raise ConfigError("a YOLO dataset is read in its own schema; leave schema= and "
-                          "names= out")
+        raise ConfigError(f"{what} is read in its own schema; leave schema= and names= out")
     if images_dir is not None:
-        raise ConfigError(f"images_dir={images_dir!r}: a YOLO dataset's data.yaml says "
-                          f"where its images are (path, train, val, test); leave it out")
+        where = ("its data.yaml says" if yaml_file
+                 else "its layout says (JPEGImages/ or images/)")
+        raise ConfigError(f"images_dir={images_dir!r}: where the images of {what} are, "
+                          f"{where}; leave images_dir out")
 
     def tables(problems: Problems) -> Iterator[Table]:
-        for kind, data, ids in yolo.read(yaml_file, size, problems, counts):
+        read = (yolo.read(yaml_file, size, problems, counts) if yaml_file
+                else voc.read(found, size, problems, counts, notes))
+        for kind, data, ids in read:
             yield Table(ColumnFrame(data, len(ids), given=list(data)), ids, None, kind)
 
     return tables
