@@ -103,3 +103,22 @@ def test_convert_keeps_difficult_and_truncated(tmp_path):
         found[f["image_name"].decode()] = (list(f["objects/is_difficult"]),
                                            list(f["objects/is_truncated"]))
     assert found["000000.jpg"] == ([0, 1], [1, 0]) and found["000001.jpg"] == ([], [])
+
+
+@pytest.mark.slow
+def test_a_dataset_written_by_supervision(tmp_path):
+    from tests.conftest import supervision_dataset
+    from tests.test_yolo import _converted_boxes
+
+    dataset, given, (w, h) = supervision_dataset(tmp_path / "source")
+    root = tmp_path / "voc"
+    dataset.as_pascal_voc(images_directory_path=str(root / "images"),
+                          annotations_directory_path=str(root / "annotations"))
+    tfrecorder.convert(str(root), str(tmp_path / "out"))
+    found = _converted_boxes(tmp_path / "out")
+    assert sorted(found) == sorted(given)
+    for name, boxes in given.items():
+        # whole pixels, written 1-based as the devkit's: back exactly
+        assert found[name] == [(label, pytest.approx([x0 / w, y0 / h, x1 / w, y1 / h],
+                                                     abs=1e-6))
+                               for label, (x0, y0, x1, y1) in boxes]

@@ -107,6 +107,9 @@ def test_a_yaml_without_names_or_a_wrong_nc_is_a_schema_error(tmp_path):
     (tmp_path / "data.yaml").write_text("train: images/train\n")
     with pytest.raises(SchemaError, match="no 'names'"):
         _read(tmp_path / "data.yaml")
+    (tmp_path / "data.yaml").write_text("names: [a, b]\n")
+    with pytest.raises(SchemaError, match="no train, val or test"):
+        _read(tmp_path / "data.yaml")
     (tmp_path / "data.yaml").write_text("train: images/train\nnames: [a, b]\nnc: 3\n")
     with pytest.raises(SchemaError, match=r"column 'nc': value 3: not the number of names \(2\)"):
         _read(tmp_path / "data.yaml")
@@ -132,3 +135,42 @@ def test_convert_writes_a_record_per_image(tmp_path):
         f = reader.features(i)
         found[f["image_name"].decode()] = [names[k] for k in f["objects/label"]]
     assert found == {"0.jpg": ["cat", "dog", "cat"], "1.jpg": [], "2.jpg": []}
+
+
+def _converted_boxes(out):
+    """{image name: [(label, [xmin, ymin, xmax, ymax] relative)]} of every record."""
+    import numpy as np
+
+    found = {}
+    for split in tfrecorder.info(str(out)).splits:
+        reader = Reader(str(out), split)
+        names = reader.manifest.vocabularies["objects/label"]
+        for i in range(len(reader)):
+            f = reader.features(i)
+            boxes = np.reshape(f["objects/bbox"], (-1, 4))
+            found[f["image_name"].decode()] = [
+                (names[k], [b[1], b[0], b[3], b[2]]) for k, b in zip(f["objects/label"], boxes)]
+    return found
+
+
+@pytest.mark.slow
+def test_a_dataset_written_by_supervision(tmp_path):
+    from tests.conftest import supervision_dataset
+
+    dataset, given, (w, h) = supervision_dataset(tmp_path / "source")
+    root = tmp_path / "yolo"
+    dataset.as_yolo(images_directory_path=str(root / "images" / "train"),
+                    annotations_directory_path=str(root / "labels" / "train"),
+                    data_yaml_path=str(root / "data.yaml"))
+    # supervision writes nc and names; Ultralytics (and we) need the splits too
+    with open(root / "data.yaml", "a") as f:
+        f.write("train: images/train\n")
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"))
+    found = _converted_boxes(tmp_path / "out")
+    assert sorted(found) == sorted(given)
+    for name, boxes in given.items():
+        assert [label for label, _ in found[name]] == [label for label, _ in boxes]
+        for (_, got), (_, (x0, y0, x1, y1)) in zip(found[name], boxes):
+            # written with 5 decimals: each corner within their rounding
+            assert got == pytest.approx([x0 / w, y0 / h, x1 / w, y1 / h], abs=1e-5)
+    assert result.rows_in == 4

@@ -66,6 +66,10 @@ def read(path: str, size: int | None, problems: Problems,
     names = _names(config, path)
     kpt = _keypoint_values(config, path)
     root = _root(config, path)
+    if all(config.get(key) in (None, "", []) for key in SPLIT_KEYS):
+        raise SchemaError([Problem(path, "train", None, (
+            "no train, val or test; give each split's images (train: images/train), as "
+            "Ultralytics needs them too"))])
     rows: list = []
     ids: list = []
     for key in SPLIT_KEYS:
