@@ -127,7 +127,16 @@ def test_images_dir_is_refused(tmp_path):
 @pytest.mark.slow
 def test_convert_writes_a_record_per_image(tmp_path):
     root = _dataset(tmp_path / "ds")
-    tfrecorder.convert(str(root), str(tmp_path / "out"))
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"))
+    lines = str(result).splitlines()
+    where = lines.index("  annotations: 8 in, 4 written, 4 reported (1 malformed, 1 outside "
+                        "the image, 1 unknown class, 1 zero area); 1 polygon row(s) written "
+                        "as its bounding box")
+    label_file = root / "labels" / "train" / "0.txt"
+    assert lines[where + 1] == (f"    {label_file}:3: unknown class (class id 7 is not one "
+                                f"of data.yaml's names)")
+    assert result.annotations.written == 4
+    assert "annotations: 8 in, 4 written" in result._repr_html_()
     reader = Reader(str(tmp_path / "out"), "train")
     names = reader.manifest.vocabularies["objects/label"]
     found = {}

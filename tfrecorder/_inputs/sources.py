@@ -65,7 +65,8 @@ def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None
         return found
     json_source = json_files.find(source)
     if json_source is not None:
-        return _json_chunks(*json_source, schema, names, size, images_dir, notes)
+        return _json_chunks(*json_source, schema, names, size, images_dir, notes,
+                            annotations)
     if isinstance(images_dir, Mapping):
         raise ConfigError(f"images_dir={dict(images_dir)!r}: a folder per split is for COCO "
                           f"files given per split ({{'train': 'instances_train.json', ...}}); "
@@ -150,7 +151,8 @@ def _images_dir(images_dir) -> str | None:
 
 
 def _json_chunks(kind: str, files: list, schema: Schema, names, size: int | None,
-                 images_dir, notes: list | None) -> Callable[[Problems], Iterator[Table]]:
+                 images_dir, notes: list | None,
+                 counts: Annotations | None = None) -> Callable[[Problems], Iterator[Table]]:
     """Tables of the JSON files of a Vertex AI or COCO source; their image paths are
     written relative to the working directory, or absolute (base_dir None)."""
     what = "Vertex AI JSON Lines" if kind == "jsonl" else "COCO files"
@@ -175,7 +177,8 @@ def _json_chunks(kind: str, files: list, schema: Schema, names, size: int | None
                               f"not; give a folder for each of {sorted(given)}")
     elif images_dir is not None:
         images_dir = os.fspath(images_dir)
-    read_files = vertex.read if kind == "jsonl" else coco.read
+    def read_files(*args):
+        return vertex.read(*args) if kind == "jsonl" else coco.read(*args, counts=counts)
 
     def tables(problems: Problems) -> Iterator[Table]:
         for table_kind, data, ids in read_files(files, size, problems, images_dir, notes):
