@@ -62,6 +62,8 @@ setup(
             "psutil>=5.9",
             "pytest>=8.0",
             "pytest-xdist>=3.5",
+            # writes the YOLO and Pascal VOC fixtures with its own writers
+            "supervision>=0.20",
             "tensorflow>=2.21",
             "tensorflow-datasets>=4.9",
             "torch==2.13.0",

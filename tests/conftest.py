@@ -420,3 +420,28 @@ def first_of_two(two_tables, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("first") / "out")
     tfrecorder.convert(two_tables[0], out, num_shards=SHARDS)
     return out
+
+
+def supervision_dataset(folder):
+    """A supervision DetectionDataset of two images (one without boxes) and the boxes it
+    was given, in pixels: ``(dataset, {image name: [(class name, xyxy)]}, (w, h))``.
+    Fixtures in YOLO's and Pascal VOC's formats are written by its own writers."""
+    import numpy as np
+    import supervision as sv
+
+    os.makedirs(folder, exist_ok=True)
+    size = (40, 30)
+    paths = []
+    for i in range(2):
+        path = os.path.join(str(folder), f"{i}.jpg")
+        with open(path, "wb") as f:
+            f.write(encode(seed=i, size=size))
+        paths.append(path)
+    classes = ["cat", "dog"]
+    xyxy = np.array([[4.0, 3.0, 24.0, 18.0], [0.0, 0.0, 40.0, 30.0], [7.0, 2.0, 13.0, 29.0]])
+    class_id = np.array([1, 0, 1])
+    dataset = sv.DetectionDataset(classes=classes, images=paths, annotations={
+        paths[0]: sv.Detections(xyxy=xyxy, class_id=class_id),
+        paths[1]: sv.Detections.empty()})
+    given = {"0.jpg": [(classes[c], list(b)) for c, b in zip(class_id, xyxy)], "1.jpg": []}
+    return dataset, given, size

@@ -111,6 +111,7 @@ def test_boxes_labels_and_crowd_flags_round_trip(tmp_path):
     assert text[1].split() == ["train", "4", "images", "in", "1", "shard(s)"]
     assert "train: 4 records (5 rows)" in str(result.report)
     assert "<th>images</th>" in result._repr_html_()
+    assert "  annotations: 4 in, 4 written, 0 reported" in text
     manifest = tfrecorder.info(str(tmp_path / "out"))
     names = manifest.vocabularies["objects/label"]
     assert names == ["car", "dog", "person"]  # sorted names, as for AutoML CSVs
@@ -218,6 +219,25 @@ def test_a_box_ending_a_rounding_past_the_images_edge_is_cut_at_it(tmp_path):
     assert box == pytest.approx([0.2 / 30, 0.1 / 40, 30 / 30, 1.0])  # xmax cut at 1
     past = _write(tmp_path / "past.json", _coco([_ann(1, 100, 1, [0.1, 0.2, 39.92, 29.8])]))
     assert (f"{past} annotation 1", "bbox") in _problems(past)
+
+
+def test_a_box_of_zero_area_is_reported_not_written(tmp_path):
+    from tfrecorder._errors import Problems
+    from tfrecorder._inputs import annotations, coco
+    from tfrecorder._inputs.annotations import Annotations
+
+    _images(tmp_path)
+    src = _write(tmp_path / "instances.json", _coco(
+        [_ann(1, 100, 1, [4, 3, 0, 15]), _ann(2, 100, 3, [4, 3, 10, 0]),
+         _ann(3, 101, 1, [1, 1, 5, 5])]))
+    counts, problems = Annotations(), Problems()
+    (_, data, ids), = list(coco.read([(src, None)], None, problems, counts=counts))
+    assert not problems
+    assert ids[:2] == [f"{src} image 100", f"{src} annotation 3"]  # 100: without boxes
+    assert data["label"][:2] == [None, "person"]
+    assert counts.reported == {annotations.ZERO_AREA: 2} and counts.written == 1
+    assert counts.first == [f"{src} annotation 1: zero area (bbox [4, 3, 0, 15])",
+                            f"{src} annotation 2: zero area (bbox [4, 3, 10, 0])"]
 
 
 def test_image_and_category_entries_with_problems(tmp_path):

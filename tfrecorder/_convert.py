@@ -125,7 +125,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                     compatibility.check_updatable(output_dir, parent, opts, table.features,
                                                   table.vocabularies, schema.column("label"))
                     return _noted(_update(opts, lock, before, parent, table, schema, source,
-                                          stored), table.notes)
+                                          stored), table.notes, table.annotations)
                 # A folder with no version yet: the update is a first conversion.
                 planned = _planned(opts, table)
                 before = survey.survey(output_dir, planned.declared)
@@ -137,9 +137,9 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             # The rows go to the staged task files; the spill is removed before the run.
             staging.stage(table, planned.plans, run.task_dir, name=opts.name,
                           gzip=opts.compression == "gzip")
-            notes = list(table.notes)
+            notes, counts = list(table.notes), table.annotations
             table.remove()
-            return _noted(_execute(run, lock, opts), notes)
+            return _noted(_execute(run, lock, opts), notes, counts)
     finally:
         if table is not None:
             table.remove()
@@ -366,8 +366,14 @@ def _existing(result, update: updating.Update):
                                existing_differ_in=list(update.differ_in))
 
 
-def _noted(result, notes: list[str]):
-    """``result`` (a ConversionResult or a DataflowJob) with what reading left out."""
+def _noted(result, notes: list[str], counts=None):
+    """``result`` (a ConversionResult or a DataflowJob) with what reading left out, and
+    what became of the source's annotations (``counts``; a line of a job's notes)."""
+    if counts is not None:
+        if isinstance(result, ConversionResult):
+            result = dataclasses.replace(result, annotations=counts)
+        else:
+            notes = [str(counts), *notes]
     return dataclasses.replace(result, notes=list(notes)) if notes else result
 
 

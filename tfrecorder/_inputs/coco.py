@@ -21,7 +21,8 @@ import posixpath
 from typing import Iterator, Mapping, Sequence
 
 from tfrecorder import _storage as storage
-from tfrecorder._inputs import detection
+from tfrecorder._inputs import annotations as reported, detection
+from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._errors import Problem, Problems, SchemaError
 
 log = logging.getLogger(__name__)
@@ -70,10 +71,12 @@ def load(path: str) -> dict:
 
 
 def rows(data: dict, path: str, split: str | None, folder: str,
-         problems: Problems) -> tuple[list, list]:
+         problems: Problems, counts: Annotations | None = None) -> tuple[list, list]:
     """The table rows of one parsed COCO file (``COLUMNS``) and their ids (``"<path>
     annotation <id>"``, or ``"<path> image <id>"`` for an image without annotations).
-    Image paths are ``file_name`` seen from ``folder`` (``storage.within``)."""
+    Image paths are ``file_name`` seen from ``folder`` (``storage.within``). A box of
+    zero area is reported to ``counts``, not written."""
+    counts = counts if counts is not None else Annotations()
     images, listed = _images(data["images"], path, problems)
     names, named = _categories(data.get("categories", []), path, problems)
     by_image: dict = {}
@@ -82,6 +85,7 @@ def rows(data: dict, path: str, split: str | None, folder: str,
             problems.add(f"{path} annotations[{i}]", None, None, "not an annotation object")
             continue
         where = f"{path} annotation {a.get('id', f'[{i}]')}"
+        counts.read += 1
         image = images.get(_key(a.get("image_id")))
         if image is None:
             if _key(a.get("image_id")) not in listed:  # else: its entry's problem is told
@@ -91,6 +95,9 @@ def rows(data: dict, path: str, split: str | None, folder: str,
         if _key(a.get("category_id")) in named - set(names):
             continue  # its category's entry has a problem, told already
         found = _annotation(a, where, image, names, problems)
+        if found is not None and (found[1][2] <= found[1][0] or found[1][3] <= found[1][1]):
+            counts.report(where, reported.ZERO_AREA, f"bbox {a.get('bbox')}")
+            found = None
         if found is not None:
             by_image.setdefault(_key(a.get("image_id")), []).append((a.get("id"), where, found))
     out, ids = [], []
@@ -241,13 +248,17 @@ def unused_keys(data: dict) -> set[str]:
 
 def read(files: Sequence[tuple[str, str | None]], size: int | None, problems: Problems,
          images_dir: str | Mapping[str, str] | None = None,
-         notes: list | None = None) -> Iterator[tuple[str, dict, list]]:
+         notes: list | None = None,
+         counts: Annotations | None = None) -> Iterator[tuple[str, dict, list]]:
     """The COCO files ``files`` (paths, each with its split or None) as detection tables
     of at most ``size`` rows (all in one when None): ``("detection", columns, row ids)``.
 
     Image files are found under ``images_dir`` (one folder, or one per split), else in
-    the JSON file's folder. ``notes`` gets the keys that no record holds, in one line.
+    the JSON file's folder. ``notes`` gets the keys that no record holds, in one line;
+    ``counts`` the annotations read, and those of zero area, reported.
     """
+    counts = counts if counts is not None else Annotations()
+    counts.reset()
     unused: set[str] = set()
     found_in: list[str] = []
     pending: list = []
@@ -256,7 +267,7 @@ def read(files: Sequence[tuple[str, str | None]], size: int | None, problems: Pr
         data = load(path)
         given = images_dir.get(split) if isinstance(images_dir, Mapping) else images_dir
         folder = _folder(data["images"], path, given, problems, found_in)
-        found, ids = rows(data, path, split, folder, problems)
+        found, ids = rows(data, path, split, folder, problems, counts)
         if not data["images"]:
             problems.add(path, "images", None, "no images; a COCO file lists its images")
         unused |= unused_keys(data)

@@ -4,8 +4,10 @@ One CSV row per bounding box, ``split,image_uri,label`` and eight coordinate fie
 either the two-vertex form ``x_min,y_min,,,x_max,y_max,,`` or all four vertices. The
 rows of one image become one record with ``objects/bbox`` (ymin, xmin, ymax, xmax per
 box, relative coordinates, flattened) and ``objects/label`` (ids). Vertex AI's JSON
-Lines (``vertex``) and COCO files (``coco``) are read into the same table, a COCO one
-with a per-box column more (``is_crowd``, written as ``objects/is_crowd``).
+Lines (``vertex``), COCO files (``coco``), YOLO datasets (``yolo``) and Pascal VOC
+folders (``voc``) are read into the same table, a COCO one with a per-box column more
+(``is_crowd``, written as ``objects/is_crowd``), a VOC one with two (``is_difficult``,
+``is_truncated``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ COLUMNS = ["split", "image_uri", "label", "x_min", "y_min", "x_max", "y_max"]
 BBOX = "objects/bbox"
 LABEL = "objects/label"
 #: Per-box whole-number columns a table may have beside COLUMNS, and the feature each
-#: becomes (one value per box, like ``objects/label``): COCO's ``iscrowd``, under TFDS's
-#: name for it. Values are 0 or 1.
-BOX_FLAGS = {"is_crowd": "objects/is_crowd"}
+#: becomes (one value per box, like ``objects/label``): COCO's ``iscrowd`` and Pascal
+#: VOC's ``difficult`` and ``truncated``, under TFDS's names for them. Values are 0 or 1.
+BOX_FLAGS = {"is_crowd": "objects/is_crowd", "is_difficult": "objects/is_difficult",
+             "is_truncated": "objects/is_truncated"}
 
 
 def columns(frame) -> list[str]:

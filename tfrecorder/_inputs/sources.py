@@ -1,6 +1,7 @@
 """Sources -> a Table: a pandas DataFrame, a CSV file (local or ``gs://``), an image
 directory laid out ``DIR/<split>/<label>/<file>`` (or ``DIR/<label>/<file>``), Vertex
-AI's JSON Lines files (``vertex``) or COCO files (``coco``).
+AI's JSON Lines files (``vertex``), COCO files (``coco``), a YOLO dataset's
+``data.yaml`` (``yolo``) or a Pascal VOC folder (``voc``).
 
 The one way in: ``chunks`` tells the source's kind and hands it to its reader
 (``csv_file``, ``image_tree``, ``json_files`` with ``vertex`` and ``coco``), reading a
@@ -18,8 +19,9 @@ import os
 from typing import Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._inputs import coco, json_files, splits, vertex
+from tfrecorder._inputs import coco, json_files, splits, vertex, voc, yolo
 from tfrecorder._errors import ConfigError, Problems
+from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._inputs.csv_file import csv_chunks
 from tfrecorder._inputs.image_tree import directory_chunks
 from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA, Schema
@@ -41,7 +43,8 @@ def read(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) 
 
 def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None,
            size: int | None = None, images_dir=None,
-           notes: list | None = None) -> Callable[[Problems], Iterator[Table]]:
+           notes: list | None = None,
+           annotations: Annotations | None = None) -> Callable[[Problems], Iterator[Table]]:
     """The one way every source (or a Table read already) is read: a function that, each
     time it is called, reads ``source`` afresh as Tables of at most ``size`` rows (one Table when None), putting
     the problems of single rows (ragged CSV rows, image files too deep in a tree) into
@@ -49,15 +52,21 @@ def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None
 
     ``images_dir``: the folder relative image paths resolve against (for COCO files
     given per split, a folder per split), instead of the source file's folder (the
-    current one for a DataFrame). ``notes`` gets what reading the source left out.
+    current one for a DataFrame). ``notes`` gets what reading the source left out;
+    ``annotations``, for a source of annotations (COCO, YOLO, Pascal VOC), what became
+    of them.
     """
     import pandas as pd
 
     if isinstance(source, Table):  # read already
         return lambda _problems: iter([source])
+    found = _annotated(source, schema, names, size, images_dir, notes, annotations)
+    if found is not None:
+        return found
     json_source = json_files.find(source)
     if json_source is not None:
-        return _json_chunks(*json_source, schema, names, size, images_dir, notes)
+        return _json_chunks(*json_source, schema, names, size, images_dir, notes,
+                            annotations)
     if isinstance(images_dir, Mapping):
         raise ConfigError(f"images_dir={dict(images_dir)!r}: a folder per split is for COCO "
                           f"files given per split ({{'train': 'instances_train.json', ...}}); "
@@ -102,6 +111,32 @@ def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None
     return lambda problems: csv_chunks(path, schema, header, names, size, problems)
 
 
+def _annotated(source, schema: Schema, names, size: int | None, images_dir, notes,
+               counts: Annotations | None) -> Callable[[Problems], Iterator[Table]] | None:
+    """Tables of a YOLO dataset or a Pascal VOC folder; None for another source."""
+    source = os.fspath(source) if isinstance(source, os.PathLike) else source
+    yaml_file = yolo.find(source)
+    found = voc.find(source) if yaml_file is None else None
+    if yaml_file is None and found is None:
+        return None
+    what = "a YOLO dataset" if yaml_file else "a Pascal VOC folder"
+    if schema is not IMAGE_CSV_SCHEMA or names is not None:
+        raise ConfigError(f"{what} is read in its own schema; leave schema= and names= out")
+    if images_dir is not None:
+        where = ("its data.yaml says" if yaml_file
+                 else "its layout says (JPEGImages/ or images/)")
+        raise ConfigError(f"images_dir={images_dir!r}: where the images of {what} are, "
+                          f"{where}; leave images_dir out")
+
+    def tables(problems: Problems) -> Iterator[Table]:
+        read = (yolo.read(yaml_file, size, problems, counts) if yaml_file
+                else voc.read(found, size, problems, counts, notes))
+        for kind, data, ids in read:
+            yield Table(ColumnFrame(data, len(ids), given=list(data)), ids, None, kind)
+
+    return tables
+
+
 def _images_dir(images_dir) -> str | None:
     """``images_dir`` made absolute, checked to be a folder; None when not given."""
     if images_dir is None:
@@ -116,7 +151,8 @@ def _images_dir(images_dir) -> str | None:
 
 
 def _json_chunks(kind: str, files: list, schema: Schema, names, size: int | None,
-                 images_dir, notes: list | None) -> Callable[[Problems], Iterator[Table]]:
+                 images_dir, notes: list | None,
+                 counts: Annotations | None = None) -> Callable[[Problems], Iterator[Table]]:
     """Tables of the JSON files of a Vertex AI or COCO source; their image paths are
     written relative to the working directory, or absolute (base_dir None)."""
     what = "Vertex AI JSON Lines" if kind == "jsonl" else "COCO files"
@@ -141,7 +177,8 @@ def _json_chunks(kind: str, files: list, schema: Schema, names, size: int | None
                               f"not; give a folder for each of {sorted(given)}")
     elif images_dir is not None:
         images_dir = os.fspath(images_dir)
-    read_files = vertex.read if kind == "jsonl" else coco.read
+    def read_files(*args):
+        return vertex.read(*args) if kind == "jsonl" else coco.read(*args, counts=counts)
 
     def tables(problems: Problems) -> Iterator[Table]:
         for table_kind, data, ids in read_files(files, size, problems, images_dir, notes):

@@ -35,6 +35,7 @@ from tfrecorder._inputs import detection, labels, sources, splits, validation
 from tfrecorder._writer import example
 from tfrecorder._folder import layout
 from tfrecorder._errors import ConfigError, Problems, SchemaError
+from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._inputs.table import ColumnFrame, Table
 from tfrecorder._writer.plan import Block, Row
 
@@ -60,6 +61,9 @@ class Spilled:
     #: What reading the source left out, one line each (keys of a JSON file that no
     #: record holds), for the result to show.
     notes: list = dataclasses.field(default_factory=list)
+    #: What became of the source's annotations (COCO, YOLO, Pascal VOC); None for
+    #: other sources.
+    annotations: Annotations | None = None
     #: Where the image files were looked for as the rows were spilled (``read``'s
     #: ``look``): per split, the positions (in spill order) of the records whose image
     #: file is missing, and the input rows they hold (a merged record's each).
@@ -219,8 +223,9 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
           multi_label=None, images_dir=None, extend_vocabulary=False, stored_splits=None,
           look=False):
     notes: list[str] = []
+    counts = Annotations()
     chunks = sources.chunks(source, schema, header, names, CHUNK_ROWS, images_dir=images_dir,
-                            notes=notes)
+                            notes=notes, annotations=counts)
     fractions = splits.check_fractions(split_fractions)
     reading = Problems()
     cache = _ChunkCache(chunks)
@@ -250,6 +255,7 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
                                      per_chunk, schema.column("image") or "image_uri",
                                      _Writer(look), stored_splits)
         spilled.notes = list(notes)
+        spilled.annotations = counts if counts.read or counts.reported else None
         return spilled
     finally:
         cache.remove()

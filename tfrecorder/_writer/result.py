@@ -73,6 +73,10 @@ class ConversionResult(_Keys):
     #: show, one line each: the keys of a Vertex AI JSON Lines or COCO file that no
     #: record holds; lines whose ml_use differs from their file's split.
     notes: list[str] = dataclasses.field(default_factory=list)
+    #: What became of the annotations of a COCO, YOLO or Pascal VOC source: ``read``,
+    #: ``written``, ``reported`` per reason (left out of the records), ``first`` of those
+    #: named with where they are (None for other sources).
+    annotations: Any = None
     #: The data report (``tfrecorder.report``): duplicates, leaks, conflicts, statistics.
     report: Any = None
     #: The version published (the latest one, when ``unchanged``), and what it changed
@@ -304,6 +308,9 @@ class ConversionResult(_Keys):
             lines.append(f"  QUARANTINED {self.rows_quarantined:>9} rows, listed in {self.errors_file}")
             for e in self.first_errors:
                 lines.append(f"    row {e['row']}: {e['reason']}")
+        if self.annotations is not None:
+            lines.append(f"  {self.annotations}")
+            lines += [f"    {where}" for where in self.annotations.first]
         reencoded = self._reencoded_line(9)
         if reencoded is not None:
             lines.append(f"  RE-ENCODED  {reencoded}")
@@ -362,6 +369,10 @@ class ConversionResult(_Keys):
             pieces.append(
                 f"<div style='color:#b00'><b>{self.rows_quarantined} rows quarantined</b>, "
                 f"listed in <code>{esc(self.errors_file)}</code><ul>{items}</ul></div>")
+        if self.annotations is not None:
+            items = "".join(f"<li>{esc(w)}</li>" for w in self.annotations.first)
+            pieces.append(f"<div>{esc(str(self.annotations))}"
+                          f"{f'<ul>{items}</ul>' if items else ''}</div>")
         reencoded = self._reencoded_line()
         if reencoded is not None:
             pieces.append(f"<div><b>re-encoded</b>: {esc(reencoded)}</div>")
