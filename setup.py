@@ -28,6 +28,8 @@ setup(
         "pillow>=10.0",
         # Records are parsed with protobuf's compiled parser (upb), without TensorFlow.
         "protobuf>=5.26",
+        # Ultralytics YOLO's data.yaml (Beam requires it too).
+        "pyyaml>=6.0",
         "tqdm>=4.60",
     ],
     extras_require={
