@@ -104,7 +104,7 @@ def label_path(image: str) -> str:
 
 
 def _load(path: str) -> dict:
-    import yaml  # PyYAML comes with Apache Beam
+    import yaml  # PyYAML (setup.py), imported when a YOLO source is read
 
     try:
         config = yaml.safe_load(storage.read_bytes(path).decode("utf-8-sig"))
