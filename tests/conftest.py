@@ -420,3 +420,25 @@ def first_of_two(two_tables, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("first") / "out")
     tfrecorder.convert(two_tables[0], out, num_shards=SHARDS)
     return out
+
+
+@pytest.fixture
+def fenced_gcs(gcs):
+    """The GCS emulator behind a proxy that enforces generation preconditions
+    (``ifGenerationMatch``), which the emulator ignores (tests/gcs_preconditions.py);
+    yields the list of requests it refused."""
+    import gcsfs
+
+    from tests import gcs_preconditions
+
+    refused: list = []
+    upstream = os.environ["STORAGE_EMULATOR_HOST"]
+    server = gcs_preconditions.serve(upstream.split("//", 1)[1], port := _free_port(), refused)
+    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
+    gcsfs.GCSFileSystem.clear_instance_cache()  # a new one, through the proxy
+    try:
+        yield refused
+    finally:
+        server.shutdown()
+        os.environ["STORAGE_EMULATOR_HOST"] = upstream
+        gcsfs.GCSFileSystem.clear_instance_cache()
