@@ -6,7 +6,10 @@ as on Cloud Storage. A request with ``ifGenerationMatch`` or ``ifGenerationNotMa
 (an upload, a rewrite's destination, a removal) is answered 412 when the object's
 current generation (0: no object), read from the emulator's metadata, does not satisfy
 it; a media read of a given ``generation`` that is not the current one is answered 404,
-as Cloud Storage answers for a replaced object without versioning.
+as Cloud Storage answers for a replaced object without versioning. ``state.before``,
+when set, is called with each request's method and path before it is served (and
+before the one-at-a-time lock, so it may make requests of its own): what a test uses to
+put another client's request at the worst point of the one it watches.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def _target(method: str, path: str, query: dict, body: bytes | None):
     return None
 
 
-def handler(host: str, port: int, refused: list):
+def handler(host: str, port: int, state):
     serial = threading.Lock()
 
     def send(method, path, body=None, headers=None):
@@ -66,6 +69,8 @@ def handler(host: str, port: int, refused: list):
         def _serve(self):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
+            if state.before is not None:
+                state.before(self.command, self.path)
             url = urllib.parse.urlsplit(self.path)
             query = urllib.parse.parse_qs(url.query)
             with serial:
@@ -94,12 +99,12 @@ def handler(host: str, port: int, refused: list):
                 return None
             now = generation(*target)
             if reading and now != int(query["generation"][0]):
-                refused.append((self.command, target, "generation"))
+                state.refused.append((self.command, target, "generation"))
                 return 404, "Not Found", [], b'{"error": {"code": 404, "message": "No such object"}}'
             if ("ifGenerationMatch" in conditions and conditions["ifGenerationMatch"] != now) or (
                     "ifGenerationNotMatch" in conditions
                     and conditions["ifGenerationNotMatch"] == now):
-                refused.append((self.command, target, conditions))
+                state.refused.append((self.command, target, conditions))
                 return (412, "Precondition Failed", [("Content-Type", "application/json")],
                         b'{"error": {"code": 412, "message": "Precondition Failed"}}')
             return None
@@ -112,12 +117,12 @@ def handler(host: str, port: int, refused: list):
     return Fenced
 
 
-def serve(upstream: str, port: int, refused: list) -> http.server.ThreadingHTTPServer:
+def serve(upstream: str, port: int, state) -> http.server.ThreadingHTTPServer:
     """Starts the proxy on 127.0.0.1:``port`` in front of ``upstream`` (host:port) in a
-    daemon thread; each refused request is appended to ``refused``."""
+    daemon thread; each refused request is appended to ``state.refused``."""
     host, up_port = upstream.rsplit(":", 1)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port),
-                                             handler(host, int(up_port), refused))
+                                             handler(host, int(up_port), state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -51,7 +51,7 @@ def test_of_two_runs_that_take_over_one_stale_lock_exactly_one_holds_it(
     with pytest.raises(tfrecorder.OutputBusyError, match=r"run b \(DirectRunner"):
         _lock.acquire(out, "a", "DirectRunner")
     assert [w.holder["run_id"] for w in won] == ["b"] and _holder(gcs, path) == "b"
-    assert any(method == "POST" for method, _, _ in fenced_gcs)  # a's write refused
+    assert any(method == "POST" for method, _, _ in fenced_gcs.refused)  # a's write refused
     won[0].release()
     assert not gcs.exists(path)
 
