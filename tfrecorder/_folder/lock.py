@@ -354,6 +354,13 @@ def _break(path: str, seen: dict) -> None:
     os.remove(aside)
 
 
+def holds(lock_path: str, run_id: str) -> bool:
+    """True when the lock at ``lock_path`` is ``run_id``'s now: what a run checks before
+    it removes a published file, so that a run that stalled past its lock's expiry
+    removes nothing of the run that took the lock over."""
+    return _read_holder(lock_path).get("run_id") == run_id
+
+
 def release(lock_path: str, run_id: str) -> None:
     """Removes the lock at ``lock_path`` if ``run_id`` holds it (on an object store,
     only the generation read as ``run_id``'s: a lock another run took meanwhile stays)."""
