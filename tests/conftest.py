@@ -445,3 +445,28 @@ def supervision_dataset(folder):
         paths[1]: sv.Detections.empty()})
     given = {"0.jpg": [(classes[c], list(b)) for c, b in zip(class_id, xyxy)], "1.jpg": []}
     return dataset, given, size
+
+
+@pytest.fixture
+def fenced_gcs(gcs):
+    """The GCS emulator behind a proxy that enforces generation preconditions
+    (``ifGenerationMatch``), which the emulator ignores (tests/gcs_preconditions.py);
+    yields its state: ``refused``, the requests it refused, and ``before``, a hook
+    called with each request's method and path before it is served."""
+    import types
+
+    import gcsfs
+
+    from tests import gcs_preconditions
+
+    state = types.SimpleNamespace(refused=[], before=None)
+    upstream = os.environ["STORAGE_EMULATOR_HOST"]
+    server = gcs_preconditions.serve(upstream.split("//", 1)[1], port := _free_port(), state)
+    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
+    gcsfs.GCSFileSystem.clear_instance_cache()  # a new one, through the proxy
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        os.environ["STORAGE_EMULATOR_HOST"] = upstream
+        gcsfs.GCSFileSystem.clear_instance_cache()

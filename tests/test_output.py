@@ -499,3 +499,33 @@ def test_nothing_is_left_in_tmpdir(tmp_path, mode):
     assert p.returncode == 0, p.stderr[-2000:]
     assert os.listdir(tmpdir) == []
     assert metadata.read_manifest(str(tmp_path / "out")).rows_written == 36
+
+
+@pytest.mark.slow  # two conversions end to end
+def test_an_overwrite_that_lost_its_lock_removes_nothing_the_winner_published(
+        tmp_path, monkeypatch):
+    # An overwrite stalls before its removals, past its lock's expiry; another overwrite
+    # takes the lock over and publishes; the first resumes.
+    from tfrecorder._folder import publishing
+
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(tmp_path, "first", 3, ["a"]), str(out))
+    winner_table = _table(tmp_path, "winner", 4, ["b"])
+    won = {}
+    look = publishing.survey  # what finish does just before it removes anything
+
+    def stalled(output_dir, *args):
+        if not won:
+            won["started"] = True
+            lock = out / layout.LOCK
+            lock.write_text(json.dumps({**json.loads(lock.read_text()), "expires": 0}))
+            won["result"] = tfrecorder.convert(winner_table, str(out), overwrite=True)
+            won["files"] = _snapshot(out)
+        return look(output_dir, *args)
+
+    monkeypatch.setattr(publishing, "survey", stalled)
+    with pytest.raises(tfrecorder.OutputBusyError, match="no longer holds"):
+        tfrecorder.convert(_table(tmp_path, "loser", 5, ["c"]), str(out), overwrite=True)
+    assert won["result"].rows_written == 4
+    assert _snapshot(out) == won["files"]
+    assert tfrecorder.verify(str(out)).records == 4

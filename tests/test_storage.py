@@ -383,3 +383,24 @@ def test_the_folders_of_missing_files_on_a_bucket_are_listed_at_once(gcs):
     assert len(listings) == 25  # one per folder; gcsfs also looks for an object "none"
     assert all("none" in path for _, path, _ in log if "prefix=" not in path), log
     assert in_flight["most"] > 1
+
+
+def test_a_move_to_a_name_another_client_takes_meanwhile_on_gs_replaces_nothing(
+        gcs, fenced_gcs):
+    # The worst point: the destination is looked for and is absent, then another client
+    # creates it before the copy lands. The copy is conditional on no object being there.
+    from tests.conftest import BUCKET
+
+    src, dst = f"gs://{BUCKET}/moving/mine", f"gs://{BUCKET}/moving/theirs"
+    gcs.pipe(src[5:], b"mine")
+
+    def theirs_first(method, path):
+        if method == "POST" and "/rewriteTo/" in path:
+            fenced_gcs.before = None
+            gcs.pipe(dst[5:], b"theirs")
+
+    fenced_gcs.before = theirs_first
+    with pytest.raises(FileExistsError):
+        storage.move_new(src, dst)
+    gcs.invalidate_cache()
+    assert gcs.cat(dst[5:]) == b"theirs" and gcs.cat(src[5:]) == b"mine"

@@ -2,6 +2,11 @@
 
 The lock is a file, ``OUT/.tfrecorder.lock`` (``layout.LOCK``), created only where none
 exists (O_EXCL on a local disk, an object-generation precondition on Cloud Storage).
+On an object store every later write or removal of it is fenced by the generation last
+read or written (``ifGenerationMatch``): a take-over replaces only the stale lock it
+judged, a renewal and a release touch only this run's own, so of two runs that meet one
+stale lock exactly one holds it, and a run whose lock was taken over learns it at its
+next renewal and stops renewing.
 It says who holds it and until when; a local run renews it, a Dataflow job's last step removes
 it. ``acquire`` takes it, taking over only a lock that provably belongs to no live run
 (``_stale``); ``describe`` says who holds one in words a user can act on. A Lock is a
@@ -57,19 +62,44 @@ class Lock:
     #: The run went on without this process (a submitted job): its last step removes
     #: the lock, and leaving the ``with`` block does not.
     handed_over: bool = False
+    #: On an object store, the generation of the lock as this run last wrote it.
+    generation: int | None = None
+    #: Why this run holds the lock no more (another run took it over), once a renewal
+    #: found it so; nothing renews or releases it after that.
+    lost: "OutputBusyError | None" = None
     _renewer: "_Renewer | None" = dataclasses.field(default=None, repr=False)
 
     def write(self) -> None:
-        storage.write_atomic(self.path, json.dumps(self.holder, sort_keys=True).encode())
+        """Writes ``holder`` to the lock; on an object store only while the lock is the
+        generation this run wrote last: OutputBusyError when another run took it over."""
+        if self.generation is None:
+            storage.write_atomic(self.path, _encode(self.holder))
+            return
+        try:
+            self.generation = _put(self.path, self.holder, self.generation)
+        except (FileExistsError, FileNotFoundError):
+            self.lost = OutputBusyError(
+                f"{self.path}: run {self.holder['run_id']} no longer holds this lock: it "
+                f"stalled past its expiry and another run took it over, so this run stops")
+            raise self.lost from None
 
     def renew(self) -> None:
-        if _read_holder(self.path).get("run_id") == self.holder["run_id"]:
-            self.holder["expires"] = time.time() + self.ttl
-            self.write()
+        """Moves the lock's expiry on; OutputBusyError when another run holds it now."""
+        if self.generation is None:
+            if _read_holder(self.path).get("run_id") != self.holder["run_id"]:
+                return
+        self.holder["expires"] = time.time() + self.ttl
+        self.write()
+
+    def check(self) -> None:
+        """Raises the OutputBusyError of a lock this run found taken over."""
+        if self.lost is not None:
+            raise self.lost
 
     def release(self) -> None:
         """Removes the lock if it is still this run's."""
-        release(self.path, self.holder["run_id"])
+        if self.lost is None:
+            release(self.path, self.holder["run_id"])
 
     def hand_over(self, **holder) -> None:
         """The run goes on as a job without this process (Dataflow): the lock records
@@ -106,6 +136,9 @@ class _Renewer:
         while not self._stop.wait(RENEW_EVERY):
             try:
                 self._lock.renew()
+            except OutputBusyError as e:  # taken over: the lock is the other run's now
+                log.warning("%s", e)
+                return
             except OSError as e:  # a missed renewal only shortens the lock's life
                 log.warning("could not renew %s: %s", self._lock.path, e)
 
@@ -121,17 +154,42 @@ class _Renewer:
 def _read_holder(path: str) -> dict:
     """The lock's content; {} when there is none, ``{"damaged": True}`` when it is not a
     lock tfrecorder wrote whole, ``{"folder": True}`` for a folder at its name."""
+    return _read_lock(path)[0]
+
+
+def _read_lock(path: str) -> tuple[dict, int | None]:
+    """The lock's content (as ``_read_holder``) and, on an object store, the generation
+    of the object read: what a take-over or a release of it is fenced by."""
+    generation = None
     try:
-        holder = loads(storage.read_bytes(path))
+        if storage.is_remote(path):
+            data, generation = storage.read_with_generation(path)
+        else:
+            data = storage.read_bytes(path)
     except FileNotFoundError:
-        return {}
+        return {}, None
     except IsADirectoryError:
-        return {"folder": True}
-    except (OSError, ValueError):
-        return {"damaged": True}
+        return {"folder": True}, None
+    except OSError:
+        return {"damaged": True}, None
+    try:
+        holder = loads(data)
+    except ValueError:
+        return {"damaged": True}, generation
     if not isinstance(holder, dict) or _number(holder.get("expires")) is None:
-        return {"damaged": True}
-    return holder
+        return {"damaged": True}, generation
+    return holder, generation
+
+
+def _encode(holder: dict) -> bytes:
+    return json.dumps(holder, sort_keys=True).encode()
+
+
+def _put(path: str, holder: dict, generation: int) -> int:
+    """Writes the lock at ``path`` on an object store only while it is ``generation``
+    (0: only where none is); FileExistsError otherwise. Returns the new generation.
+    Every write of a lock on an object store goes through here."""
+    return storage.write_if_generation(path, _encode(holder), generation)
 
 
 def _number(value) -> float | None:
@@ -258,39 +316,61 @@ def acquire(output_dir: str, run_id: str, runner: str, ttl: int = LOCK_TTL,
     now = time.time()
     holder = {**identity(), "run_id": run_id, "runner": runner, "detached": detached,
               "started": now, "expires": now + ttl}
+    remote = storage.is_remote(path)
     for _ in range(3):
         try:
-            storage.create_exclusive(path, json.dumps(holder, sort_keys=True).encode())
+            if remote:
+                return Lock(path, holder, ttl, generation=storage.create_new(
+                    path, _encode(holder)))
+            storage.create_exclusive(path, _encode(holder))
             return Lock(path, holder, ttl)
         except FileExistsError:
-            current = _read_holder(path)
+            current, generation = _read_lock(path)
             if current and not _stale(current, path):
                 raise OutputBusyError(describe(current, path)) from None
             log.info("taking over the stale lock %s (%s)", path, current)
-            _break(path, current)
+            if not remote:
+                _break(path, current)
+            elif generation is not None:
+                try:  # replaced only while it is the stale lock judged: one taker wins
+                    return Lock(path, holder, ttl, generation=_put(path, holder, generation))
+                except (FileExistsError, FileNotFoundError):
+                    continue  # another run changed it meanwhile: look again
     raise OutputBusyError(describe(_read_holder(path), path))
 
 
 def _break(path: str, seen: dict) -> None:
-    """Removes a stale lock, unless another run has replaced it meanwhile."""
-    if not storage.is_remote(path):
-        aside = f"{path}.{uuid.uuid4().hex}"
-        try:
-            os.rename(path, aside)  # atomic: of two runs breaking it, one succeeds
-        except FileNotFoundError:
-            return
-        if _read_holder(aside) != seen:
-            try:  # a fresh lock was moved aside: put it back
-                os.link(aside, path)
-            except FileExistsError:
-                pass
-        os.remove(aside)
+    """Removes a stale local lock, unless another run has replaced it meanwhile."""
+    aside = f"{path}.{uuid.uuid4().hex}"
+    try:
+        os.rename(path, aside)  # atomic: of two runs breaking it, one succeeds
+    except FileNotFoundError:
         return
-    if _read_holder(path) == seen:
-        storage.remove(path)
+    if _read_holder(aside) != seen:
+        try:  # a fresh lock was moved aside: put it back
+            os.link(aside, path)
+        except FileExistsError:
+            pass
+    os.remove(aside)
+
+
+def holds(lock_path: str, run_id: str) -> bool:
+    """True when the lock at ``lock_path`` is ``run_id``'s now: what a run checks before
+    it removes a published file, so that a run that stalled past its lock's expiry
+    removes nothing of the run that took the lock over."""
+    return _read_holder(lock_path).get("run_id") == run_id
 
 
 def release(lock_path: str, run_id: str) -> None:
-    """Removes the lock at ``lock_path`` if ``run_id`` holds it."""
-    if _read_holder(lock_path).get("run_id") == run_id:
+    """Removes the lock at ``lock_path`` if ``run_id`` holds it (on an object store,
+    only the generation read as ``run_id``'s: a lock another run took meanwhile stays)."""
+    holder, generation = _read_lock(lock_path)
+    if holder.get("run_id") != run_id:
+        return
+    if generation is None:
         storage.remove(lock_path)
+        return
+    try:
+        storage.remove_if_generation(lock_path, generation)
+    except (FileExistsError, FileNotFoundError):
+        pass  # another run's now, or gone

@@ -18,7 +18,7 @@ from tfrecorder import _storage as storage
 from tfrecorder._errors import ConversionError, OutputBusyError
 from tfrecorder._folder import layout, metadata
 from tfrecorder._folder.ledger import RunFolder
-from tfrecorder._folder.lock import release
+from tfrecorder._folder.lock import holds, release
 from tfrecorder._folder.manifest import Manifest
 from tfrecorder._folder.removal import _remove_empty_index_dir, _remove_listed
 from tfrecorder._folder.survey import Survey, _inside, survey
@@ -77,11 +77,15 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     if update is None:
         # A conversion starts over at version 1. From here on the directory reads as
         # incomplete, until the new manifest is in: the old one goes first, then every
-        # version's manifest, newest first, then the files they listed.
+        # version's manifest, newest first, then the files they listed. Each removal
+        # first checks that the lock is still this run's.
+        _check_held(run)
         storage.remove(here(layout.MANIFEST))
         for k, _ in reversed(before.versions):
+            _check_held(run)
             storage.remove(here(layout.version_manifest(k)))
         new = set(moved) | set(built.files) | {layout.ERRORS, layout.MANIFEST}
+        _check_held(run)
         _remove_listed(output_dir, sorted(before.complete_files - new),
                        [m for m in (before.manifest, *(m for _, m in before.versions)) if m])
         version = 1
@@ -140,6 +144,16 @@ def publish(run: RunFolder, moved: Iterable[str], files: dict[str, bytes],
     storage.write_atomic(here(layout.MANIFEST), data)
     close(run)
     return manifest
+
+
+def _check_held(run: RunFolder) -> None:
+    """OutputBusyError when the folder's lock is no longer the run's: it stalled past
+    the lock's expiry and another run took it over (and may have published since)."""
+    if not holds(storage.join(run.output_dir, layout.LOCK), run.run_id):
+        raise OutputBusyError(
+            f"{run.output_dir}: run {run.run_id} no longer holds the folder's lock (it "
+            f"stalled past its expiry and another run took it over), so it removes and "
+            f"publishes nothing; the next conversion there removes what it left")
 
 
 def lost(run: RunFolder, version: int, clash: FileExistsError) -> OutputBusyError:

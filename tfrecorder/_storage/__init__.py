@@ -11,10 +11,13 @@ functions live in its modules:
 - ``pool``: ``each``, calls in flight on the one bounded pool of the process;
 - ``reading``: reads, sizes, stamps, listings, missing files;
 - ``writing``: writes that never go through a link, renames, removal;
+- ``generations``: object-store reads and writes fenced by an object's generation;
 - ``containment``: ``inside``, the guarded path into an output folder.
 """
 
 from tfrecorder._storage.containment import UnsafePathError, inside, is_link  # noqa: F401
+from tfrecorder._storage.generations import (  # noqa: F401
+    copy_new, create_new, read_with_generation, remove_if_generation, write_if_generation)
 from tfrecorder._storage.paths import (  # noqa: F401
     SCHEMES, _local, all_on_gcs, basename, check_scheme, dirname, is_pattern, is_remote,
     join, parent, resolve, resolve_all, scheme, within)

@@ -12,6 +12,7 @@ import shutil
 import uuid
 from typing import IO
 
+from tfrecorder._storage.generations import copy_new
 from tfrecorder._storage.paths import _local, dirname, is_remote
 from tfrecorder._storage.remote import _fs
 
@@ -146,8 +147,10 @@ def rename(src: str, dst: str) -> None:
 def move_new(src: str, dst: str) -> None:
     """Moves ``src`` to ``dst`` only where ``dst`` does not exist: FileExistsError
     otherwise, and ``src`` stays. Locally a hard link then the removal of ``src`` (the
-    link fails on an existing name, atomically); on an object store, and on a file
-    system without hard links, a check that ``dst`` is absent before the move."""
+    link fails on an existing name, atomically); on an object store a server-side copy
+    conditional on no object at ``dst`` (``ifGenerationMatch=0``: of two copies to one
+    name, whatever their timing, one lands), then the removal of ``src``; on a file
+    system without hard links, a check that ``dst`` is absent before the rename."""
     if not is_remote(src):
         try:
             os.link(_local(src), _local(dst))
@@ -162,9 +165,10 @@ def move_new(src: str, dst: str) -> None:
         return
     fs = _fs(dst)
     fs.invalidate_cache(dst)
-    if fs.exists(dst):
+    if fs.exists(dst):  # stores that ignore the precondition (emulators) still refuse
         raise FileExistsError(dst)
-    rename(src, dst)
+    copy_new(src, dst)
+    fs.rm_file(src)
 
 
 def write_new(path: str, data: bytes) -> None:
