@@ -119,6 +119,19 @@ def test_help_speaks_of_flags_and_files_not_python_values(run_cli):
     assert "TFRECORD_DIR" in inspect and "--output-dir DIR" in inspect
 
 
+def test_flag_help_says_what_the_flag_does_and_the_options_own_default():
+    """A flag that turns an option off is described by what giving it does, and a
+    default is the option's, not a copy that can drift from it."""
+    from tfrecorder import _cli_parser
+    from tfrecorder._options import Options
+
+    convert = _cli_parser.build_parser()._subparsers._group_actions[0].choices["convert"]
+    helps = {a.dest: a.help for a in convert._actions}
+    assert helps["write_index"].startswith("write no index/"), helps["write_index"]
+    default = Options.__dataclass_fields__["near_distance"].default
+    assert f"(0 to 16, default {default})" in helps["near_distance"]
+
+
 @pytest.mark.slow
 def test_shards_per_split_on_the_command_line(tmp_path, run_cli):
     out = tmp_path / "out"
