@@ -132,6 +132,17 @@ def test_flag_help_says_what_the_flag_does_and_the_options_own_default():
     assert f"(0 to 16, default {default})" in helps["near_distance"]
 
 
+def test_report_given_near_duplicates_says_they_are_found_when_converting(tmp_path,
+                                                                          run_cli):
+    out = tmp_path / "out"
+    p = run_cli("report", out, "--near-duplicates")
+    assert p.returncode == 2
+    assert p.stderr.startswith("Error: --near-duplicates is a flag of convert, not of "
+                               "report: near duplicates are searched when converting")
+    assert f"tfrecorder convert SOURCE {out} --near-duplicates --overwrite" in p.stderr
+    assert "usage:" not in p.stderr and len(p.stderr.splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_shards_per_split_on_the_command_line(tmp_path, run_cli):
     out = tmp_path / "out"

@@ -46,6 +46,25 @@ def _run_convert(args, beam_flags) -> int:
     return 0
 
 
+#: Flags of convert that other commands are given as if they were theirs: what is
+#: found when converting cannot be asked of a folder afterwards.
+_NEAR_FLAGS = ("--near-duplicates", "--near_duplicates", "--near-distance", "--near_distance")
+
+
+def _conversion_flag(args, unknown: list[str]) -> str | None:
+    """What to say of a flag only convert takes, given to another command, or None."""
+    flag = next((u.split("=", 1)[0] for u in unknown
+                 if u.split("=", 1)[0] in _NEAR_FLAGS), None)
+    if flag is None:
+        return None
+    folder = getattr(args, "output_dir", None) or "OUT"
+    return (f"{flag} is a flag of convert, not of {args.command}: near duplicates are "
+            f"searched when converting, as the images are read. Convert with it "
+            f"(tfrecorder convert SOURCE {folder} --near-duplicates --overwrite), then "
+            f"tfrecorder report {folder} lists them; a folder converted with it lists "
+            f"them already")
+
+
 def _check_positionals(args, convert_parser) -> None:
     """``convert SOURCE OUTPUT_DIR``, or ``convert --from-vertex OUTPUT_DIR``; else usage."""
     given = [a for a in (args.source, args.output_dir) if a is not None]
@@ -170,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = _cli_parser.tfrecorder_command(list(sys.argv[1:] if argv is None else argv))
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command != "convert":
+        misplaced = _conversion_flag(args, unknown)
+        if misplaced is not None:
+            print(f"Error: {misplaced}", file=sys.stderr)
+            return 2
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "convert":
         _check_positionals(args, parser._subparsers._group_actions[0].choices["convert"])
