@@ -357,6 +357,18 @@ def test_an_update_into_an_empty_folder_is_a_first_conversion(tmp_path):
     assert m["mode"] == "update" and m["version"] == 1 and "parent" not in m
 
 
+def test_an_update_into_a_folder_of_other_files_does_not_suggest_an_update(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(tfrecorder.OutputExistsError) as e:
+        tfrecorder.convert(_table(_images(tmp_path / "img", 2)), str(out), mode="update")
+    said = str(e.value)
+    assert "holds 1 entry (notes.txt) and no version of a conversion to update" in said
+    assert "mode='update' (--update)" not in said and "--overwrite in place of --update" in said
+    assert os.listdir(out) == ["notes.txt"]
+
+
 def test_an_update_into_a_missing_folder_with_a_bad_table_leaves_no_folder(tmp_path):
     # A first conversion reads and checks its table before it writes anything: an
     # update of a folder that holds no version yet is one, and leaves nothing either.

@@ -108,7 +108,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             table, _ = read()
             planned = _planned(opts, table)
             survey.check_target(survey.survey(output_dir, planned.declared), opts.overwrite,
-                                planned.files)
+                                planned.files, update=opts.updates)
         # Nothing has been written so far. From here on the directory is this run's.
         with _lock(output_dir, opts) as lock:
             run_id = lock.holder["run_id"]
@@ -130,7 +130,8 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                 # A folder with no version yet: the update is a first conversion.
                 planned = _planned(opts, table)
                 before = survey.survey(output_dir, planned.declared)
-            survey.check_target(before, opts.overwrite, planned.files, run_id)
+            survey.check_target(before, opts.overwrite, planned.files, run_id,
+                                update=opts.updates)
             removal.clear_leftovers(before, run_id)
             run = _run(opts, output_dir, run_id, before, table, planned.shards, schema, source)
             ledger.write_ledger(run.settings.run.folder, planned.files)
