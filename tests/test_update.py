@@ -1473,6 +1473,23 @@ def test_a_compacted_shard_partly_written_without_near_duplicates_is_refused(tmp
                            mode="update", near_duplicates=True, num_shards=1)
 
 
+@pytest.mark.slow
+def test_an_update_without_near_duplicates_of_a_folder_searched_with_them_says_so(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out), near_duplicates=True)
+    more = _images(tmp_path / "img", 1, start=4)
+    result = tfrecorder.convert(_table(paths + more), str(out), mode="update")
+    assert result.version == 2 and result.report.near_duplicates is None
+    assert ("note: near duplicates not searched: version 1 was converted with "
+            "near_duplicates=True (--near-duplicates), this update without it") in str(result)
+    assert "--near-duplicates --overwrite" in str(result)
+    # An update of a folder converted without them says nothing of them.
+    last = _images(tmp_path / "img", 1, start=5)
+    result = tfrecorder.convert(_table(paths + more + last), str(out), mode="update")
+    assert result.version == 3 and "note: near duplicates" not in str(result)
+
+
 def _unassigned_csv(folder, n, subfolder="images"):
     """``folder/data.csv`` listing ``n`` distinct JPEGs of ``folder/<subfolder>`` by
     paths relative to it, every row unassigned: the CSV and its rows ``[path, label]``."""
