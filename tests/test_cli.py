@@ -336,6 +336,28 @@ def test_ctrl_c_stops_convert_with_one_line_and_exit_130(tmp_path, point):
 
 
 @pytest.mark.slow
+def test_ctrl_c_after_publishing_says_the_version_was_published(tmp_path, monkeypatch,
+                                                                capsys):
+    """Ctrl-C as the result is printed: the version is published, and the line says so."""
+    from tfrecorder._cli import main
+
+    class Interrupted:  # a terminal's Ctrl-C while the summary is written to it
+        def write(self, text):
+            raise KeyboardInterrupt
+
+        def flush(self):
+            pass
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "stdout", Interrupted())
+    code = main(["convert", os.path.join(SAMPLES, "data.csv"), str(out), "--no-progress"])
+    monkeypatch.undo()
+    assert (code, capsys.readouterr().err) == (
+        130, f"interrupted after version 1 was published: {out} holds it whole\n")
+    assert (out / "tfrecorder.json").exists()
+
+
+@pytest.mark.slow
 def test_ctrl_c_in_the_collector_callback_is_not_lost(monkeypatch):
     """The command freezes the collector's survivors from a ``gc.callbacks`` entry, where
     Python drops any exception: Ctrl-C landing there must still stop the command. The

@@ -40,6 +40,7 @@ def _run_convert(args, beam_flags) -> int:
         source, output_dir = from_vertex(), args.source
     else:
         source, output_dir = _cli_parser.source(args.source), args.output_dir
+    args.published_before = _published(output_dir)  # for what Ctrl-C says it left
     result = convert(source, output_dir, schema=args.schema,
                      pipeline_options=beam_flags or None, **options)
     print(result)
@@ -236,11 +237,32 @@ def _is_interrupt(e: BaseException) -> bool:
     return False
 
 
+def _published(output_dir: str) -> tuple | None:
+    """The version and generation of the manifest ``output_dir`` holds, or None."""
+    import json
+
+    from tfrecorder import _storage as storage
+    from tfrecorder._folder import layout
+
+    try:
+        m = json.loads(storage.read_bytes(storage.join(output_dir, layout.MANIFEST)))
+        return (m.get("version") or 1, m.get("generation"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _interrupted(args) -> int:
-    """Says in one line what Ctrl-C left; a conversion publishes its version last, in
-    one step, so an interrupted one published nothing."""
+    """Says in one line what Ctrl-C left. A conversion publishes its version last, in
+    one step: either it did (Ctrl-C came as the result was printed) and the folder's
+    manifest is another, or nothing was published."""
     if args.command == "convert":
         out = args.source if args.from_vertex else args.output_dir
+        before = getattr(args, "published_before", None)
+        after = _published(out) if hasattr(args, "published_before") else None
+        if after is not None and after != before:
+            print(f"interrupted after version {after[0]} was published: {out} holds it "
+                  f"whole", file=sys.stderr)
+            return INTERRUPTED
         print(f"interrupted: nothing was published; {out} is as it was", file=sys.stderr)
     else:
         print(f"interrupted: tfrecorder {args.command} stopped", file=sys.stderr)
