@@ -333,6 +333,7 @@ def test_ctrl_c_stops_convert_with_one_line_and_exit_130(tmp_path, point):
                                            f"as it was\n")
     assert stdout == ""
     assert not [n for n in os.listdir(out) if not n.startswith(".")]  # no manifest, no shard
+    assert not os.path.exists(os.path.join(out, ".tfrecorder.lock"))
 
 
 @pytest.mark.slow

@@ -251,12 +251,31 @@ def _published(output_dir: str) -> tuple | None:
         return None
 
 
+def _release_own_lock(output_dir: str) -> None:
+    """Removes the folder's lock if this process took it and handed it to no job: a
+    Ctrl-C between the lock file's creation and the ``with`` block that releases it
+    left it behind (harmless, as a lock of a process that is gone is taken over, but
+    a file the user would wonder about)."""
+    from tfrecorder import _storage as storage
+    from tfrecorder._folder import layout, lock
+
+    path = storage.join(output_dir, layout.LOCK)
+    try:
+        holder, me = lock._read_holder(path), lock.identity()
+        if (holder.get("job_id") is None and holder.get("run_id")
+                and all(holder.get(k) == me[k] for k in ("host", "pid", "pid_start"))):
+            lock.release(path, holder["run_id"])
+    except OSError:
+        pass  # the one line matters more than the lock, which expires anyway
+
+
 def _interrupted(args) -> int:
     """Says in one line what Ctrl-C left. A conversion publishes its version last, in
     one step: either it did (Ctrl-C came as the result was printed) and the folder's
     manifest is another, or nothing was published."""
     if args.command == "convert":
         out = args.source if args.from_vertex else args.output_dir
+        _release_own_lock(out)
         before = getattr(args, "published_before", None)
         after = _published(out) if hasattr(args, "published_before") else None
         if after is not None and after != before:
