@@ -119,6 +119,30 @@ def test_help_speaks_of_flags_and_files_not_python_values(run_cli):
     assert "TFRECORD_DIR" in inspect and "--output-dir DIR" in inspect
 
 
+def test_flag_help_says_what_the_flag_does_and_the_options_own_default():
+    """A flag that turns an option off is described by what giving it does, and a
+    default is the option's, not a copy that can drift from it."""
+    from tfrecorder import _cli_parser
+    from tfrecorder._options import Options
+
+    convert = _cli_parser.build_parser()._subparsers._group_actions[0].choices["convert"]
+    helps = {a.dest: a.help for a in convert._actions}
+    assert helps["write_index"].startswith("write no index/"), helps["write_index"]
+    default = Options.__dataclass_fields__["near_distance"].default
+    assert f"(0 to 16, default {default})" in helps["near_distance"]
+
+
+def test_report_given_near_duplicates_says_they_are_found_when_converting(tmp_path,
+                                                                          run_cli):
+    out = tmp_path / "out"
+    p = run_cli("report", out, "--near-duplicates")
+    assert p.returncode == 2
+    assert p.stderr.startswith("Error: --near-duplicates is a flag of convert, not of "
+                               "report: near duplicates are searched when converting")
+    assert f"tfrecorder convert SOURCE {out} --near-duplicates --overwrite" in p.stderr
+    assert "usage:" not in p.stderr and len(p.stderr.splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_shards_per_split_on_the_command_line(tmp_path, run_cli):
     out = tmp_path / "out"
@@ -309,6 +333,29 @@ def test_ctrl_c_stops_convert_with_one_line_and_exit_130(tmp_path, point):
                                            f"as it was\n")
     assert stdout == ""
     assert not [n for n in os.listdir(out) if not n.startswith(".")]  # no manifest, no shard
+    assert not os.path.exists(os.path.join(out, ".tfrecorder.lock"))
+
+
+@pytest.mark.slow
+def test_ctrl_c_after_publishing_says_the_version_was_published(tmp_path, monkeypatch,
+                                                                capsys):
+    """Ctrl-C as the result is printed: the version is published, and the line says so."""
+    from tfrecorder._cli import main
+
+    class Interrupted:  # a terminal's Ctrl-C while the summary is written to it
+        def write(self, text):
+            raise KeyboardInterrupt
+
+        def flush(self):
+            pass
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "stdout", Interrupted())
+    code = main(["convert", os.path.join(SAMPLES, "data.csv"), str(out), "--no-progress"])
+    monkeypatch.undo()
+    assert (code, capsys.readouterr().err) == (
+        130, f"interrupted after version 1 was published: {out} holds it whole\n")
+    assert (out / "tfrecorder.json").exists()
 
 
 @pytest.mark.slow

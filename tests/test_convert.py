@@ -157,6 +157,10 @@ def test_nothing_is_lost_bad_rows_are_quarantined_with_reasons(tf, tmp_path, ima
         assert e["values"] == {"split": "TEST", "image_uri": uri, "label": "bad"}
         assert e["row"] == df.index[df.image_uri == uri][0]
     assert "QUARANTINED" in str(result) and "5 rows quarantined" in result._repr_html_()
+    # The summary counts the rows of each kind of reason, the most common first.
+    assert result.quarantine_reasons == {r: 1 for _, r in sorted(bad.values(),
+                                                                key=lambda b: b[1])}
+    assert f"rows ({metadata.counted(result.quarantine_reasons)}), listed in" in str(result)
 
 
 @pytest.mark.slow
@@ -173,8 +177,10 @@ def test_missing_files_over_the_budget_stop_the_run_before_any_image_is_read(tmp
     with pytest.raises(tfrecorder.ConversionError) as e:
         df.tensorflow.to_tfrecord(str(out))
     assert str(e.value).startswith(
-        f"3 of 8 rows were quarantined: more than max_error_fraction=0.1. First reasons: "
-        f"row 5: image file not found: {gone[0]}; row 6: ")
+        f"3 of 8 rows were quarantined: more than max_error_fraction=0.1. Fix: check where "
+        f"the table's image paths point")
+    assert (f"Reasons: 3 image file not found. First rows: row 5: image file not found: "
+            f"{gone[0]}; row 6: ") in str(e.value)
     assert f"Every bad row is listed in {out / 'errors.jsonl'}" in str(e.value)
     errors = [json.loads(line) for line in open(out / "errors.jsonl")]
     assert [(q["row"], q["stage"], q["reason"]) for q in errors] == [

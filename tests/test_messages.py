@@ -201,3 +201,29 @@ def test_byte_counts_read_as_people_read_them(n, text):
     from tfrecorder._writer.result import human_bytes
 
     assert human_bytes(n) == text
+
+
+@pytest.mark.slow  # two conversions end to end
+def test_a_run_with_every_row_quarantined_leads_with_the_fix_and_counts_reasons(tmp_path):
+    svg = tmp_path / "a.svg"
+    svg.write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
+    table = pd.DataFrame({"split": "TRAIN", "image_uri": [str(svg)] * 3,
+                          "label": ["a", "b", "a"]})
+    with pytest.raises(tfrecorder.ConversionError) as e:
+        tfrecorder.convert(table, str(tmp_path / "out"))
+    said = str(e.value)
+    assert said.startswith("3 of 3 rows were quarantined: every row was quarantined, so "
+                           "nothing was written. Fix: convert those files to a format")
+    assert "Reasons: 3 not a readable image. First rows: row 0: " in said
+
+    # Relative paths from the wrong folder: --images-dir is the fix, said before the rows.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "imgs").mkdir()
+    for i in range(2):
+        (tmp_path / "imgs" / f"{i}.jpg").write_bytes(encode(seed=i))
+    (tmp_path / "sub" / "t.csv").write_text("TRAIN,imgs/0.jpg,a\nTRAIN,imgs/1.jpg,b\n")
+    with pytest.raises(tfrecorder.ConversionError) as e:
+        tfrecorder.convert(str(tmp_path / "sub" / "t.csv"), str(tmp_path / "out2"))
+    said = str(e.value)
+    assert said.index("--images-dir") < said.index("Reasons: 2 image file not found")
+    assert "Fix: check where" not in said  # the exact fix replaces the general one

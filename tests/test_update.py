@@ -357,6 +357,18 @@ def test_an_update_into_an_empty_folder_is_a_first_conversion(tmp_path):
     assert m["mode"] == "update" and m["version"] == 1 and "parent" not in m
 
 
+def test_an_update_into_a_folder_of_other_files_does_not_suggest_an_update(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(tfrecorder.OutputExistsError) as e:
+        tfrecorder.convert(_table(_images(tmp_path / "img", 2)), str(out), mode="update")
+    said = str(e.value)
+    assert "holds 1 entry (notes.txt) and no version of a conversion to update" in said
+    assert "mode='update' (--update)" not in said and "--overwrite in place of --update" in said
+    assert os.listdir(out) == ["notes.txt"]
+
+
 def test_an_update_into_a_missing_folder_with_a_bad_table_leaves_no_folder(tmp_path):
     # A first conversion reads and checks its table before it writes anything: an
     # update of a folder that holds no version yet is one, and leaves nothing either.
@@ -1459,6 +1471,23 @@ def test_a_compacted_shard_partly_written_without_near_duplicates_is_refused(tmp
     with pytest.raises(tfrecorder.ConfigError, match="were written without near duplicates"):
         tfrecorder.convert(_table(paths + more + last, splits=["TRAIN"] * 9), str(out),
                            mode="update", near_duplicates=True, num_shards=1)
+
+
+@pytest.mark.slow
+def test_an_update_without_near_duplicates_of_a_folder_searched_with_them_says_so(tmp_path):
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out), near_duplicates=True)
+    more = _images(tmp_path / "img", 1, start=4)
+    result = tfrecorder.convert(_table(paths + more), str(out), mode="update")
+    assert result.version == 2 and result.report.near_duplicates is None
+    assert ("note: near duplicates not searched: version 1 was converted with "
+            "near_duplicates=True (--near-duplicates), this update without it") in str(result)
+    assert "--near-duplicates --overwrite" in str(result)
+    # An update of a folder converted without them says nothing of them.
+    last = _images(tmp_path / "img", 1, start=5)
+    result = tfrecorder.convert(_table(paths + more + last), str(out), mode="update")
+    assert result.version == 3 and "note: near duplicates" not in str(result)
 
 
 def _unassigned_csv(folder, n, subfolder="images"):

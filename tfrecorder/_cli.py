@@ -42,11 +42,31 @@ def _run_convert(args, beam_flags) -> int:
         source, output_dir = _cli_parser.source(args.source), args.output_dir
     from tfrecorder._writer.sampler import short_sampler_ticks
 
+    args.published_before = _published(output_dir)  # for what Ctrl-C says it left
     with short_sampler_ticks(args.beam_sampler_ms):  # the command's process, not a library's
         result = convert(source, output_dir, schema=args.schema,
                          pipeline_options=beam_flags or None, **options)
     print(result)
     return 0
+
+
+#: Flags of convert that other commands are given as if they were theirs: what is
+#: found when converting cannot be asked of a folder afterwards.
+_NEAR_FLAGS = ("--near-duplicates", "--near_duplicates", "--near-distance", "--near_distance")
+
+
+def _conversion_flag(args, unknown: list[str]) -> str | None:
+    """What to say of a flag only convert takes, given to another command, or None."""
+    flag = next((u.split("=", 1)[0] for u in unknown
+                 if u.split("=", 1)[0] in _NEAR_FLAGS), None)
+    if flag is None:
+        return None
+    folder = getattr(args, "output_dir", None) or "OUT"
+    return (f"{flag} is a flag of convert, not of {args.command}: near duplicates are "
+            f"searched when converting, as the images are read. Convert with it "
+            f"(tfrecorder convert SOURCE {folder} --near-duplicates --overwrite), then "
+            f"tfrecorder report {folder} lists them; a folder converted with it lists "
+            f"them already")
 
 
 def _check_positionals(args, convert_parser) -> None:
@@ -193,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = _cli_parser.tfrecorder_command(list(sys.argv[1:] if argv is None else argv))
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command != "convert":
+        misplaced = _conversion_flag(args, unknown)
+        if misplaced is not None:
+            print(f"Error: {misplaced}", file=sys.stderr)
+            return 2
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "convert":
         _check_positionals(args, parser._subparsers._group_actions[0].choices["convert"])
@@ -236,11 +260,51 @@ def _is_interrupt(e: BaseException) -> bool:
     return False
 
 
+def _published(output_dir: str) -> tuple | None:
+    """The version and generation of the manifest ``output_dir`` holds, or None."""
+    import json
+
+    from tfrecorder import _storage as storage
+    from tfrecorder._folder import layout
+
+    try:
+        m = json.loads(storage.read_bytes(storage.join(output_dir, layout.MANIFEST)))
+        return (m.get("version") or 1, m.get("generation"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _release_own_lock(output_dir: str) -> None:
+    """Removes the folder's lock if this process took it and handed it to no job: a
+    Ctrl-C between the lock file's creation and the ``with`` block that releases it
+    left it behind (harmless, as a lock of a process that is gone is taken over, but
+    a file the user would wonder about)."""
+    from tfrecorder import _storage as storage
+    from tfrecorder._folder import layout, lock
+
+    path = storage.join(output_dir, layout.LOCK)
+    try:
+        holder, me = lock._read_holder(path), lock.identity()
+        if (holder.get("job_id") is None and holder.get("run_id")
+                and all(holder.get(k) == me[k] for k in ("host", "pid", "pid_start"))):
+            lock.release(path, holder["run_id"])
+    except OSError:
+        pass  # the one line matters more than the lock, which expires anyway
+
+
 def _interrupted(args) -> int:
-    """Says in one line what Ctrl-C left; a conversion publishes its version last, in
-    one step, so an interrupted one published nothing."""
+    """Says in one line what Ctrl-C left. A conversion publishes its version last, in
+    one step: either it did (Ctrl-C came as the result was printed) and the folder's
+    manifest is another, or nothing was published."""
     if args.command == "convert":
         out = args.source if args.from_vertex else args.output_dir
+        _release_own_lock(out)
+        before = getattr(args, "published_before", None)
+        after = _published(out) if hasattr(args, "published_before") else None
+        if after is not None and after != before:
+            print(f"interrupted after version {after[0]} was published: {out} holds it "
+                  f"whole", file=sys.stderr)
+            return INTERRUPTED
         print(f"interrupted: nothing was published; {out} is as it was", file=sys.stderr)
     else:
         print(f"interrupted: tfrecorder {args.command} stopped", file=sys.stderr)

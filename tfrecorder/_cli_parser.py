@@ -44,9 +44,10 @@ _FLAG_HELP = {
     "near_duplicates": (None, "also report near duplicates (resized or re-encoded copies, "
                         "by a perceptual hash) in quality.json; exact duplicates, conflicts "
                         "and statistics are always reported"),
+    # The default is said where the flag is built, from the option's own.
     "near_distance": ("BITS", "with --near-duplicates: two images whose hashes differ in "
-                      "at most BITS bits (0 to 16, default 6) are compared by their "
-                      "thumbnails, and listed when those agree too"),
+                      "at most BITS bits (0 to 16) are compared by their thumbnails, and "
+                      "listed when those agree too"),
     "seed": ("SEED", "seed of the shuffle of rows into shards (default: 0)"),
     "images_dir": ("DIR", "folder that relative image paths start from (a COCO file's "
                    "file_names; default: the source file's folder); for COCO files per "
@@ -77,6 +78,10 @@ _FLAG_HELP = {
                          "instead of one built from this installation (DataflowRunner)"),
     "wait": (None, "DataflowRunner: wait until the job ends and print its result "
              "(default: print the job's id and console link, and return)"),
+    "write_index": (None, "write no index/<shard>.idx files (each record's offset and "
+                    "length, for record-level sharding, global shuffle and DALI); by "
+                    "default every uncompressed shard gets one, and tfrecorder index OUT "
+                    "adds them later"),
     "progress": (None, "never draw the progress bar (it is drawn only when stderr is a "
                  "terminal)"),
 }
@@ -163,6 +168,8 @@ def _convert_parser(sub) -> None:
                                             for flag in flags]))
         cli.setdefault("default", f.default)
         metavar, text = _FLAG_HELP.get(f.name, (None, f.metadata["help"]))
+        if f.name == "near_distance":
+            text = text.replace("(0 to 16)", f"(0 to 16, default {f.default})")
         if f.name == "num_shards":
             cli["type"] = _shards
         if f.name == "images_dir":

@@ -16,6 +16,7 @@ from tfrecorder._inputs import arguments
 from tfrecorder._writer import cluster, dataflow, direct, image, plan, runners
 from tfrecorder._folder import index, layout, ledger, metadata, publishing, removal, survey
 from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
+from tfrecorder._folder.manifest import loads
 from tfrecorder._report import matching
 from tfrecorder import _storage as storage
 from tfrecorder._folder import compatibility, rows, stored_records, updating
@@ -107,7 +108,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             table, _ = read()
             planned = _planned(opts, table)
             survey.check_target(survey.survey(output_dir, planned.declared), opts.overwrite,
-                                planned.files)
+                                planned.files, update=opts.updates)
         # Nothing has been written so far. From here on the directory is this run's.
         with _lock(output_dir, opts) as lock:
             run_id = lock.holder["run_id"]
@@ -124,12 +125,14 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
                 if parent is not None:
                     compatibility.check_updatable(output_dir, parent, opts, table.features,
                                                   table.vocabularies, schema.column("label"))
+                    notes = [*table.notes, *_near_dropped(output_dir, parent, opts)]
                     return _noted(_update(opts, lock, before, parent, table, schema, source,
-                                          stored), table.notes, table.annotations)
+                                          stored), notes, table.annotations)
                 # A folder with no version yet: the update is a first conversion.
                 planned = _planned(opts, table)
                 before = survey.survey(output_dir, planned.declared)
-            survey.check_target(before, opts.overwrite, planned.files, run_id)
+            survey.check_target(before, opts.overwrite, planned.files, run_id,
+                                update=opts.updates)
             removal.clear_leftovers(before, run_id)
             run = _run(opts, output_dir, run_id, before, table, planned.shards, schema, source)
             ledger.write_ledger(run.settings.run.folder, planned.files)
@@ -322,6 +325,27 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
             s: {"added": 0, "retired": 0, "kept": c["kept"]}
             for s, c in decided.update.changes.items()})
     return result
+
+
+def _near_dropped(output_dir: str, parent, opts: Options) -> list[str]:
+    """The note of an update without ``near_duplicates`` of a version whose data report
+    has near duplicates: the new version's report has none, not even among the records
+    it keeps. Not found again by itself: ``near_duplicates=False`` is also the default."""
+    if opts.near_duplicates or not parent.quality:
+        return []
+    try:
+        near = loads(storage.read_bytes(storage.join(output_dir, parent.quality)))
+        near = near.get("near_duplicates") if isinstance(near, dict) else None
+    except (OSError, ValueError):
+        return []  # no report to compare with: nothing to say
+    if not near:
+        return []
+    return [f"near duplicates not searched: version {parent.version or 1} was converted "
+            f"with near_duplicates=True (--near-duplicates), this update without it, so its "
+            f"data report lists none, of the records it keeps either, and a later update "
+            f"with it is refused (these new records have no hash). To have them again, "
+            f"convert the whole table with --near-duplicates --overwrite; give it to every "
+            f"update to keep them"]
 
 
 def _looks(opts: Options) -> bool:

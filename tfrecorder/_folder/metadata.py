@@ -113,6 +113,8 @@ class Built:
     rows: list[str]                  # their rows files (layout.rows_file), where written
     rows_bad: int
     first_reasons: list[str]
+    #: How many quarantined rows each kind of reason has (``reason_counts``).
+    reasons: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def label_names(spec: DatasetSpec) -> list[str]:
@@ -209,7 +211,8 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
                  [s.filename for s in stats],
                  [s.index_file for s in stats if s.index_file],
                  [s.rows_file for s in stats if s.rows_file], rows_bad,
-                 [f"row {q.row}: {q.reason}" for q in bad[:5]])
+                 [f"row {q.row}: {q.reason}" for q in bad[:5]],
+                 reason_counts(q.reason for q in bad))
 
 
 def with_generation(manifest: Manifest, parent_generation: str | None,
@@ -234,19 +237,62 @@ def published(manifest: Manifest) -> Manifest:
     return dataclasses.replace(manifest, published=now.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
+def reason_kind(reason: str) -> str:
+    """What a quarantine reason says without its particulars (the file, the decoder's
+    words): ``image file not found: /x.jpg`` is ``image file not found``."""
+    cut = min((i for i in (reason.find(": "), reason.find(" (")) if i > 0),
+              default=len(reason))
+    return reason[:cut]
+
+
+def reason_counts(reasons: Iterable[str]) -> dict[str, int]:
+    """Quarantined rows per kind of reason, the most common first."""
+    counts: dict[str, int] = {}
+    for reason in reasons:
+        kind = reason_kind(str(reason))
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def counted(counts: Mapping[str, int]) -> str:
+    """``9 not a readable image, 1 truncated JPEG``."""
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items())
+
+
+#: What to do about the rows of a kind of reason, said before the rows themselves.
+_FIXES = {
+    "image file not found": "check where the table's image paths point (relative ones "
+                            "start from images_dir=, --images-dir on the command line, "
+                            "else from the table's folder)",
+    "not a readable image": "convert those files to a format Pillow reads (JPEG, PNG, "
+                            "WebP, GIF, BMP, TIFF; not SVG), or leave their rows out",
+    "image file too large": "raise max_image_bytes (--max-image-bytes)",
+}
+
+
 def over_budget(spec: DatasetSpec, rows_bad: int, first_reasons: list[str],
-                errors_path: str) -> ConversionError | None:
+                errors_path: str, reasons: Mapping[str, int] | None = None
+                ) -> ConversionError | None:
     """The ConversionError of a run whose quarantined rows exceed its error budget, or
-    that wrote nothing at all."""
+    that wrote nothing at all: what happened, what to do, the rows per kind of reason
+    (``reasons``), then the first rows. Its ``parts`` are what happened, the fix and
+    the rest, for a better fix found later (``runners.explained``) to take its place."""
     if not spec.rows_in:
         return None
     if rows_bad < spec.rows_in and rows_bad / spec.rows_in <= spec.max_error_fraction:
         return None
     why = ("every row was quarantined, so nothing was written" if rows_bad >= spec.rows_in
            else f"more than max_error_fraction={spec.max_error_fraction:g}")
-    return ConversionError(
-        f"{rows_bad} of {spec.rows_in} rows were quarantined: {why}. First reasons: "
-        f"{'; '.join(first_reasons)}. Every bad row is listed in {errors_path}.")
+    head = f"{rows_bad} of {spec.rows_in} rows were quarantined: {why}."
+    fix = next((_FIXES[k] for k in reasons or {} if k in _FIXES), None)
+    fix = f"Fix: {fix}." if fix else ""
+    # Three rows show what the reasons look like; the errors file has every one.
+    rest = (f"{'Reasons: ' + counted(reasons) + '. ' if reasons else ''}"
+            f"First rows: {'; '.join(first_reasons[:3])}. Every bad row is listed in "
+            f"{errors_path}.")
+    failure = ConversionError(" ".join(p for p in (head, fix, rest) if p))
+    failure.parts = (head, fix, rest)
+    return failure
 
 
 def image_channels(counts: Mapping[int, int]) -> int:

@@ -50,12 +50,13 @@ def finish(run: RunFolder, spec: metadata.DatasetSpec, stats: Iterable,
     output_dir, folder = run.output_dir, run.folder
     storage.write_bytes(storage.join(folder, layout.ERRORS), built.errors)
     failure = metadata.over_budget(spec, built.rows_bad, built.first_reasons,
-                                   storage.join(folder, layout.ERRORS))
+                                   storage.join(folder, layout.ERRORS), built.reasons)
     if failure is not None:
         if not storage.exists(storage.join(output_dir, layout.MANIFEST)):
             storage.write_bytes(_inside(output_dir, layout.ERRORS), built.errors)
             failure = metadata.over_budget(spec, built.rows_bad, built.first_reasons,
-                                           storage.join(output_dir, layout.ERRORS))
+                                           storage.join(output_dir, layout.ERRORS),
+                                           built.reasons)
         for name in (*built.shards, *built.indexes, *built.rows):
             storage.remove(storage.join(folder, name))
         if spec.fail_in_pipeline:
@@ -228,4 +229,5 @@ def budget_failure(run: RunFolder, spec: metadata.DatasetSpec) -> ConversionErro
             or not storage.exists(errors)):
         errors = storage.join(run.folder, layout.ERRORS)
     return metadata.over_budget(spec, len(bad),
-                                [f"row {q['row']}: {q['reason']}" for q in bad[:5]], errors)
+                                [f"row {q['row']}: {q['reason']}" for q in bad[:5]], errors,
+                                metadata.reason_counts(q.get("reason", "") for q in bad))

@@ -226,13 +226,14 @@ def _inside(output_dir: str, *components: str) -> str:
 
 
 def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, update: bool = False) -> None:
     """Refuses a directory the run may not write, before anything is written.
 
     A live lock of another run is an OutputBusyError. Without ``overwrite`` a non-empty
     directory is refused. With it, only what a conversion of ours wrote may be replaced:
     a file of the user's that bears a name the run would write is refused too. ``convert``
     checks once before it takes the lock, and again, authoritatively, with the lock held.
+    ``update``: the run was asked to update a folder that has no version to update.
     """
     if layout.LOCK in s.entries:
         path = storage.join(s.output_dir, layout.LOCK)
@@ -242,6 +243,14 @@ def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
     entries = [e for e in s.entries if e != layout.LOCK]
     if entries and not overwrite and not s.unfinished_only():
         shown = ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
+        if update:  # suggesting --update again would send the user round in a circle
+            raise OutputExistsError(
+                f"output directory {s.output_dir} holds {len(entries)} "
+                f"{'entry' if len(entries) == 1 else 'entries'} ({shown}) and no version "
+                f"of a conversion to update. Give the folder a conversion wrote, or an "
+                f"empty or new one (the update is then a first conversion); to convert "
+                f"into this one anyway, give mode='overwrite' instead (--overwrite in place "
+                f"of --update), which leaves files tfrecorder did not write alone.")
         raise OutputExistsError(
             f"output directory {s.output_dir} already holds {len(entries)} entries ({shown}). "
             f"Pass mode='overwrite' (overwrite=True; --overwrite in the CLI) to replace "

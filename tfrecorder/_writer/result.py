@@ -100,6 +100,9 @@ class ConversionResult(_Keys):
     #: (``mode="update"``) would write them.
     existing_differ: int = 0
     existing_differ_in: list = dataclasses.field(default_factory=list)
+    #: Quarantined rows per kind of reason (``image file not found``, ``truncated
+    #: JPEG``), the most common first.
+    quarantine_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def labels_without_records(self) -> list[str]:
@@ -165,17 +168,21 @@ class ConversionResult(_Keys):
     def from_output(cls, output_dir: str, runner: str, job_id: str | None,
                     manifest: Manifest | None = None) -> "ConversionResult":
         m = manifest or metadata.read_manifest(output_dir)
-        first = []
+        first, reasons = [], []
         if m.rows_quarantined:
+            # Every line, for the reasons counted; the first five shown as they are.
             with storage.open_file(storage.join(output_dir, layout.ERRORS), "rb") as f:
-                for line, _ in zip(f, range(5)):
+                for line in f:
                     try:  # a damaged errors file leaves out what it cannot show
                         q = json.loads(line)
                     except (ValueError, RecursionError):
                         continue
-                    if isinstance(q, dict):
+                    if not isinstance(q, dict):
+                        continue
+                    reasons.append(str(q.get("reason")))
+                    if len(first) < 5:
                         first.append({"row": q.get("row"), "image_uri": q.get("image_uri"),
-                                      "reason": str(q.get("reason"))})
+                                      "reason": reasons[-1]})
         label = m.label_key
         return cls(
             output_dir=output_dir,
@@ -187,6 +194,7 @@ class ConversionResult(_Keys):
             shards_per_split={s: len(i.shards) for s, i in m.splits.items()},
             labels=list(m.vocabularies.get(label, [])) if label else [],
             first_errors=first,
+            quarantine_reasons=metadata.reason_counts(reasons),
             runner=runner,
             job_id=job_id,
             label_counts={sp: dict(i.label_counts) for sp, i in m.splits.items()},
@@ -305,7 +313,10 @@ class ConversionResult(_Keys):
                 lines.append(f"  NO RECORDS  {len(empty):>9} label(s) have no records "
                              f"(ids kept; see labels_without_records): {names}")
         if self.rows_quarantined:
-            lines.append(f"  QUARANTINED {self.rows_quarantined:>9} rows, listed in {self.errors_file}")
+            kinds = (f" ({metadata.counted(self.quarantine_reasons)})"
+                     if self.quarantine_reasons else "")
+            lines.append(f"  QUARANTINED {self.rows_quarantined:>9} rows{kinds}, listed in "
+                         f"{self.errors_file}")
             for e in self.first_errors:
                 lines.append(f"    row {e['row']}: {e['reason']}")
         if self.annotations is not None:

@@ -109,7 +109,15 @@ def explained(failure: Exception, run: ledger.RunFolder) -> Exception:
     hint = _resolution_hint(run)
     if hint is None:
         return failure
-    return type(failure)(f"{failure} {hint}")
+    parts = getattr(failure, "parts", None)
+    if parts is None:
+        return type(failure)(f"{failure} {hint}")
+    # The hint is the fix, more exact than the message's own: it takes its place,
+    # right after what happened and before the rows.
+    head, _, rest = parts
+    explained_failure = type(failure)(f"{head} {hint} {rest}")
+    explained_failure.parts = (head, hint, rest)
+    return explained_failure
 
 
 def _resolution_hint(run: ledger.RunFolder) -> str | None:
@@ -135,8 +143,9 @@ def _resolution_hint(run: ledger.RunFolder) -> str | None:
                 base = uri[:len(uri) - len(tail)].rstrip("/") or "/"
                 return (f"Relative image paths such as {given!r} were resolved against "
                         f"{base} (a DataFrame's against the current directory, a CSV's "
-                        f"against its own folder): run from the folder they are relative "
-                        f"to, or make them absolute.")
+                        f"against its own folder): give the folder they are relative to "
+                        f"as images_dir= (--images-dir on the command line), run from "
+                        f"it, or make them absolute.")
     return None
 
 
