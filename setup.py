@@ -16,6 +16,9 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["tfrecorder", "tfrecorder.*"]),
+    # The console script's first module: outside the package, so that Ctrl-C is answered
+    # before the package's imports run (_tfrecorder_command.py).
+    py_modules=["_tfrecorder_command"],
     # Tested on 3.11, 3.12 and 3.13 (scripts/test-pythons.sh; README).
     python_requires=">=3.11",
     install_requires=[
@@ -71,7 +74,7 @@ setup(
             "torch==2.13.0",
         ],
     },
-    entry_points={"console_scripts": ["tfrecorder=tfrecorder._cli:command"]},
+    entry_points={"console_scripts": ["tfrecorder=_tfrecorder_command:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
         "Programming Language :: Python :: 3.11",
