@@ -570,3 +570,52 @@ def test_a_wrong_size_in_the_manifest_is_refused_before_room_is_made(tmp_path):
         cache.fetch("b" * 32, str(shard), 16 << 30, lambda: None)
     assert entries(tmp_path / "c") == ["a" * 32 + ".shard"]  # nothing evicted, nothing made
     assert not [n for n in os.listdir(tmp_path / "c" / _cache.SHARDS) if ".tmp-" in n]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A folder on a file system of 64 KiB (tmpfs; mounting it takes root)."""
+    at = tmp_path / "small"
+    at.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(at)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"a small file system cannot be mounted here: {done.stderr.strip()}")
+    try:
+        yield at
+    finally:
+        subprocess.run(["umount", str(at)], check=True)
+
+
+def test_a_full_cache_disk_is_said_and_nothing_half_written_is_kept(small_disk, tmp_path):
+    shard = tmp_path / "shard"
+    shard.write_bytes(os.urandom(200_000))
+    cache = _cache.Cache(str(small_disk), limit=10**9)  # a limit the disk cannot hold
+    with pytest.raises(ConfigError, match=f"the cache's disk is full: cache_dir="
+                                          f"'{small_disk}' cannot hold {shard}.*cache_limit"):
+        cache.fetch("a" * 32, str(shard), 200_000, lambda: None)
+    left = os.listdir(small_disk / _cache.SHARDS)
+    assert not [n for n in left if ".shard" in n], left  # no entry, no temporary file
+
+
+_FILE_SIZE_LIMIT = """
+import resource, sys
+from tfrecorder._readers import cache as _cache
+from tfrecorder._errors import ConfigError
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))
+try:
+    _cache.Cache(sys.argv[1], limit=10**9).fetch("a" * 32, sys.argv[2], 200_000, lambda: None)
+except ConfigError as e:
+    print("ConfigError:", e)
+"""
+
+
+@pytest.mark.slow  # a Python process of its own
+def test_a_file_size_limit_is_said_as_a_full_disk(tmp_path):
+    shard = tmp_path / "shard"
+    shard.write_bytes(os.urandom(200_000))
+    done = subprocess.run([sys.executable, "-c", _FILE_SIZE_LIMIT, str(tmp_path / "c"),
+                           str(shard)], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.stdout.startswith("ConfigError: the cache's disk is full"), done.stderr
+    assert not [n for n in os.listdir(tmp_path / "c" / _cache.SHARDS) if ".shard" in n]

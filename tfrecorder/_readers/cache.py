@@ -60,6 +60,10 @@ FETCH_MIN_RANGE = 1 << 20
 _ENTRY = re.compile(r"^([0-9a-f]{32})\.(shard|lock|fetch)$")
 _TEMP = re.compile(r"^([0-9a-f]{32})\.shard\.tmp-\d+-[0-9a-f]{8}$")
 
+#: What a write or an allocation on a full disk (or past a quota or a file size
+#: limit) fails with.
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 
@@ -260,14 +264,19 @@ class Cache:
             if self._open(name, size, close=True):  # fetched while we waited
                 return True
             _check_size(remote, size)  # before room is made for a size that is wrong
-            tmp = self._reserve(name, size, room_only, keep)
-            if tmp is None:
-                return False
-            fd = os.open(tmp, os.O_WRONLY)
             try:
-                _download(remote, fd, size)
-            finally:
-                os.close(fd)
+                tmp = self._reserve(name, size, room_only, keep)
+                if tmp is None:
+                    return False
+                fd = os.open(tmp, os.O_WRONLY)
+                try:
+                    _download(remote, fd, size)
+                finally:
+                    os.close(fd)
+            except OSError as e:
+                if e.errno not in _FULL:
+                    raise
+                raise self._full(remote, size, e) from None
             verify()
             os.replace(tmp, self._path(name, "shard"))
             tmp = None
@@ -290,12 +299,27 @@ class Cache:
             tmp = self._path(name, f"shard.tmp-{os.getpid()}-{secrets.token_hex(4)}")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
-                os.ftruncate(fd, size)
+                _allocate(fd, size)
+            except BaseException:
+                _unlink(tmp)
+                raise
             finally:
                 os.close(fd)
             return tmp
         finally:
             os.close(whole)
+
+    def _full(self, remote: str, size: int, e: OSError) -> ConfigError:
+        """The error of a fetch the cache's disk cannot hold (its temporary file is
+        removed: nothing half-written stays)."""
+        try:
+            free = f"{shutil.disk_usage(self.folder).free:,} bytes free"
+        except OSError:
+            free = "free space unknown"
+        return ConfigError(
+            f"the cache's disk is full: cache_dir={self.root!r} cannot hold {remote} "
+            f"({size:,} bytes; {e.strerror}; {free}). Give a smaller cache_limit, a "
+            f"cache_dir on a disk with room, or cache_limit=0 to read without a cache")
 
     def _make_room(self, name: str | None, size: int, keep=frozenset()) -> bool:
         """With the cache-wide lock held: removes killed fetches' temporary files and
@@ -384,9 +408,34 @@ def _download(remote: str, fd: int, size: int) -> None:
             raise CorruptRecordError(
                 f"{remote}: the object ends before byte {end} of the {size} its manifest "
                 f"gives; the shard was cut short or replaced")
-        os.pwrite(fd, data, start)
+        _write(fd, data, start)
 
     storage.each(one, ranges, at_once=True)
+
+
+def _allocate(fd: int, size: int) -> None:
+    """``size`` bytes of disk given to ``fd`` now, not as its bytes arrive: a disk too
+    full for the entry fails here, before any request (a sparse file would take blocks
+    one write at a time, and a write cut short would leave a hole)."""
+    if size > 0 and hasattr(os, "posix_fallocate"):
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+    os.ftruncate(fd, size)  # a file system that allocates no space ahead
+
+
+def _write(fd: int, data: bytes, at: int) -> None:
+    """All of ``data`` at byte ``at`` of ``fd``: a write cut short is continued, and
+    its cause (a full disk) raised by the next."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, at)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view, at = view[n:], at + n
 
 
 def _check_size(remote: str, size: int) -> None:
