@@ -619,3 +619,38 @@ def test_a_file_size_limit_is_said_as_a_full_disk(tmp_path):
                           env={**os.environ, "PYTHONPATH": ROOT})
     assert done.stdout.startswith("ConfigError: the cache's disk is full"), done.stderr
     assert not [n for n in os.listdir(tmp_path / "c" / _cache.SHARDS) if ".shard" in n]
+
+
+def test_a_process_forked_during_a_fetch_holds_none_of_the_caches_locks(tmp_path):
+    import threading
+
+    src = tmp_path / "shard"
+    src.write_bytes(b"s" * 5000)
+    cache = _cache.Cache(str(tmp_path / "c"), limit=10**6)
+    read = cache.pin("b" * 32, str(src), 5000, lambda: None)  # an entry being read
+    fetching, go = threading.Event(), threading.Event()
+
+    def verify():  # the fetch, in another thread, holds its lock here
+        fetching.set()
+        assert go.wait(60)
+
+    thread = threading.Thread(target=cache.fetch, args=("a" * 32, str(src), 5000, verify))
+    thread.start()
+    assert fetching.wait(60)
+    r, w = os.pipe()
+    pid = os.fork()  # a DataLoader worker, forked now
+    if pid == 0:
+        os.close(w)
+        os.read(r, 1)  # alive until the parent is done
+        os._exit(0)
+    os.close(r)
+    try:
+        go.set()
+        thread.join()
+        read.close()
+        # The child lives on: neither entry is pinned nor being fetched any more.
+        assert _cache._free(cache._path("a" * 32, "fetch"))
+        assert cache._evict("a" * 32) and cache._evict("b" * 32)
+    finally:
+        os.close(w)
+        assert os.waitpid(pid, 0)[1] == 0

@@ -38,6 +38,7 @@ import os
 import re
 import secrets
 import shutil
+import threading
 
 from tfrecorder import _storage as storage
 from tfrecorder._errors import ConfigError, CorruptRecordError
@@ -125,21 +126,71 @@ def key(source: str, generation: str, version: int, file: str, size: int) -> str
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-@dataclasses.dataclass
+# Every descriptor the cache holds open in this process (entries, locks, fetches
+# under way), and every Pin not closed. A forked process (a DataLoader worker) gets
+# copies of them all, and a flock belongs to the open file, not the process: a copy
+# left open would hold a lock of its parent's threads (a fetch ahead, a pin) for the
+# child's whole life, so that entry could never be evicted nor dropped. The child
+# closes every copy as it starts (``_forget``); ``_held_lock`` keeps a fork out of the
+# moment between an open and its registration.
+_held: set[int] = set()
+_pins: dict[int, "Pin"] = {}
+_held_lock = threading.Lock()
+
+
+def _open_fd(path: str, flags: int, mode: int = 0o644) -> int:
+    with _held_lock:
+        fd = os.open(path, flags, mode)
+        _held.add(fd)
+    return fd
+
+
+def _close_fd(fd: int, _close=os.close, _held=_held, _lock=_held_lock) -> None:
+    with _lock:
+        _held.discard(fd)
+        _close(fd)
+
+
+def _forget() -> None:
+    """In a child just forked: the copies of the parent's descriptors closed, and its
+    Pins emptied (closing one later closes nothing)."""
+    _held_lock.release()  # taken by this thread for the fork (``before``)
+    for pin in _pins.values():
+        pin.fd = pin.lock = -1
+    _pins.clear()
+    for fd in _held:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_held_lock.acquire, after_in_parent=_held_lock.release,
+                        after_in_child=_forget)
+
+
+@dataclasses.dataclass(eq=False)
 class Pin:
     """An open cache entry: ``fd`` reads it; its lock keeps it from eviction until
-    ``close()``. A forked process closes its copies with ``close()`` too: a copy shares
-    the parent's lock, which stays held until the parent closes its own."""
+    ``close()``. A forked process holds none of it (``_forget``): its Pins are closed
+    there, and the entry stays pinned only until the parent closes its own."""
 
     fd: int
     lock: int
     path: str
 
-    def close(self, _close=os.close) -> None:
+    def __post_init__(self):
+        _pins[id(self)] = self
+
+    def close(self, _close=os.close, _pins=_pins, _release=_close_fd) -> None:
+        # Bound as defaults: a reader may close its pin at interpreter exit.
+        _pins.pop(id(self), None)
         fds, self.fd, self.lock = (self.fd, self.lock), -1, -1
         for fd in fds:
             if fd >= 0:
-                _close(fd)
+                _release(fd, _close)
 
 
 class Cache:
@@ -196,7 +247,7 @@ class Cache:
             raise OSError(errno.EIO, f"{remote}: the cache entry {self._path(name, 'shard')} "
                                      f"vanished right after each fetch")
         except BaseException:
-            os.close(lock)
+            _close_fd(lock)
             raise
 
     def fetch(self, name: str, remote: str, size: int, verify, *, room_only=False,
@@ -229,25 +280,25 @@ class Cache:
         except FileNotFoundError:
             pass
         finally:
-            os.close(fetching)
+            _close_fd(fetching)
 
     def _open(self, name: str, size: int, close: bool = False):
         """The open entry, marked as used now; None when absent or not ``size`` bytes
         (damaged: fetched again)."""
         path = self._path(name, "shard")
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = _open_fd(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
         if os.fstat(fd).st_size != size:
-            os.close(fd)
+            _close_fd(fd)
             return None
         try:
             os.utime(fd)  # least recently used is least recently opened
         except OSError:
             pass  # another user's entry in a shared cache: still readable
         if close:
-            os.close(fd)
+            _close_fd(fd)
             return True
         return fd
 
@@ -268,11 +319,11 @@ class Cache:
                 tmp = self._reserve(name, size, room_only, keep)
                 if tmp is None:
                     return False
-                fd = os.open(tmp, os.O_WRONLY)
+                fd = _open_fd(tmp, os.O_WRONLY)
                 try:
                     _download(remote, fd, size)
                 finally:
-                    os.close(fd)
+                    _close_fd(fd)
             except OSError as e:
                 if e.errno not in _FULL:
                     raise
@@ -284,7 +335,7 @@ class Cache:
         finally:
             if tmp is not None:
                 _unlink(tmp)
-            os.close(fetching)
+            _close_fd(fetching)
 
     def _reserve(self, name: str, size: int, room_only: bool, keep=frozenset()) -> str | None:
         """Under the cache-wide lock: evicts least recently used entries nobody reads
@@ -297,17 +348,17 @@ class Cache:
             if not self._make_room(name, size, keep) and room_only:
                 return None
             tmp = self._path(name, f"shard.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = _open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 _allocate(fd, size)
             except BaseException:
                 _unlink(tmp)
                 raise
             finally:
-                os.close(fd)
+                _close_fd(fd)
             return tmp
         finally:
-            os.close(whole)
+            _close_fd(whole)
 
     def _full(self, remote: str, size: int, e: OSError) -> ConfigError:
         """The error of a fetch the cache's disk cannot hold (its temporary file is
@@ -353,11 +404,11 @@ class Cache:
                 _unlink(self._path(name, "shard"))
                 _unlink(self._path(name, "fetch"))
             finally:
-                os.close(fetching)
+                _close_fd(fetching)
             _unlink(self._path(name, "lock"))
             return True
         finally:
-            os.close(pinned)
+            _close_fd(pinned)
 
     def _scan(self) -> list[tuple[str, str, int, str]]:
         """``(kind, key, bytes, path)`` of every entry ("shard") and fetch under way
@@ -454,14 +505,14 @@ def _lock(path: str, how: int) -> int | None:
     ``LOCK_NB`` is in ``how`` and another holds it. Taken again when the file was
     removed (evicted) between its opening and its locking."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_fd(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, how)
         except BlockingIOError:
-            os.close(fd)
+            _close_fd(fd)
             return None
         except BaseException:
-            os.close(fd)
+            _close_fd(fd)
             raise
         try:
             same = _inode(os.stat(path)) == _inode(os.fstat(fd))
@@ -469,7 +520,7 @@ def _lock(path: str, how: int) -> int | None:
             same = False
         if same:
             return fd
-        os.close(fd)
+        _close_fd(fd)
 
 
 def _free(path: str) -> bool:
@@ -479,7 +530,7 @@ def _free(path: str) -> bool:
     fd = _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
     if fd is None:
         return False
-    os.close(fd)
+    _close_fd(fd)
     return True
 
 
