@@ -654,3 +654,47 @@ def test_a_process_forked_during_a_fetch_holds_none_of_the_caches_locks(tmp_path
     finally:
         os.close(w)
         assert os.waitpid(pid, 0)[1] == 0
+
+
+@pytest.fixture(scope="module")
+def updated(gcs, tmp_path_factory, requests):
+    """A conversion of N records in 4 shards, then an update of one row: version 2 keeps
+    the 4 shards (one with a record retired) and adds one; on the emulator."""
+    import pandas as pd
+
+    out = convert_ids(tmp_path_factory.mktemp("updated") / "out", N, 4)
+    table = pd.DataFrame({"split": ["TRAIN"] * N, "id": range(N), "x": [i / 4 for i in range(N)]})
+    table.loc[3, "x"] = 99.0
+    schema = tfrecorder.input_schema.Schema({
+        "split": tfrecorder.types.SplitKey, "id": tfrecorder.types.IntegerInput,
+        "x": tfrecorder.types.FloatInput})
+    tfrecorder.convert(table, out, schema=schema, mode="update")
+    root = f"gs://{BUCKET}/cache-updated"
+    gcs.put(out, root, recursive=True)
+    return root
+
+
+@pytest.mark.slow
+def test_the_versions_of_an_update_share_the_entries_of_the_shards_they_keep(
+        updated, tmp_path, requests):
+    first = access.Reader(updated, "train", version=1, cache_dir=tmp_path)
+    assert sorted(ids(first)) == list(range(N))
+    before = len(requests)
+    second = access.Reader(updated, "train", cache_dir=tmp_path)
+    assert second.version == 2 and sorted(ids(second)) == list(range(N))
+    new = [s.file for s in second.shards if s.file not in {t.file for t in first.shards}]
+    assert list(fetches(requests, before)) == new and len(new) == 1  # the new shard only
+    assert len(entries(tmp_path)) == 5  # one copy of each shard
+    assert 99.0 in [access.values(r, second.manifest.features)["x"]
+                    for r in second.records(range(N))]
+
+
+@pytest.mark.slow
+def test_a_kept_shard_whose_writers_manifest_is_gone_is_fetched_for_the_version_read(
+        updated, gcs, tmp_path, requests):
+    root = f"gs://{BUCKET}/cache-vacuumed"
+    gcs.copy(updated, root, recursive=True)
+    gcs.rm(f"{root}/versions/00001.json")
+    reader = access.Reader(root, "train", cache_dir=tmp_path)
+    assert sorted(ids(reader)) == list(range(N))
+    assert len(entries(tmp_path)) == 5

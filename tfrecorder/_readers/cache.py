@@ -12,9 +12,10 @@ requests in flight) into ``CACHE/shards/`` and every read after it is a local
   ``KEY.shard`` once every byte came and the reader's check (its conversion still the
   one in the bucket) passed; a killed fetch leaves only a temporary name, never served,
   and removed by the next eviction once nobody fetches that key.
-- **Never stale.** ``KEY`` is a digest of the source folder, the conversion's
-  ``generation``, the version and the shard's name and size: a folder converted or
-  updated again gives other keys, and its old entries age out.
+- **Never stale, never twice.** ``KEY`` is a digest of the source folder, the shard's
+  name and size and the ``generation`` of the version that wrote it (what identifies
+  its bytes): a folder converted again gives other keys, and its old entries age out;
+  the versions of an update share the entries of the shards they keep.
 - **Bounded.** Before a fetch, entries are evicted, least recently opened first
   (``mtime``, set on every open), until the new one fits under the limit; an entry
   being read is pinned (a shared ``flock`` on ``KEY.lock`` for as long as it is open)
@@ -120,9 +121,11 @@ def for_source(source: str, cache_dir=None, cache_limit=None) -> "Cache | None":
     return Cache(root, limit)
 
 
-def key(source: str, generation: str, version: int, file: str, size: int) -> str:
-    """The name of a shard's entry: one conversion's, one version's, one file's."""
-    text = f"{source.rstrip('/')}\n{generation}\n{version}\n{file}\n{size}"
+def key(source: str, generation: str, file: str, size: int) -> str:
+    """The name of the entry of shard ``file`` of folder ``source``: ``generation`` is
+    that of the version that wrote it (its bytes), so every version that keeps the
+    shard shares the entry."""
+    text = f"{source.rstrip('/')}\n{generation}\n{file}\n{size}"
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
