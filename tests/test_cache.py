@@ -698,3 +698,15 @@ def test_a_kept_shard_whose_writers_manifest_is_gone_is_fetched_for_the_version_
     reader = access.Reader(root, "train", cache_dir=tmp_path)
     assert sorted(ids(reader)) == list(range(N))
     assert len(entries(tmp_path)) == 5
+
+
+@pytest.mark.slow
+def test_read_and_a_folders_read_use_the_cache_settings_given(remote, tmp_path, monkeypatch):
+    monkeypatch.setenv("TFRECORDER_CACHE", str(tmp_path / "default"))
+    frame = tfrecorder.open(remote, cache_dir=tmp_path / "given", cache_limit=0).read()
+    assert sorted(frame["id"]) == list(range(N))
+    assert not (tmp_path / "default").exists() and not (tmp_path / "given").exists()
+    assert sorted(tfrecorder.read(remote, cache_dir=tmp_path / "given")["id"]) == list(range(N))
+    assert len(entries(tmp_path / "given")) == 4 and not (tmp_path / "default").exists()
+    with pytest.raises(ConfigError, match="cache_limit='lots'"):
+        tfrecorder.read(remote, cache_limit="lots")
