@@ -125,7 +125,8 @@ def test_cache_limit_is_bytes_or_a_size_with_its_unit(given, expected):
     assert _cache.parse_limit(given) == expected
 
 
-@pytest.mark.parametrize("given", [-1, "10 parsecs", "GB", True, 1.5])
+@pytest.mark.parametrize("given", [-1, "10 parsecs", "GB", True, 1.5, float("nan"),
+                                   float("inf"), "0.5", "1.5", np.float64("nan")])
 def test_a_cache_limit_that_is_no_size_is_refused_naming_it(given):
     with pytest.raises(ConfigError, match="cache_limit=.*give bytes"):
         _cache.parse_limit(given)
@@ -710,3 +711,38 @@ def test_read_and_a_folders_read_use_the_cache_settings_given(remote, tmp_path, 
     assert len(entries(tmp_path / "given")) == 4 and not (tmp_path / "default").exists()
     with pytest.raises(ConfigError, match="cache_limit='lots'"):
         tfrecorder.read(remote, cache_limit="lots")
+
+
+
+@pytest.mark.parametrize("in_the_way, kept, refused", [
+    ("cache_dir", None, "cache_dir=.* is a file, not a folder"),
+    ("a" * 32 + ".shard", None, None),  # an empty folder: repaired
+    ("a" * 32 + ".lock", None, None),
+    ("a" * 32 + ".shard", "mine.txt", "aaaa.shard is a folder where .* remove that folder"),
+    ("a" * 32 + ".fetch", "mine.txt", "aaaa.fetch is a folder where .* remove that folder"),
+])
+def test_a_cache_folder_in_the_way_is_repaired_or_refused_naming_it(tmp_path, in_the_way,
+                                                                    kept, refused):
+    root = tmp_path / "c"
+    if in_the_way == "cache_dir":
+        root.write_text("not a folder")
+    else:
+        (root / _cache.SHARDS / in_the_way).mkdir(parents=True)
+        if kept:
+            (root / _cache.SHARDS / in_the_way / kept).write_text("someone's")
+    src = tmp_path / "shard"
+    src.write_bytes(b"s" * 500)
+
+    def pin():
+        cache = _cache.for_source(f"gs://{BUCKET}/x", cache_dir=root)
+        return cache.pin("a" * 32, str(src), 500, lambda: None)
+
+    if refused is None:
+        entry = pin()
+        assert os.pread(entry.fd, 500, 0) == b"s" * 500
+        entry.close()
+        return
+    with pytest.raises(ConfigError, match=refused):
+        pin()
+    if kept:  # never removed: not the cache's
+        assert (root / _cache.SHARDS / in_the_way / kept).read_text() == "someone's"

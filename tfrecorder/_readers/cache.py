@@ -35,10 +35,12 @@ import dataclasses
 import errno
 import fcntl
 import hashlib
+import math
 import os
 import re
 import secrets
 import shutil
+import stat
 import threading
 
 from tfrecorder import _storage as storage
@@ -80,17 +82,22 @@ def parse_limit(value) -> int | None:
         raise ConfigError(f"cache_limit={value!r}; give bytes (an int) or a size such "
                           f"as '10GB' or '512MiB' (0: no cache)")
     if isinstance(value, (int, float)) or type(value).__name__.startswith(("int", "uint")):
-        # A whole number of bytes (1e10 is one too); 1.5 bytes is no size.
-        number, unit = (int(value), "") if value == int(value) else (-1, "")
+        number, unit = value, ""
     else:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
         if m is None or m.group(2).lower() not in _UNITS:
-            number = -1
+            number, unit = -1, ""
         else:
             number, unit = float(m.group(1)), m.group(2).lower()
-    if number < 0:
+    # nan and inf are no size; neither is a part of a byte ("0.5" is not half a GB: a
+    # fraction takes its unit, "0.5GB"), nor a negative one.
+    if not (math.isfinite(number) and number >= 0):
         raise ConfigError(f"cache_limit={value!r}; give bytes (an int >= 0) or a size such "
                           f"as '10GB' or '512MiB' (0: no cache)")
+    if _UNITS[unit] == 1 and number != int(number):
+        raise ConfigError(f"cache_limit={value!r}; give bytes (an int >= 0) or a size such "
+                          f"as '10GB' or '512MiB' (0: no cache): a fraction needs its unit "
+                          f"('{number}GB'), {value!r} would be a part of a byte")
     return int(number * _UNITS[unit])
 
 
@@ -118,6 +125,10 @@ def for_source(source: str, cache_dir=None, cache_limit=None) -> "Cache | None":
                           f"on this machine's disk)")
     root = os.path.abspath(os.path.expanduser(str(cache_dir if cache_dir is not None
                                                   else default_dir())))
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise ConfigError(f"cache_dir={root!r} is a file, not a folder; give a folder for "
+                          f"the cache (it is created if absent), or cache_limit=0 to read "
+                          f"without a cache")
     return Cache(root, limit)
 
 
@@ -293,6 +304,10 @@ class Cache:
             fd = _open_fd(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
+        if stat.S_ISDIR(os.fstat(fd).st_mode):  # a folder at the entry's name
+            _close_fd(fd)
+            _in_the_way(path)
+            return None
         if os.fstat(fd).st_size != size:
             _close_fd(fd)
             return None
@@ -433,6 +448,8 @@ class Cache:
                 st = os.lstat(path)
             except FileNotFoundError:
                 continue
+            if not stat.S_ISREG(st.st_mode):
+                continue  # not written by the cache: never counted nor removed
             out.append((kind, m.group(1), st.st_size, path))
         return out
 
@@ -508,7 +525,11 @@ def _lock(path: str, how: int) -> int | None:
     ``LOCK_NB`` is in ``how`` and another holds it. Taken again when the file was
     removed (evicted) between its opening and its locking."""
     while True:
-        fd = _open_fd(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = _open_fd(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except IsADirectoryError:  # a folder at the lock's name
+            _in_the_way(path)
+            continue
         try:
             fcntl.flock(fd, how)
         except BlockingIOError:
@@ -524,6 +545,19 @@ def _lock(path: str, how: int) -> int | None:
         if same:
             return fd
         _close_fd(fd)
+
+
+def _in_the_way(path: str) -> None:
+    """A folder at ``path``, where the cache keeps a file of its own, removed if empty
+    (the file is made there again); else a ConfigError naming it: the cache never
+    removes what it did not write."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        raise ConfigError(f"{path} is a folder where the shard cache keeps a file of its "
+                          f"own; remove that folder, or give another cache_dir") from None
 
 
 def _free(path: str) -> bool:
