@@ -639,13 +639,18 @@ def test_a_process_forked_during_a_fetch_holds_none_of_the_caches_locks(tmp_path
     thread.start()
     assert fetching.wait(60)
     r, w = os.pipe()
+    started_r, started_w = os.pipe()
     pid = os.fork()  # a DataLoader worker, forked now
     if pid == 0:
         os.close(w)
+        os.write(started_w, b"s")  # its fork handlers have run
         os.read(r, 1)  # alive until the parent is done
         os._exit(0)
     os.close(r)
+    os.close(started_w)
     try:
+        assert os.read(started_r, 1) == b"s"
+        os.close(started_r)
         go.set()
         thread.join()
         read.close()
