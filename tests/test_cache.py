@@ -125,7 +125,8 @@ def test_cache_limit_is_bytes_or_a_size_with_its_unit(given, expected):
     assert _cache.parse_limit(given) == expected
 
 
-@pytest.mark.parametrize("given", [-1, "10 parsecs", "GB", True, 1.5])
+@pytest.mark.parametrize("given", [-1, "10 parsecs", "GB", True, 1.5, float("nan"),
+                                   float("inf"), "0.5", "1.5", np.float64("nan")])
 def test_a_cache_limit_that_is_no_size_is_refused_naming_it(given):
     with pytest.raises(ConfigError, match="cache_limit=.*give bytes"):
         _cache.parse_limit(given)
@@ -570,3 +571,183 @@ def test_a_wrong_size_in_the_manifest_is_refused_before_room_is_made(tmp_path):
         cache.fetch("b" * 32, str(shard), 16 << 30, lambda: None)
     assert entries(tmp_path / "c") == ["a" * 32 + ".shard"]  # nothing evicted, nothing made
     assert not [n for n in os.listdir(tmp_path / "c" / _cache.SHARDS) if ".tmp-" in n]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A folder on a file system of 64 KiB (tmpfs; mounting it takes root)."""
+    at = tmp_path / "small"
+    at.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(at)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"a small file system cannot be mounted here: {done.stderr.strip()}")
+    try:
+        yield at
+    finally:
+        subprocess.run(["umount", str(at)], check=True)
+
+
+def test_a_full_cache_disk_is_said_and_nothing_half_written_is_kept(small_disk, tmp_path):
+    shard = tmp_path / "shard"
+    shard.write_bytes(os.urandom(200_000))
+    cache = _cache.Cache(str(small_disk), limit=10**9)  # a limit the disk cannot hold
+    with pytest.raises(ConfigError, match=f"the cache's disk is full: cache_dir="
+                                          f"'{small_disk}' cannot hold {shard}.*cache_limit"):
+        cache.fetch("a" * 32, str(shard), 200_000, lambda: None)
+    left = os.listdir(small_disk / _cache.SHARDS)
+    assert not [n for n in left if ".shard" in n], left  # no entry, no temporary file
+
+
+_FILE_SIZE_LIMIT = """
+import resource, sys
+from tfrecorder._readers import cache as _cache
+from tfrecorder._errors import ConfigError
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))
+try:
+    _cache.Cache(sys.argv[1], limit=10**9).fetch("a" * 32, sys.argv[2], 200_000, lambda: None)
+except ConfigError as e:
+    print("ConfigError:", e)
+"""
+
+
+@pytest.mark.slow  # a Python process of its own
+def test_a_file_size_limit_is_said_as_a_full_disk(tmp_path):
+    shard = tmp_path / "shard"
+    shard.write_bytes(os.urandom(200_000))
+    done = subprocess.run([sys.executable, "-c", _FILE_SIZE_LIMIT, str(tmp_path / "c"),
+                           str(shard)], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.stdout.startswith("ConfigError: the cache's disk is full"), done.stderr
+    assert not [n for n in os.listdir(tmp_path / "c" / _cache.SHARDS) if ".shard" in n]
+
+
+def test_a_process_forked_during_a_fetch_holds_none_of_the_caches_locks(tmp_path):
+    import threading
+
+    src = tmp_path / "shard"
+    src.write_bytes(b"s" * 5000)
+    cache = _cache.Cache(str(tmp_path / "c"), limit=10**6)
+    read = cache.pin("b" * 32, str(src), 5000, lambda: None)  # an entry being read
+    fetching, go = threading.Event(), threading.Event()
+
+    def verify():  # the fetch, in another thread, holds its lock here
+        fetching.set()
+        assert go.wait(60)
+
+    thread = threading.Thread(target=cache.fetch, args=("a" * 32, str(src), 5000, verify))
+    thread.start()
+    assert fetching.wait(60)
+    r, w = os.pipe()
+    started_r, started_w = os.pipe()
+    pid = os.fork()  # a DataLoader worker, forked now
+    if pid == 0:
+        os.close(w)
+        os.write(started_w, b"s")  # its fork handlers have run
+        os.read(r, 1)  # alive until the parent is done
+        os._exit(0)
+    os.close(r)
+    os.close(started_w)
+    try:
+        assert os.read(started_r, 1) == b"s"
+        os.close(started_r)
+        go.set()
+        thread.join()
+        read.close()
+        # The child lives on: neither entry is pinned nor being fetched any more.
+        assert _cache._free(cache._path("a" * 32, "fetch"))
+        assert cache._evict("a" * 32) and cache._evict("b" * 32)
+    finally:
+        os.close(w)
+        assert os.waitpid(pid, 0)[1] == 0
+
+
+@pytest.fixture(scope="module")
+def updated(gcs, tmp_path_factory, requests):
+    """A conversion of N records in 4 shards, then an update of one row: version 2 keeps
+    the 4 shards (one with a record retired) and adds one; on the emulator."""
+    import pandas as pd
+
+    out = convert_ids(tmp_path_factory.mktemp("updated") / "out", N, 4)
+    table = pd.DataFrame({"split": ["TRAIN"] * N, "id": range(N), "x": [i / 4 for i in range(N)]})
+    table.loc[3, "x"] = 99.0
+    schema = tfrecorder.input_schema.Schema({
+        "split": tfrecorder.types.SplitKey, "id": tfrecorder.types.IntegerInput,
+        "x": tfrecorder.types.FloatInput})
+    tfrecorder.convert(table, out, schema=schema, mode="update")
+    root = f"gs://{BUCKET}/cache-updated"
+    gcs.put(out, root, recursive=True)
+    return root
+
+
+@pytest.mark.slow
+def test_the_versions_of_an_update_share_the_entries_of_the_shards_they_keep(
+        updated, tmp_path, requests):
+    first = access.Reader(updated, "train", version=1, cache_dir=tmp_path)
+    assert sorted(ids(first)) == list(range(N))
+    before = len(requests)
+    second = access.Reader(updated, "train", cache_dir=tmp_path)
+    assert second.version == 2 and sorted(ids(second)) == list(range(N))
+    new = [s.file for s in second.shards if s.file not in {t.file for t in first.shards}]
+    assert list(fetches(requests, before)) == new and len(new) == 1  # the new shard only
+    assert len(entries(tmp_path)) == 5  # one copy of each shard
+    assert 99.0 in [access.values(r, second.manifest.features)["x"]
+                    for r in second.records(range(N))]
+
+
+@pytest.mark.slow
+def test_a_kept_shard_whose_writers_manifest_is_gone_is_fetched_for_the_version_read(
+        updated, gcs, tmp_path, requests):
+    root = f"gs://{BUCKET}/cache-vacuumed"
+    gcs.copy(updated, root, recursive=True)
+    gcs.rm(f"{root}/versions/00001.json")
+    reader = access.Reader(root, "train", cache_dir=tmp_path)
+    assert sorted(ids(reader)) == list(range(N))
+    assert len(entries(tmp_path)) == 5
+
+
+@pytest.mark.slow
+def test_read_and_a_folders_read_use_the_cache_settings_given(remote, tmp_path, monkeypatch):
+    monkeypatch.setenv("TFRECORDER_CACHE", str(tmp_path / "default"))
+    frame = tfrecorder.open(remote, cache_dir=tmp_path / "given", cache_limit=0).read()
+    assert sorted(frame["id"]) == list(range(N))
+    assert not (tmp_path / "default").exists() and not (tmp_path / "given").exists()
+    assert sorted(tfrecorder.read(remote, cache_dir=tmp_path / "given")["id"]) == list(range(N))
+    assert len(entries(tmp_path / "given")) == 4 and not (tmp_path / "default").exists()
+    with pytest.raises(ConfigError, match="cache_limit='lots'"):
+        tfrecorder.read(remote, cache_limit="lots")
+
+
+
+@pytest.mark.parametrize("in_the_way, kept, refused", [
+    ("cache_dir", None, "cache_dir=.* is a file, not a folder"),
+    ("a" * 32 + ".shard", None, None),  # an empty folder: repaired
+    ("a" * 32 + ".lock", None, None),
+    ("a" * 32 + ".shard", "mine.txt", "aaaa.shard is a folder where .* remove that folder"),
+    ("a" * 32 + ".fetch", "mine.txt", "aaaa.fetch is a folder where .* remove that folder"),
+])
+def test_a_cache_folder_in_the_way_is_repaired_or_refused_naming_it(tmp_path, in_the_way,
+                                                                    kept, refused):
+    root = tmp_path / "c"
+    if in_the_way == "cache_dir":
+        root.write_text("not a folder")
+    else:
+        (root / _cache.SHARDS / in_the_way).mkdir(parents=True)
+        if kept:
+            (root / _cache.SHARDS / in_the_way / kept).write_text("someone's")
+    src = tmp_path / "shard"
+    src.write_bytes(b"s" * 500)
+
+    def pin():
+        cache = _cache.for_source(f"gs://{BUCKET}/x", cache_dir=root)
+        return cache.pin("a" * 32, str(src), 500, lambda: None)
+
+    if refused is None:
+        entry = pin()
+        assert os.pread(entry.fd, 500, 0) == b"s" * 500
+        entry.close()
+        return
+    with pytest.raises(ConfigError, match=refused):
+        pin()
+    if kept:  # never removed: not the cache's
+        assert (root / _cache.SHARDS / in_the_way / kept).read_text() == "someone's"

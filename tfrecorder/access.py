@@ -47,7 +47,7 @@ import numpy as np
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
-from tfrecorder._readers import ahead, cache as _cache, partition
+from tfrecorder._readers import ahead, cache as _cache, keys as _keys, partition
 from tfrecorder._writer import example, records
 from tfrecorder._folder import layout, view as _view
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
@@ -110,6 +110,8 @@ class Reader:
         #: for ``cache_limit=0`` and for a folder without a generation (written before
         #: there was one: its entries could not be told from another conversion's).
         self.cache = cache if self._generation and min(sizes, default=0) >= 0 else None
+        #: The cache entry of each shard (``_keys.Keys``): the version that wrote it.
+        self._keys = _keys.Keys(self.view) if self.cache is not None else None
         #: Shards fetched into the cache ahead of the furthest one read, in file order,
         #: in a thread of each process, where they fit beside those being read (0: none).
         #: A ``Sampler(order="shards")`` sets 0: it fetches ahead of its own order.
@@ -359,9 +361,7 @@ class Reader:
                 self._fetcher.start()
 
     def _cache_key(self, shard: int) -> str:
-        s = self.view.shards[shard]
-        return _cache.key(self.output_dir, self._generation, self.version, s.file,
-                          s.num_bytes)
+        return self._keys(self.view.shards[shard])
 
     def _pin_entry(self, shard: int) -> _cache.Pin:
         """Shard ``shard``'s cache entry, open and pinned, fetched first if need be; its

@@ -104,7 +104,8 @@ class Folder:
         """This version's records as a pandas DataFrame (``tfrecorder.read``)."""
         from tfrecorder._readers.read import read_version
 
-        return read_version(self._opened, split, images, chunksize=chunksize)
+        return read_version(self._opened, split, images, chunksize=chunksize,
+                            cache_dir=self.cache_dir, cache_limit=self.cache_limit)
 
     @_pinned()
     def load(self, split: str | None = None, **options):
@@ -132,7 +133,8 @@ class Folder:
         version's records."""
         from tfrecorder._report.findings import report_version
 
-        return report_version(self._opened)
+        return report_version(self._opened, {"cache_dir": self.cache_dir,
+                                             "cache_limit": self.cache_limit})
 
     @_pinned()
     def verify(self):

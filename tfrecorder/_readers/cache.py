@@ -12,9 +12,10 @@ requests in flight) into ``CACHE/shards/`` and every read after it is a local
   ``KEY.shard`` once every byte came and the reader's check (its conversion still the
   one in the bucket) passed; a killed fetch leaves only a temporary name, never served,
   and removed by the next eviction once nobody fetches that key.
-- **Never stale.** ``KEY`` is a digest of the source folder, the conversion's
-  ``generation``, the version and the shard's name and size: a folder converted or
-  updated again gives other keys, and its old entries age out.
+- **Never stale, never twice.** ``KEY`` is a digest of the source folder, the shard's
+  name and size and the ``generation`` of the version that wrote it (what identifies
+  its bytes): a folder converted again gives other keys, and its old entries age out;
+  the versions of an update share the entries of the shards they keep.
 - **Bounded.** Before a fetch, entries are evicted, least recently opened first
   (``mtime``, set on every open), until the new one fits under the limit; an entry
   being read is pinned (a shared ``flock`` on ``KEY.lock`` for as long as it is open)
@@ -34,10 +35,13 @@ import dataclasses
 import errno
 import fcntl
 import hashlib
+import math
 import os
 import re
 import secrets
 import shutil
+import stat
+import threading
 
 from tfrecorder import _storage as storage
 from tfrecorder._errors import ConfigError, CorruptRecordError
@@ -60,6 +64,10 @@ FETCH_MIN_RANGE = 1 << 20
 _ENTRY = re.compile(r"^([0-9a-f]{32})\.(shard|lock|fetch)$")
 _TEMP = re.compile(r"^([0-9a-f]{32})\.shard\.tmp-\d+-[0-9a-f]{8}$")
 
+#: What a write or an allocation on a full disk (or past a quota or a file size
+#: limit) fails with.
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 
@@ -74,17 +82,22 @@ def parse_limit(value) -> int | None:
         raise ConfigError(f"cache_limit={value!r}; give bytes (an int) or a size such "
                           f"as '10GB' or '512MiB' (0: no cache)")
     if isinstance(value, (int, float)) or type(value).__name__.startswith(("int", "uint")):
-        # A whole number of bytes (1e10 is one too); 1.5 bytes is no size.
-        number, unit = (int(value), "") if value == int(value) else (-1, "")
+        number, unit = value, ""
     else:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
         if m is None or m.group(2).lower() not in _UNITS:
-            number = -1
+            number, unit = -1, ""
         else:
             number, unit = float(m.group(1)), m.group(2).lower()
-    if number < 0:
+    # nan and inf are no size; neither is a part of a byte ("0.5" is not half a GB: a
+    # fraction takes its unit, "0.5GB"), nor a negative one.
+    if not (math.isfinite(number) and number >= 0):
         raise ConfigError(f"cache_limit={value!r}; give bytes (an int >= 0) or a size such "
                           f"as '10GB' or '512MiB' (0: no cache)")
+    if _UNITS[unit] == 1 and number != int(number):
+        raise ConfigError(f"cache_limit={value!r}; give bytes (an int >= 0) or a size such "
+                          f"as '10GB' or '512MiB' (0: no cache): a fraction needs its unit "
+                          f"('{number}GB'), {value!r} would be a part of a byte")
     return int(number * _UNITS[unit])
 
 
@@ -112,30 +125,86 @@ def for_source(source: str, cache_dir=None, cache_limit=None) -> "Cache | None":
                           f"on this machine's disk)")
     root = os.path.abspath(os.path.expanduser(str(cache_dir if cache_dir is not None
                                                   else default_dir())))
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise ConfigError(f"cache_dir={root!r} is a file, not a folder; give a folder for "
+                          f"the cache (it is created if absent), or cache_limit=0 to read "
+                          f"without a cache")
     return Cache(root, limit)
 
 
-def key(source: str, generation: str, version: int, file: str, size: int) -> str:
-    """The name of a shard's entry: one conversion's, one version's, one file's."""
-    text = f"{source.rstrip('/')}\n{generation}\n{version}\n{file}\n{size}"
+def key(source: str, generation: str, file: str, size: int) -> str:
+    """The name of the entry of shard ``file`` of folder ``source``: ``generation`` is
+    that of the version that wrote it (its bytes), so every version that keeps the
+    shard shares the entry."""
+    text = f"{source.rstrip('/')}\n{generation}\n{file}\n{size}"
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-@dataclasses.dataclass
+# Every descriptor the cache holds open in this process (entries, locks, fetches
+# under way), and every Pin not closed. A forked process (a DataLoader worker) gets
+# copies of them all, and a flock belongs to the open file, not the process: a copy
+# left open would hold a lock of its parent's threads (a fetch ahead, a pin) for the
+# child's whole life, so that entry could never be evicted nor dropped. The child
+# closes every copy as it starts (``_forget``); ``_held_lock`` keeps a fork out of the
+# moment between an open and its registration.
+_held: set[int] = set()
+_pins: dict[int, "Pin"] = {}
+_held_lock = threading.Lock()
+
+
+def _open_fd(path: str, flags: int, mode: int = 0o644) -> int:
+    with _held_lock:
+        fd = os.open(path, flags, mode)
+        _held.add(fd)
+    return fd
+
+
+def _close_fd(fd: int, _close=os.close, _held=_held, _lock=_held_lock) -> None:
+    with _lock:
+        _held.discard(fd)
+        _close(fd)
+
+
+def _forget() -> None:
+    """In a child just forked: the copies of the parent's descriptors closed, and its
+    Pins emptied (closing one later closes nothing)."""
+    _held_lock.release()  # taken by this thread for the fork (``before``)
+    for pin in _pins.values():
+        pin.fd = pin.lock = -1
+    _pins.clear()
+    for fd in _held:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_held_lock.acquire, after_in_parent=_held_lock.release,
+                        after_in_child=_forget)
+
+
+@dataclasses.dataclass(eq=False)
 class Pin:
     """An open cache entry: ``fd`` reads it; its lock keeps it from eviction until
-    ``close()``. A forked process closes its copies with ``close()`` too: a copy shares
-    the parent's lock, which stays held until the parent closes its own."""
+    ``close()``. A forked process holds none of it (``_forget``): its Pins are closed
+    there, and the entry stays pinned only until the parent closes its own."""
 
     fd: int
     lock: int
     path: str
 
-    def close(self, _close=os.close) -> None:
+    def __post_init__(self):
+        _pins[id(self)] = self
+
+    def close(self, _close=os.close, _pins=_pins, _release=_close_fd) -> None:
+        # Bound as defaults: a reader may close its pin at interpreter exit.
+        _pins.pop(id(self), None)
         fds, self.fd, self.lock = (self.fd, self.lock), -1, -1
         for fd in fds:
             if fd >= 0:
-                _close(fd)
+                _release(fd, _close)
 
 
 class Cache:
@@ -192,7 +261,7 @@ class Cache:
             raise OSError(errno.EIO, f"{remote}: the cache entry {self._path(name, 'shard')} "
                                      f"vanished right after each fetch")
         except BaseException:
-            os.close(lock)
+            _close_fd(lock)
             raise
 
     def fetch(self, name: str, remote: str, size: int, verify, *, room_only=False,
@@ -225,25 +294,29 @@ class Cache:
         except FileNotFoundError:
             pass
         finally:
-            os.close(fetching)
+            _close_fd(fetching)
 
     def _open(self, name: str, size: int, close: bool = False):
         """The open entry, marked as used now; None when absent or not ``size`` bytes
         (damaged: fetched again)."""
         path = self._path(name, "shard")
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = _open_fd(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
+        if stat.S_ISDIR(os.fstat(fd).st_mode):  # a folder at the entry's name
+            _close_fd(fd)
+            _in_the_way(path)
+            return None
         if os.fstat(fd).st_size != size:
-            os.close(fd)
+            _close_fd(fd)
             return None
         try:
             os.utime(fd)  # least recently used is least recently opened
         except OSError:
             pass  # another user's entry in a shared cache: still readable
         if close:
-            os.close(fd)
+            _close_fd(fd)
             return True
         return fd
 
@@ -260,14 +333,19 @@ class Cache:
             if self._open(name, size, close=True):  # fetched while we waited
                 return True
             _check_size(remote, size)  # before room is made for a size that is wrong
-            tmp = self._reserve(name, size, room_only, keep)
-            if tmp is None:
-                return False
-            fd = os.open(tmp, os.O_WRONLY)
             try:
-                _download(remote, fd, size)
-            finally:
-                os.close(fd)
+                tmp = self._reserve(name, size, room_only, keep)
+                if tmp is None:
+                    return False
+                fd = _open_fd(tmp, os.O_WRONLY)
+                try:
+                    _download(remote, fd, size)
+                finally:
+                    _close_fd(fd)
+            except OSError as e:
+                if e.errno not in _FULL:
+                    raise
+                raise self._full(remote, size, e) from None
             verify()
             os.replace(tmp, self._path(name, "shard"))
             tmp = None
@@ -275,7 +353,7 @@ class Cache:
         finally:
             if tmp is not None:
                 _unlink(tmp)
-            os.close(fetching)
+            _close_fd(fetching)
 
     def _reserve(self, name: str, size: int, room_only: bool, keep=frozenset()) -> str | None:
         """Under the cache-wide lock: evicts least recently used entries nobody reads
@@ -288,14 +366,29 @@ class Cache:
             if not self._make_room(name, size, keep) and room_only:
                 return None
             tmp = self._path(name, f"shard.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = _open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
-                os.ftruncate(fd, size)
+                _allocate(fd, size)
+            except BaseException:
+                _unlink(tmp)
+                raise
             finally:
-                os.close(fd)
+                _close_fd(fd)
             return tmp
         finally:
-            os.close(whole)
+            _close_fd(whole)
+
+    def _full(self, remote: str, size: int, e: OSError) -> ConfigError:
+        """The error of a fetch the cache's disk cannot hold (its temporary file is
+        removed: nothing half-written stays)."""
+        try:
+            free = f"{shutil.disk_usage(self.folder).free:,} bytes free"
+        except OSError:
+            free = "free space unknown"
+        return ConfigError(
+            f"the cache's disk is full: cache_dir={self.root!r} cannot hold {remote} "
+            f"({size:,} bytes; {e.strerror}; {free}). Give a smaller cache_limit, a "
+            f"cache_dir on a disk with room, or cache_limit=0 to read without a cache")
 
     def _make_room(self, name: str | None, size: int, keep=frozenset()) -> bool:
         """With the cache-wide lock held: removes killed fetches' temporary files and
@@ -329,11 +422,11 @@ class Cache:
                 _unlink(self._path(name, "shard"))
                 _unlink(self._path(name, "fetch"))
             finally:
-                os.close(fetching)
+                _close_fd(fetching)
             _unlink(self._path(name, "lock"))
             return True
         finally:
-            os.close(pinned)
+            _close_fd(pinned)
 
     def _scan(self) -> list[tuple[str, str, int, str]]:
         """``(kind, key, bytes, path)`` of every entry ("shard") and fetch under way
@@ -355,6 +448,8 @@ class Cache:
                 st = os.lstat(path)
             except FileNotFoundError:
                 continue
+            if not stat.S_ISREG(st.st_mode):
+                continue  # not written by the cache: never counted nor removed
             out.append((kind, m.group(1), st.st_size, path))
         return out
 
@@ -384,9 +479,34 @@ def _download(remote: str, fd: int, size: int) -> None:
             raise CorruptRecordError(
                 f"{remote}: the object ends before byte {end} of the {size} its manifest "
                 f"gives; the shard was cut short or replaced")
-        os.pwrite(fd, data, start)
+        _write(fd, data, start)
 
     storage.each(one, ranges, at_once=True)
+
+
+def _allocate(fd: int, size: int) -> None:
+    """``size`` bytes of disk given to ``fd`` now, not as its bytes arrive: a disk too
+    full for the entry fails here, before any request (a sparse file would take blocks
+    one write at a time, and a write cut short would leave a hole)."""
+    if size > 0 and hasattr(os, "posix_fallocate"):
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+    os.ftruncate(fd, size)  # a file system that allocates no space ahead
+
+
+def _write(fd: int, data: bytes, at: int) -> None:
+    """All of ``data`` at byte ``at`` of ``fd``: a write cut short is continued, and
+    its cause (a full disk) raised by the next."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, at)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view, at = view[n:], at + n
 
 
 def _check_size(remote: str, size: int) -> None:
@@ -405,14 +525,18 @@ def _lock(path: str, how: int) -> int | None:
     ``LOCK_NB`` is in ``how`` and another holds it. Taken again when the file was
     removed (evicted) between its opening and its locking."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = _open_fd(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except IsADirectoryError:  # a folder at the lock's name
+            _in_the_way(path)
+            continue
         try:
             fcntl.flock(fd, how)
         except BlockingIOError:
-            os.close(fd)
+            _close_fd(fd)
             return None
         except BaseException:
-            os.close(fd)
+            _close_fd(fd)
             raise
         try:
             same = _inode(os.stat(path)) == _inode(os.fstat(fd))
@@ -420,7 +544,20 @@ def _lock(path: str, how: int) -> int | None:
             same = False
         if same:
             return fd
-        os.close(fd)
+        _close_fd(fd)
+
+
+def _in_the_way(path: str) -> None:
+    """A folder at ``path``, where the cache keeps a file of its own, removed if empty
+    (the file is made there again); else a ConfigError naming it: the cache never
+    removes what it did not write."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        raise ConfigError(f"{path} is a folder where the shard cache keeps a file of its "
+                          f"own; remove that folder, or give another cache_dir") from None
 
 
 def _free(path: str) -> bool:
@@ -430,7 +567,7 @@ def _free(path: str) -> bool:
     fd = _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
     if fd is None:
         return False
-    os.close(fd)
+    _close_fd(fd)
     return True
 
 

@@ -52,7 +52,8 @@ class _Column:
 
 @deprecation.renamed(output_dir="tfrecord_dir")
 def read(tfrecord_dir: str, split: str | None = None, images: bool = False, *,
-         chunksize: int | None = None, version: int | None = None):
+         chunksize: int | None = None, version: int | None = None,
+         cache_dir: str | None = None, cache_limit: int | str | None = None):
     """The records of the conversion in ``tfrecord_dir`` as a pandas DataFrame, one row
     per record: ``split``, ``image_uri``, the label column (its name: ``label`` for image
     tables) holding the label name (a list of names when multi-label), ``boxes`` for
@@ -62,6 +63,8 @@ def read(tfrecord_dir: str, split: str | None = None, images: bool = False, *,
     file order. ``chunksize=N`` returns an iterator of DataFrames of at most N rows (one
     split each) instead, read N records at a time. ``version=k`` reads version ``k`` of
     an updated folder (None: the latest): its live records, with its label names.
+    From ``gs://``, shards are read through the shard cache in ``cache_dir`` within
+    ``cache_limit`` (0: no cache; docs/bucket.md).
 
     ConfigError for an unknown split, gzip shards or a bad ``chunksize``;
     IncompleteOutputError when the directory holds no finished conversion;
@@ -69,11 +72,12 @@ def read(tfrecord_dir: str, split: str | None = None, images: bool = False, *,
     """
     access._refuse_a_file(str(tfrecord_dir))  # the table given for the folder: as Reader says
     return read_version(view.open_version(str(tfrecord_dir), version), split, images,
-                        chunksize=chunksize)
+                        chunksize=chunksize, cache_dir=cache_dir, cache_limit=cache_limit)
 
 
 def read_version(opened: view.Version, split: str | None = None, images: bool = False, *,
-                 chunksize: int | None = None):
+                 chunksize: int | None = None, cache_dir: str | None = None,
+                 cache_limit: int | str | None = None):
     """``read`` of the version ``opened`` (``Folder.read``): every split's reader is
     made from that one opening, so all read one conversion."""
     if chunksize is not None and (isinstance(chunksize, (bool, np.bool_)) or not isinstance(
@@ -81,7 +85,8 @@ def read_version(opened: view.Version, split: str | None = None, images: bool = 
         raise ConfigError(f"chunksize={chunksize!r}; give a whole number of rows, 1 or more, "
                           f"or None for one DataFrame")
     names = [split] if split is not None else list(opened.manifest.splits)
-    readers = [access.Reader.of(opened.view(name)) for name in names]
+    readers = [access.Reader.of(opened.view(name), cache_dir=cache_dir,
+                                cache_limit=cache_limit) for name in names]
     columns = _columns(readers[0].manifest, bool(images)) if readers else []
     skip = frozenset() if images else frozenset({layout.IMAGE})
     if chunksize is not None:

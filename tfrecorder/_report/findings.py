@@ -66,12 +66,14 @@ class Report:
     split (``access.Reader(out, split)[position]``).
     """
 
-    def __init__(self, output_dir: str, data: dict[str, Any], opened=None):
+    def __init__(self, output_dir: str, data: dict[str, Any], opened=None, cache=None):
         self.output_dir = str(output_dir)
         self.data = data
         #: The version whose records the thumbnails show (a ``view.Version``); None:
         #: the folder's latest when they are drawn.
         self._opened = opened
+        #: The shard cache settings of their readers (``cache_dir``, ``cache_limit``).
+        self._cache = dict(cache or {})
         pairs = data.get("pairs", [])
         frame = _pairs_frame(pairs)
         across = frame["split_a"] != frame["split_b"]
@@ -259,7 +261,7 @@ class Report:
         esc = html.escape
         pieces = [f"<div><b>data report</b> of <code>{esc(self.output_dir)}</code>: "
                  f"{esc(self.summary())}</div>", self._bars_svg()]
-        thumbs = _Thumbnails(self.output_dir, self._opened)
+        thumbs = _Thumbnails(self.output_dir, self._opened, **self._cache)
         groups = self.data.get("groups")
         if groups:
             # a group is one strip of thumbnails: the image and where each copy is
@@ -431,9 +433,10 @@ class _Thumbnails:
     """Small images of records, read from the conversion itself (the table's files may
     have moved since), as HTML cells."""
 
-    def __init__(self, output_dir: str, opened=None):
+    def __init__(self, output_dir: str, opened=None, **cache):
         self._dir = output_dir
         self._opened = opened
+        self._cache = cache  # a Folder's cache_dir and cache_limit
         self._readers: dict = {}
 
     def _image(self, split: str, position) -> bytes | None:
@@ -443,8 +446,9 @@ class _Thumbnails:
             if split not in self._readers:
                 from tfrecorder.access import Reader
 
-                self._readers[split] = (Reader(self._dir, split) if self._opened is None
-                                        else Reader.of(self._opened.view(split)))
+                self._readers[split] = (
+                    Reader(self._dir, split, **self._cache) if self._opened is None
+                    else Reader.of(self._opened.view(split), **self._cache))
             reader = self._readers[split]
             feats = reader.features(int(position))
             data = feats.get(layout.IMAGE)
@@ -483,9 +487,10 @@ def report(tfrecord_dir: str, version: int | None = None) -> Report:
     return report_version(view.open_version(str(tfrecord_dir), version))
 
 
-def report_version(opened: view.Version) -> Report:
+def report_version(opened: view.Version, cache=None) -> Report:
     """``report`` of the version ``opened`` (``Folder.report``): its own report file, and
-    thumbnails read from its own records, whatever was published since."""
+    thumbnails read from its own records, whatever was published since (through the
+    shard cache settings ``cache``: a Folder's ``cache_dir`` and ``cache_limit``)."""
     output_dir, manifest, version = opened.output_dir, opened.manifest, opened.number
     if not manifest.quality:
         raise ConfigError(f"{output_dir} was converted without a data report (quality.json); "
@@ -497,7 +502,7 @@ def report_version(opened: view.Version) -> Report:
             f"the data report of version {version} of {output_dir} was replaced by version "
             f"{data.get('version')}'s ({manifest.quality}): only the versions after the "
             f"first keep their own (versions/KKKKK/quality.json)")
-    return Report(output_dir, data, opened)
+    return Report(output_dir, data, opened, cache)
 
 
 def read(output_dir: str, name: str) -> dict:
