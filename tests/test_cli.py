@@ -336,6 +336,20 @@ def test_ctrl_c_stops_convert_with_one_line_and_exit_130(tmp_path, point):
     assert not os.path.exists(os.path.join(out, ".tfrecorder.lock"))
 
 
+def test_ctrl_c_while_the_command_imports_its_libraries_is_one_line_too(tmp_path):
+    # A stand-in for pandas, the first thing `import tfrecorder` imports, that presses
+    # Ctrl-C while it is being imported: the command's first second, made exact.
+    (tmp_path / "pandas").mkdir()
+    (tmp_path / "pandas" / "__init__.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(60)\n")
+    script = os.path.join(os.path.dirname(sys.executable), "tfrecorder")
+    p = subprocess.run([sys.executable, script, "convert", "t.csv", "out"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert (p.returncode, p.stderr, p.stdout) == (130, "interrupted: nothing was published\n",
+                                                  "")
+
+
 @pytest.mark.slow
 def test_ctrl_c_after_publishing_says_the_version_was_published(tmp_path, monkeypatch,
                                                                 capsys):
