@@ -55,6 +55,13 @@ setup(
             "dask[distributed]>=2024.1",
             # Exports are judged by their readers' own code (docs/sharing.md).
             "datasets>=4.0",
+            # Model Garden's decoders read our model_garden records (docs/detection.md):
+            # what they import, beside tf-models-official itself, which pins an older
+            # TensorFlow and is installed without its dependencies (tests/model-garden.txt).
+            "gin-config>=0.5",
+            "opencv-python-headless>=4.8",
+            "pycocotools>=2.0.7",
+            "tf-keras>=2.21",
             "gcp-storage-emulator>=2024.8",
             "grain>=0.2.18",
             "hypothesis>=6.0",

@@ -14,7 +14,7 @@ import logging
 import os
 from tfrecorder._inputs import arguments
 from tfrecorder._writer import cluster, dataflow, direct, image, plan, runners
-from tfrecorder._folder import index, layout, ledger, metadata, publishing, removal, survey
+from tfrecorder._folder import garden, index, layout, ledger, metadata, publishing, removal, survey
 from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
 from tfrecorder._folder.manifest import loads
 from tfrecorder._report import matching
@@ -270,6 +270,8 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
         removal.clear_leftovers(before, run_id)
         publishing.complete_latest(before)  # a run killed while it published
         version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
+        # A version is written in its folder's layout, whatever the call's default.
+        opts = dataclasses.replace(opts, layout=parent.layout)
         rows_of = _row_settings(opts, table, schema)
         decided = updating.plan(output_dir, parent, version, table,
                                 shard.WriteSettings(None, table.columns, **rows_of), opts,
@@ -448,6 +450,21 @@ def _row_settings(opts: Options, table: spill.Spilled, schema) -> dict:
         feature_columns=tuple(i for i, c in enumerate(columns) if c not in roles))
 
 
+def _layout_settings(opts: Options, table: spill.Spilled) -> dict:
+    """The fields of WriteSettings that say which keys the records are written under
+    (``garden``): for ``layout="model_garden"``, each label id's class id (a COCO
+    source's own category ids) and the source's image ids."""
+    if opts.layout == garden.DEFAULT:
+        return {}
+    key = next((k for k, f in table.features.items() if f.role == "label"), None)
+    names = table.vocabularies.get(key, []) if key else []
+    found = table.annotations
+    ids = garden.class_ids(names, garden.is_detection(table.features),
+                           getattr(found, "class_ids", None))
+    return dict(layout=opts.layout, class_ids=ids, label_key=key,
+                source_ids=dict(getattr(found, "image_ids", None) or {}) or None)
+
+
 def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
          table: spill.Spilled, shards: list[str], schema, source,
          update=None, rows_in: int | None = None) -> runners.Run:
@@ -464,6 +481,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
     task_dir = task_dir or storage.join(folder.folder, "tasks")
     image_options = ({"shorter_side": opts.shorter_side, "jpeg_quality": opts.jpeg_quality}
                      if opts.shorter_side is not None else {})
+    laid = _layout_settings(opts, table)
     spec = metadata.DatasetSpec(
         name=opts.name, compression=opts.compression, features=table.features,
         vocabularies=table.vocabularies,
@@ -473,7 +491,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
         near_distance=opts.near_distance,
         source=source_name(source), mode=opts.mode if opts.updates else "convert",
         key=opts.key,
-        update=update)
+        update=update, layout=opts.layout, class_ids=laid.get("class_ids", ()))
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
               if opts.shorter_side is not None else None)
     records = sum(table.counts.values())
@@ -487,7 +505,8 @@ def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
         # Pre-sizing and the report's small decodes are CPU work that Pillow does without
         # the GIL: a run in the calling process has its shard writer use every worker as
         # a thread, rather than Beam's multi-threaded mode.
-        work_threads=workers if in_process and opts.runner == "DirectRunner" else 1)
+        work_threads=workers if in_process and opts.runner == "DirectRunner" else 1,
+        **laid)
     return runners.Run(opts, task_dir, tuple(shards), settings, spec, records,
                        1 if in_process else workers, update=update is not None)
 

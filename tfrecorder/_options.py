@@ -233,6 +233,14 @@ class Options:
             "the `dataflow.` rows below ([dataflow.md](dataflow.md)). Their flat names "
             "(`project=`, `--project`) are accepted as well; with any other runner they "
             "are a `ConfigError`"))
+    layout: str = option(
+        "tfrecorder", "the records' feature keys: 'tfrecorder' or 'model_garden'",
+        cli={"choices": ["tfrecorder", "model_garden"]}, doc=(
+            '`"tfrecorder"`: our keys (`image`, `label`, `objects/bbox`, ...). '
+            '`"model_garden"`: the keys TF Model Garden\'s decoders and the TF Object '
+            "Detection API read (`image/encoded`, `image/class/label`, "
+            "`image/object/bbox/xmin`, ...), with a label map "
+            "(`<feature>.label_map.pbtxt`) beside the labels file; docs/detection.md"))
     progress: bool | None = option(
         None, "progress bar of a local run; None: on a terminal or in a notebook only",
         cli={"flags": ["--no-progress"], "action": "store_false", "default": None}, doc=(
@@ -252,6 +260,9 @@ class Options:
             raise ConfigError(
                 f"name={self.name!r}: a dataset name starts with a letter and has only "
                 f"letters, digits and underscores (e.g. 'flowers')")
+        if self.layout not in ("tfrecorder", "model_garden"):
+            raise ConfigError(f"layout={self.layout!r}; use 'tfrecorder' (our feature keys) "
+                              f"or 'model_garden' (TF Model Garden's)")
         if self.check not in image.CHECK_OPTIONS:
             raise ConfigError(f"check={self.check!r}; use one of {image.CHECKS}")
         if self.check == "content":

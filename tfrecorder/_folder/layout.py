@@ -53,6 +53,8 @@ def written_as(name: str) -> str | None:
 
 
 LABELS_SUFFIX = ".labels.txt"
+#: The OD API's label map beside a labels file, in the model_garden layout (garden).
+LABEL_MAP_SUFFIX = ".label_map.pbtxt"
 
 # --- features -------------------------------------------------------------------------
 
@@ -221,6 +223,7 @@ _OUTPUT_NAME = re.compile(
     r"|versions/\d{5}\.json"
     rf"|versions/\d{{5}}/(?:{'|'.join(map(re.escape, LATEST_FILES))})"
     r"|[^/\0]+\.labels\.txt"
+    r"|[^/\0]+\.label_map\.pbtxt"  # the label map of the model_garden layout (garden)
     rf"|{re.escape(MANIFEST)}|{re.escape(ERRORS)}|{re.escape(DATASET_INFO)}|{re.escape(FEATURES)}"
     rf"|{re.escape(QUALITY)}"
 )
@@ -275,6 +278,8 @@ class Declared:
             return shard.name == self.name and shard.split in self.splits
         if name.endswith(LABELS_SUFFIX):
             return name in {labels_file(k) for k in self.labelled}
+        if name.endswith(LABEL_MAP_SUFFIX):
+            return name in {escape(k) + LABEL_MAP_SUFFIX for k in self.labelled}
         return True
 
 

@@ -92,6 +92,10 @@ class Manifest:
     mode: str | None = None
     key: str | None = None
     changes: dict | None = None
+    #: The records' feature keys (``garden.LAYOUTS``): "tfrecorder" (ours, and every
+    #: folder written before layouts) or "model_garden"; ``features`` are ours either
+    #: way, ``garden.stored_specs`` gives the keys a model_garden record holds.
+    layout: str = "tfrecorder"
 
     @property
     def label_key(self) -> str | None:
@@ -127,6 +131,8 @@ class Manifest:
             d["multi_label"] = True
         if self.quality is None:
             del d["quality"]
+        if self.layout == "tfrecorder":  # absent: our layout, as in older folders
+            del d["layout"]
         for name in ("version", "parent", "published", "source", "mode", "key", "changes"):
             if d[name] is None:
                 del d[name]
@@ -163,7 +169,7 @@ class Manifest:
             quality=d.get("quality"),
             version=d.get("version"), parent=d.get("parent"), published=d.get("published"),
             source=d.get("source"), mode=d.get("mode"), key=d.get("key"),
-            changes=d.get("changes"),
+            changes=d.get("changes"), layout=_layout(d.get("layout", "tfrecorder")),
         )
 
     def to_bytes(self) -> bytes:
@@ -175,6 +181,13 @@ class Manifest:
         """The Manifest in the text of a ``tfrecorder.json``; ValueError, KeyError,
         TypeError or AttributeError when the text is not one."""
         return cls.from_json(loads(data))
+
+
+def _layout(value) -> str:
+    if value not in ("tfrecorder", "model_garden"):
+        raise ValueError(f"layout {value!r} is none tfrecorder writes ('tfrecorder' or "
+                         f"'model_garden')")
+    return value
 
 
 def _shard(x: Mapping[str, Any]) -> ShardInfo:

@@ -28,7 +28,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from tfrecorder._inputs import labels as label_files
-from tfrecorder._folder import layout, legacy
+from tfrecorder._folder import garden, layout, legacy
 from tfrecorder._report import quality
 from tfrecorder import _storage as storage
 from tfrecorder._errors import ConversionError, IncompleteOutputError
@@ -63,6 +63,10 @@ class DatasetSpec:
     mode: str = "convert"
     key: str | None = None
     update: Any = None
+    # The records' feature keys (garden.LAYOUTS), and for "model_garden" the class id
+    # each label id is written as (the label map's).
+    layout: str = "tfrecorder"
+    class_ids: tuple = ()
 
 
 def _row_key(row) -> tuple:
@@ -190,12 +194,16 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
         image_options=dict(spec.image_options),
         quality=layout.QUALITY if update is None else layout.version_quality(version),
         version=version, parent=parent, source=spec.source, mode=spec.mode, key=spec.key,
-        changes=changes,
+        changes=changes, layout=spec.layout,
     )
     manifest = with_generation(manifest, update.parent.generation if update else None,
                                [(s.filename, s.digest) for s in stats])
     files = {layout.labels_file(key): label_files.format_labels_file(vocab).encode("utf-8")
              for key, vocab in spec.vocabularies.items()}
+    if spec.layout == garden.MODEL_GARDEN and spec.class_ids:
+        key = manifest.label_key
+        files[garden.label_map_file(key)] = garden.label_map(
+            spec.vocabularies.get(key, []), spec.class_ids).encode("utf-8")
     # The data report: of an update, its new records against every live one (the kept
     # ones' digests come from their rows files); also the latest report at the top.
     files[layout.QUALITY] = json_bytes(quality.build(

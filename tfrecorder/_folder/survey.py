@@ -97,6 +97,8 @@ def _listed(m: Manifest) -> set[str]:
     names |= {layout.rows_file(s.file) for s in shards if s.rows}
     names |= {s.live_index for s in shards if s.live_index}
     names |= {layout.labels_file(k) for k in m.vocabularies}
+    if m.layout != "tfrecorder":  # the label map beside the label's names (garden)
+        names |= {layout.escape(m.label_key) + layout.LABEL_MAP_SUFFIX} if m.label_key else set()
     if m.quality:
         names.add(m.quality)
     if (m.version or 1) > 1:  # its copies of the top files (``publish``), where written

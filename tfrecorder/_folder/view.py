@@ -426,6 +426,8 @@ def _files(manifest: Manifest) -> frozenset:
         for s in info.shards:
             files.update(v for v in (s.file, s.index, s.live_index, s.rows) if v)
     files.update(layout.labels_file(k) for k in manifest.vocabularies)
+    if manifest.layout != "tfrecorder" and manifest.label_key:  # its label map (garden)
+        files.add(layout.escape(manifest.label_key) + layout.LABEL_MAP_SUFFIX)
     if manifest.quality:
         files.add(manifest.quality)
     return frozenset(files)

@@ -31,6 +31,11 @@ class Annotations:
     reported: dict = dataclasses.field(default_factory=dict)
     first: list = dataclasses.field(default_factory=list)
     as_boxes: dict = dataclasses.field(default_factory=dict)
+    #: The source's own ids, where it has them (COCO's): label name -> class id, and an
+    #: image's value in the table -> its image id. The model_garden layout writes them
+    #: (``garden``), so that the records match the source's annotation file.
+    class_ids: dict = dataclasses.field(default_factory=dict)
+    image_ids: dict = dataclasses.field(default_factory=dict)
 
     @property
     def written(self) -> int:
@@ -48,6 +53,8 @@ class Annotations:
         self.reported.clear()
         self.first.clear()
         self.as_boxes.clear()
+        self.class_ids.clear()
+        self.image_ids.clear()
 
     def __str__(self) -> str:
         n = sum(self.reported.values())

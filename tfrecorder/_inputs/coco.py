@@ -101,8 +101,12 @@ def rows(data: dict, path: str, split: str | None, folder: str,
         if found is not None:
             by_image.setdefault(_key(a.get("image_id")), []).append((a.get("id"), where, found))
     out, ids = [], []
+    for key, name in names.items():  # kept for the model_garden layout (garden)
+        if key[0] == "n" and key[1] == int(key[1]):
+            counts.class_ids.setdefault(name, int(key[1]))
     for key, image in images.items():
         uri = storage.within(folder, image["file_name"])
+        counts.image_ids[uri] = image["id"]
         annotations = by_image.get(key)
         if not annotations:
             out.append((split, uri, None, None, None, None, None, None))

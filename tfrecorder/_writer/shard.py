@@ -21,11 +21,11 @@ import os
 import re
 import threading
 import uuid
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
 from tfrecorder._writer import example, image, records
-from tfrecorder._folder import index, layout, rows
+from tfrecorder._folder import garden, index, layout, rows
 from tfrecorder._report import looker, measures
 from tfrecorder._folder.metadata import strict_json
 from tfrecorder._folder.ledger import RunFolder
@@ -126,6 +126,13 @@ class WriteSettings:
     # report's small decode), which Pillow does without the GIL: the workers of a run
     # in the calling process; one where each worker is a process of its own.
     work_threads: int = 1
+    # The records' feature keys (garden.LAYOUTS); for "model_garden", the class id each
+    # label id is written as, the label's feature, and the source's image ids by the
+    # image's value in the table (COCO's), where it has them.
+    layout: str = "tfrecorder"
+    class_ids: tuple = ()
+    label_key: str | None = None
+    source_ids: Mapping | None = None
 
     def reader(self) -> Callable[[str], tuple]:
         """Reads an image: ``(bytes, size, stamp)`` (``storage.read_file_stamped``)."""
@@ -379,6 +386,8 @@ def write(task: ShardTask, settings: WriteSettings,
                     cost[0] += 1
                     cost[1] += source_size
                     cost[2] += len(stored)
+            if settings.layout == garden.MODEL_GARDEN:
+                features = _in_garden_keys(features, row, settings, written if seen else None)
             framed.append(records.write_record_segments(out, example.serialize_segments(features),
                                                      digest))
             if settings.rows:
@@ -422,6 +431,15 @@ def write(task: ShardTask, settings: WriteSettings,
             storage.makedirs(rows_dir)
         storage.write_atomic(storage.join(folder, stats.rows_file), rows.encode(lines))
     return stats, bad
+
+
+def _in_garden_keys(features: dict, row, settings: WriteSettings, written: str | None) -> dict:
+    """A record's features in Model Garden's keys (``garden``); its source id is the
+    source's image id where it gives one, else taken from the image's value."""
+    image = written if written is not None else (row.image_uri or str(row.row))
+    given = (settings.source_ids or {}).get(image)
+    return garden.features(features, settings.class_ids, settings.label_names,
+                           garden.source_id(image, given), settings.label_key)
 
 
 def _rows_entry(row, settings: WriteSettings, written: str | None, names: tuple,
