@@ -347,3 +347,82 @@ def test_the_command_line_exports_webdataset_tars(photos, tmp_path, run_cli):
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "wds").glob("*.json")) == [
         "test.json", "tfrecorder-export.json", "train.json"]
+
+
+@pytest.mark.slow
+def test_a_parquet_export_to_gcs_reads_back_and_an_update_reuses_its_files(
+        photos, tmp_path, gcs):
+    import pyarrow.parquet as pq
+
+    from tests.conftest import BUCKET
+
+    table, first = photos
+    out = str(tmp_path / "out")
+    shutil.copytree(first, out)
+    dest = f"gs://{BUCKET}/export-{tmp_path.name}/hf"
+    before = tfrecorder.export(out, dest)
+    assert len(before.written) == 8
+    changed = table.copy()
+    changed.loc[1, "label"] = "cat"
+    tfrecorder.convert(changed, out, mode="update")
+    after = tfrecorder.export(out, dest)
+    assert len(after.written) == 2 and len(after.reused) == 7
+    listed = sorted(p.split("/hf/", 1)[1] for p in gcs.find(dest))
+    assert listed == sorted(after.files + ["README.md", "croissant.json",
+                                           "tfrecorder-export.json"])
+    assert not [p for p in gcs.ls(dest.rsplit("/", 1)[0]) if ".export-" in p]
+    gcs.invalidate_cache()
+    for split in ("train", "test"):
+        names = sorted(n for n in after.files if n.startswith(f"data/{split}-"))
+        labels = [v for n in names
+                  for v in pq.read_table(f"{dest}/{n}", filesystem=gcs)["label"].to_pylist()]
+        assert labels == [m["label"] for m in _ours(out, split)]
+
+
+@pytest.mark.slow
+def test_a_webdataset_export_to_gcs_copied_down_reads_with_wids(photos, tmp_path, gcs):
+    wids = pytest.importorskip("wids")
+    from tests.conftest import BUCKET
+
+    _, out = photos
+    dest = f"gs://{BUCKET}/export-{tmp_path.name}/wds"
+    done = tfrecorder.export(out, dest, format="webdataset")
+    gcs.invalidate_cache()
+    gcs.get(dest, str(tmp_path / "down"), recursive=True)
+    assert sorted(p.name for p in (tmp_path / "down").iterdir()) == sorted(
+        done.files + ["test.json", "tfrecorder-export.json", "train.json"])
+    for split in ("train", "test"):
+        dataset = wids.ShardListDataset(str(tmp_path / "down" / f"{split}.json"),
+                                        cache_dir=str(tmp_path / "wids-cache"),
+                                        transformations=[])
+        ours = _ours(out, split)
+        assert [dataset[i][".jpg"].read() for i in range(len(dataset))] == \
+            [m["image"] for m in ours]
+        dataset.close()
+
+
+@pytest.mark.slow
+def test_a_failed_export_to_gcs_leaves_the_previous_one_and_nothing_beside(
+        photos, tmp_path, gcs):
+    from tests.conftest import BUCKET
+
+    table, first = photos
+    out = str(tmp_path / "out")
+    shutil.copytree(first, out)
+    parent = f"gs://{BUCKET}/export-{tmp_path.name}"
+    tfrecorder.export(out, f"{parent}/hf", format="webdataset")
+    gcs.invalidate_cache()
+    kept = {p: gcs.cat(p) for p in gcs.find(parent)}
+    more = table.copy()
+    more.loc[0, "label"] = "dog"
+    more.loc[1, "label"] = "cat"
+    tfrecorder.convert(more, out, mode="update")
+    new = [s for s in tfrecorder.info(out).splits["train"].shards if "-v00002" in s.file]
+    shard = os.path.join(out, new[0].file)
+    data = bytearray(open(shard, "rb").read())
+    data[20] ^= 0xFF
+    open(shard, "wb").write(bytes(data))
+    with pytest.raises(tfrecorder.CorruptRecordError):
+        tfrecorder.export(out, f"{parent}/hf", format="webdataset")
+    gcs.invalidate_cache()
+    assert {p: gcs.cat(p) for p in gcs.find(parent)} == kept
