@@ -79,6 +79,8 @@ setup(
             "tensorflow>=2.21",
             "tensorflow-datasets>=4.9",
             "torch==2.13.0",
+            "webdataset>=1.0",
+            "wids>=0.1.11",
         ],
     },
     entry_points={"console_scripts": ["tfrecorder=_tfrecorder_command:main"]},

@@ -13,6 +13,16 @@ Then, interleaved, ``runs`` times each:
   nothing else.
 
 Prints each run's seconds and the ratio of the medians (export / raw).
+
+    python bench/export_bench.py CSV --update [--changed 0.01] [--num-shards K]
+                                     [--format parquet] [--edit mixed|append]
+
+``--update``: what exporting again after an update rewrites. The CSV is converted (into
+``K`` shards per split if given) and exported; the table is then edited in ``changed``
+of its rows, as bench/update_bench.py edits it (``mixed``: a third new rows, a third
+removed, a third relabelled; ``append``: only the new rows), the folder updated with it,
+and exported again into the same folder. Prints the bytes the second export wrote
+against the export's bytes, and the files it wrote and reused.
 """
 
 from __future__ import annotations
@@ -48,11 +58,61 @@ def raw(table, dest: str) -> None:
                        write_statistics=["label"])
 
 
+def update(args, table, work: str) -> None:
+    import csv
+    import sys
+
+    import tfrecorder
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from update_bench import edit
+
+    os.makedirs(work, exist_ok=True)
+    original, edited = os.path.join(work, "original.csv"), os.path.join(work, "edited.csv")
+    table.to_csv(original, index=False)
+    kinds = edit(original, edited, args.changed)
+    if args.edit == "append":  # the original rows as they were, and the new ones
+        with open(original, newline="") as f, open(edited, newline="") as g:
+            rows = list(csv.reader(f))
+            rows += [r for r in list(csv.reader(g))[1:] if "/new_images/" in r[1]]
+        with open(edited, "w", newline="") as f:
+            csv.writer(f).writerows(rows)
+        kinds = {"added": kinds["added"]}
+    out, dest = os.path.join(work, "updated"), os.path.join(work, "export")
+    for path in (out, dest):
+        shutil.rmtree(path, ignore_errors=True)
+    options = {"num_shards": args.num_shards} if args.num_shards else {}
+    tfrecorder.convert(original, out, progress=False, **options)
+    first = tfrecorder.export(out, dest, format=args.format)
+    tfrecorder.convert(edited, out, mode="update", progress=False)
+    again = tfrecorder.export(out, dest, format=args.format)
+    total = again.bytes_written + again.bytes_reused
+    import json
+
+    with open(os.path.join(dest, "tfrecorder-export.json")) as f:
+        sizes = {n: f["bytes"] for n, f in json.load(f)["files"].items()}
+    data = sum(sizes[n] for n in again.written)
+    print(f"{len(table)} rows, {args.format}, {len(first.files)} files; "
+          f"the edit: {kinds}")
+    print(f"first export: {first.bytes_written / 2**20:.2f} MiB in {len(first.files)} files")
+    print(f"after the update: {len(again.written)} files written, {len(again.reused)} "
+          f"reused; {again.bytes_written / 2**20:.2f} MiB of {total / 2**20:.2f} MiB "
+          f"written: {again.bytes_written / total:.1%} of the export's bytes")
+    print(f"  of which data files {data / 2**20:.2f} MiB ({data / sum(sizes.values()):.1%} "
+          f"of the data files' bytes), the rest the card, croissant.json or indexes")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("csv")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--work", default=None, help="a folder for the files (default: a temporary one)")
+    parser.add_argument("--update", action="store_true",
+                        help="measure what exporting again after an update rewrites")
+    parser.add_argument("--changed", type=float, default=0.01, help="share of rows edited")
+    parser.add_argument("--num-shards", type=int, default=None)
+    parser.add_argument("--format", default="parquet", choices=["parquet", "webdataset"])
+    parser.add_argument("--edit", default="mixed", choices=["mixed", "append"])
     args = parser.parse_args()
 
     import pandas as pd
@@ -64,6 +124,11 @@ def main() -> None:
     base = os.path.dirname(os.path.abspath(args.csv))
     table["image_uri"] = [u if os.path.isabs(u) else os.path.join(base, u)
                           for u in table["image_uri"]]
+    if args.update:
+        update(args, table, work)
+        if not args.work:
+            shutil.rmtree(work)
+        return
     out = os.path.join(work, "out")
     if not os.path.exists(os.path.join(out, "tfrecorder.json")):
         tfrecorder.convert(table, out, progress=False)

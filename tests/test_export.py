@@ -228,3 +228,201 @@ def test_the_command_line_exports_a_version_with_its_metadata(photos, tmp_path, 
     bad = run_cli("export", out, tmp_path / "hf2", "--metadata", meta)
     assert bad.returncode == 2 and "--metadata" in bad.stderr
     assert not (tmp_path / "hf2").exists()
+
+
+def _tars(dest, split):
+    return sorted(str(p) for p in dest.glob(f"{split}-*.tar"))
+
+
+@pytest.mark.slow
+def test_webdataset_iterates_every_record_with_its_bytes_and_label(photos, tmp_path):
+    wds = pytest.importorskip("webdataset")
+    _, out = photos
+    dest = tmp_path / "wds"
+    done = tfrecorder.export(out, str(dest), format="webdataset")
+    assert sorted(done.files) == [f"{s}-{i:05d}.tar" for s in ("test", "train")
+                                  for i in range(4)]
+    names = tfrecorder.info(out).label_names
+    for split in ("train", "test"):
+        ours = _ours(out, split)
+        theirs = list(wds.WebDataset(_tars(dest, split), shardshuffle=False,
+                                     empty_check=False))
+        assert len(theirs) == len(ours)
+        keys = [s["__key__"] for s in theirs]
+        assert len(set(keys)) == len(keys) and not any("." in k for k in keys)
+        for mine, sample in zip(ours, theirs):
+            assert sample["jpg"] == mine["image"]
+            assert int(sample["cls"]) == mine["label"]
+            meta = json.loads(sample["json"])
+            assert meta["label_name"] == names[mine["label"]]
+            assert meta["image_name"] == mine["image_name"].decode()
+            assert meta["image_width"] == mine["image_width"]
+            assert "image_uri" not in meta
+    again = tmp_path / "again"
+    tfrecorder.export(out, str(again), format="webdataset")
+    for name in done.files:  # the same records make the same bytes
+        assert (again / name).read_bytes() == (dest / name).read_bytes()
+
+
+@pytest.mark.slow
+def test_wids_reads_every_record_by_position(photos, tmp_path):
+    wids = pytest.importorskip("wids")
+    _, out = photos
+    dest = tmp_path / "wds"
+    tfrecorder.export(out, str(dest), format="webdataset")
+    for split in ("train", "test"):
+        ours = _ours(out, split)
+        dataset = wids.ShardListDataset(str(dest / f"{split}.json"),
+                                        cache_dir=str(tmp_path / "wids-cache"),
+                                        transformations=[])
+        assert len(dataset) == len(ours)
+        for i in reversed(range(len(ours))):
+            sample = dataset[i]
+            assert sample[".jpg"].read() == ours[i]["image"]
+            assert int(sample[".cls"].read()) == ours[i]["label"]
+        dataset.close()
+
+
+@pytest.mark.slow
+def test_multi_label_and_tabular_values_go_to_the_json_member(tmp_path):
+    wds = pytest.importorskip("webdataset")
+    paths = []
+    for i in range(4):
+        path = tmp_path / f"{i}.png"
+        path.write_bytes(encode(fmt="PNG", seed=i))
+        paths.append(str(path))
+    table = pd.DataFrame({"split": ["TRAIN"] * 4, "image_uri": paths,
+                          "label": [["cat", "dog"], ["dog"], ["cat"], ["bird", "cat"]],
+                          "weight": [i / 4 for i in range(4)], "note": list("abcd")})
+    T = tfrecorder.types
+    schema = tfrecorder.input_schema.Schema({
+        "split": T.SplitKey, "image_uri": T.ImageUri, "label": T.StringLabel,
+        "weight": T.FloatInput, "note": T.StringInput})
+    out = str(tmp_path / "out")
+    tfrecorder.convert(table, out, schema=schema, multi_label=True)
+    tfrecorder.open(out).export(str(tmp_path / "wds"), format="webdataset")
+    samples = list(wds.WebDataset(_tars(tmp_path / "wds", "train"), shardshuffle=False,
+                                  empty_check=False))
+    ours = _ours(out, "train")
+    assert [s["png"] for s in samples] == [m["image"] for m in ours]
+    assert not any("cls" in s for s in samples)  # one id per record only
+    metas = [json.loads(s["json"]) for s in samples]
+    names = ["bird", "cat", "dog"]
+    assert [m["label"] for m in metas] == [list(m["label"]) for m in ours]
+    assert [m["label_names"] for m in metas] == [[names[i] for i in m["label"]]
+                                                 for m in ours]
+    assert [m["weight"] for m in metas] == [pytest.approx(m["weight"]) for m in ours]
+    assert [m["note"] for m in metas] == [m["note"].decode() for m in ours]
+
+
+@pytest.mark.slow
+def test_a_webdataset_update_rewrites_only_the_tars_of_changed_shards(photos, tmp_path):
+    wids = pytest.importorskip("wids")
+    table, first = photos
+    out = str(tmp_path / "out")
+    shutil.copytree(first, out)
+    dest = tmp_path / "wds"
+    before = tfrecorder.export(out, str(dest), format="webdataset")
+    old = {n: (dest / n).read_bytes() for n in before.files}
+    changed = table.copy()
+    changed.loc[1, "label"] = "cat"
+    tfrecorder.convert(changed, out, mode="update")
+    after = tfrecorder.export(out, str(dest), format="webdataset")
+    assert len(after.written) == 2 and len(after.reused) == 7
+    for name in after.reused:
+        assert (dest / name).read_bytes() in old.values()
+    dataset = wids.ShardListDataset(str(dest / "train.json"),
+                                    cache_dir=str(tmp_path / "wids-cache"),
+                                    transformations=[])
+    ours = _ours(out, "train")
+    assert len(dataset) == len(ours)
+    assert [int(dataset[i][".cls"].read()) for i in range(len(ours))] == \
+        [m["label"] for m in ours]
+    dataset.close()
+
+
+def test_the_command_line_exports_webdataset_tars(photos, tmp_path, run_cli):
+    _, out = photos
+    done = run_cli("export", out, tmp_path / "wds", "--format", "webdataset")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "wds").glob("*.json")) == [
+        "test.json", "tfrecorder-export.json", "train.json"]
+
+
+@pytest.mark.slow
+def test_a_parquet_export_to_gcs_reads_back_and_an_update_reuses_its_files(
+        photos, tmp_path, gcs):
+    import pyarrow.parquet as pq
+
+    from tests.conftest import BUCKET
+
+    table, first = photos
+    out = str(tmp_path / "out")
+    shutil.copytree(first, out)
+    dest = f"gs://{BUCKET}/export-{tmp_path.name}/hf"
+    before = tfrecorder.export(out, dest)
+    assert len(before.written) == 8
+    changed = table.copy()
+    changed.loc[1, "label"] = "cat"
+    tfrecorder.convert(changed, out, mode="update")
+    after = tfrecorder.export(out, dest)
+    assert len(after.written) == 2 and len(after.reused) == 7
+    listed = sorted(p.split("/hf/", 1)[1] for p in gcs.find(dest))
+    assert listed == sorted(after.files + ["README.md", "croissant.json",
+                                           "tfrecorder-export.json"])
+    assert not [p for p in gcs.ls(dest.rsplit("/", 1)[0]) if ".export-" in p]
+    gcs.invalidate_cache()
+    for split in ("train", "test"):
+        names = sorted(n for n in after.files if n.startswith(f"data/{split}-"))
+        labels = [v for n in names
+                  for v in pq.read_table(f"{dest}/{n}", filesystem=gcs)["label"].to_pylist()]
+        assert labels == [m["label"] for m in _ours(out, split)]
+
+
+@pytest.mark.slow
+def test_a_webdataset_export_to_gcs_copied_down_reads_with_wids(photos, tmp_path, gcs):
+    wids = pytest.importorskip("wids")
+    from tests.conftest import BUCKET
+
+    _, out = photos
+    dest = f"gs://{BUCKET}/export-{tmp_path.name}/wds"
+    done = tfrecorder.export(out, dest, format="webdataset")
+    gcs.invalidate_cache()
+    gcs.get(dest, str(tmp_path / "down"), recursive=True)
+    assert sorted(p.name for p in (tmp_path / "down").iterdir()) == sorted(
+        done.files + ["test.json", "tfrecorder-export.json", "train.json"])
+    for split in ("train", "test"):
+        dataset = wids.ShardListDataset(str(tmp_path / "down" / f"{split}.json"),
+                                        cache_dir=str(tmp_path / "wids-cache"),
+                                        transformations=[])
+        ours = _ours(out, split)
+        assert [dataset[i][".jpg"].read() for i in range(len(dataset))] == \
+            [m["image"] for m in ours]
+        dataset.close()
+
+
+@pytest.mark.slow
+def test_a_failed_export_to_gcs_leaves_the_previous_one_and_nothing_beside(
+        photos, tmp_path, gcs):
+    from tests.conftest import BUCKET
+
+    table, first = photos
+    out = str(tmp_path / "out")
+    shutil.copytree(first, out)
+    parent = f"gs://{BUCKET}/export-{tmp_path.name}"
+    tfrecorder.export(out, f"{parent}/hf", format="webdataset")
+    gcs.invalidate_cache()
+    kept = {p: gcs.cat(p) for p in gcs.find(parent)}
+    more = table.copy()
+    more.loc[0, "label"] = "dog"
+    more.loc[1, "label"] = "cat"
+    tfrecorder.convert(more, out, mode="update")
+    new = [s for s in tfrecorder.info(out).splits["train"].shards if "-v00002" in s.file]
+    shard = os.path.join(out, new[0].file)
+    data = bytearray(open(shard, "rb").read())
+    data[20] ^= 0xFF
+    open(shard, "wb").write(bytes(data))
+    with pytest.raises(tfrecorder.CorruptRecordError):
+        tfrecorder.export(out, f"{parent}/hf", format="webdataset")
+    gcs.invalidate_cache()
+    assert {p: gcs.cat(p) for p in gcs.find(parent)} == kept

@@ -342,15 +342,16 @@ def _compact_parser(sub) -> None:
 
 def _export_parser(sub) -> None:
     p = sub.add_parser(
-        "export", help="write a version as Hugging Face Parquet with Croissant metadata",
+        "export", help="write a version as Hugging Face Parquet (or WebDataset tar files)",
         description="Write one version of an output directory into DEST as Parquet files "
                     "that Hugging Face's datasets and the Hub read as they are, with a "
-                    "dataset card (README.md) and croissant.json. Exporting again after "
-                    "an update rewrites only the files of the shards it changed. The same "
-                    "as tfrecorder.export(output_dir, dest).")
+                    "dataset card (README.md) and croissant.json, or with --format "
+                    "webdataset as tar files with a wids index per split. Exporting "
+                    "again after an update rewrites only the files of the shards it "
+                    "changed. The same as tfrecorder.export(output_dir, dest).")
     p.add_argument("output_dir", help="a directory written by tfrecorder convert")
     p.add_argument("dest", help="the export's folder (local or gs://), new or an export")
-    p.add_argument("--format", default="parquet", choices=["parquet"],
+    p.add_argument("--format", default="parquet", choices=["parquet", "webdataset"],
                    help="the export's format (default: parquet)")
     p.add_argument("--metadata", metavar="FILE", default=None,
                    help="a JSON file of the dataset's metadata: name, description, "

@@ -6,6 +6,8 @@
   previous export's files reused, the folder written beside and renamed into place;
 - ``parquet``: one shard's live records as a Parquet file that Hugging Face's
   ``datasets`` reads as it is (its features in the schema's metadata);
+- ``webdataset``: one shard's live records as a tar file in WebDataset's layout, and
+  the ``wids`` index of each split's tar files;
 - ``card``: the dataset card, ``README.md``, with the configs the Hub reads;
 - ``croissant``: ``croissant.json``, the Croissant 1.1 description of the files.
 

@@ -3,8 +3,9 @@
 One export is one story: the version opened once (``view.open_version``, as every
 reader does), one file per shard of ours, each written from the shard's live records
 (``access.Reader``) or taken as it is from the previous export where its shard is
-unchanged (``target``), the dataset card and the Croissant description, the version
-checked to be still the one opened, then the folder published whole.
+unchanged (``target``); then what describes the files (for Parquet the dataset card
+and the Croissant description, for WebDataset each split's ``wids`` index), the
+version checked to be still the one opened, and the folder published whole.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import logging
 
 from tfrecorder import access
 from tfrecorder._errors import ConfigError
-from tfrecorder._export import card, croissant, parquet, target
+from tfrecorder._export import card, croissant, parquet, target, webdataset
 from tfrecorder._folder import view
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("parquet",)
+FORMATS = ("parquet", "webdataset")
 #: Records read from a shard at once.
 BATCH = 256
 #: The export's own layout; a change that alters the files' content bumps it, so that
@@ -54,13 +55,17 @@ def export(tfrecord_dir: str, dest: str, format: str = "parquet", *,
 
     - ``"parquet"``: ``data/{split}-NNNNN-of-NNNNN.parquet``, one file per shard, that
       Hugging Face's ``datasets.load_dataset(dest)`` and the Hub read as they are, with
-      a dataset card (``README.md``) and Croissant 1.1 metadata (``croissant.json``).
+      a dataset card (``README.md``) and Croissant 1.1 metadata (``croissant.json``);
+    - ``"webdataset"``: ``{split}-NNNNN.tar``, one tar file per shard in WebDataset's
+      layout (the image under its format's extension, ``.cls``, ``.json``), and a
+      ``wids`` index per split (``{split}.json``) to read it by position.
 
     ``metadata`` describes the dataset to those who find it: ``name``, ``description``,
     ``license``, ``creator``, ``url``, and any Croissant ``rai:`` key. ``dest`` holds
     one export: exporting again replaces it, taking the files of unchanged shards as
     they are, and an export that fails leaves it as it was (docs/sharing.md).
-    ConfigError for an unknown format, or a ``dest`` that holds other files.
+    ConfigError for an unknown format, a ``dest`` that holds other files, or a folder
+    of object-detection records.
     """
     return export_version(view.open_version(str(tfrecord_dir), version), dest, format,
                           metadata=metadata)
@@ -76,13 +81,14 @@ def export_version(opened: view.Version, dest: str, format: str = "parquet", *,
     dest = str(dest).rstrip("/")
     source = opened.output_dir
     manifest = opened.manifest
-    parquet.check(manifest, source)
+    _check(manifest, source, format)
     opened.need_offsets(f"an export of {source}")
     settings = {"export_format": EXPORT_FORMAT, "format": format,
-                "features": parquet.hf_features(manifest)}
+                "features": (parquet.hf_features(manifest) if format == "parquet"
+                             else webdataset.features(manifest))}
     old = target.previous(dest)
     reuse = target.reusable(old, settings)
-    planned = _plan(opened)
+    planned = _plan(opened, format)
     writing = target.Writing(dest)
     files, written, reused = {}, [], []
     try:
@@ -97,14 +103,15 @@ def export_version(opened: view.Version, dest: str, format: str = "parquet", *,
                 else:
                     if reader is None:
                         reader = access.Reader.of(opened.view(split))
-                    data = parquet.write(_records(reader, p.shard), manifest,
-                                         f"{source}, {reader.files[p.shard]}")
+                    data = _write(format, reader, p, manifest, source)
                     sha, size = writing.put(p.name, data), len(data)
                     written.append(p.name)
-                files[p.name] = {"key": p.key, "sha256": sha, "bytes": size}
+                files[p.name] = {"key": p.key, "sha256": sha, "bytes": size,
+                                 "records": _live(p.key)}
             if reader is not None:
                 reader.close()
-        files_meta = _metadata_files(writing, opened, metadata, files)
+        files_meta = (_metadata_files(writing, opened, metadata, files)
+                      if format == "parquet" else _indexes(writing, planned, files))
         opened.unchanged()  # what was read is the version opened
         writing.publish({"format": format, "version": opened.number,
                          "generation": opened.generation, "settings": settings,
@@ -127,16 +134,46 @@ def _checked(metadata) -> dict:
     return dict(metadata)
 
 
-def _plan(opened: view.Version) -> dict[str, list[target.Planned]]:
+def _check(manifest, where: str, format: str) -> None:
+    """ConfigError where the folder holds what no export writes yet."""
+    boxes = [k for k, f in manifest.features.items()
+             if f.role == "bbox" or k.startswith("objects/")]
+    if boxes:
+        raise ConfigError(
+            f"{where} holds object-detection features ({', '.join(sorted(boxes))}); "
+            f"format={format!r} exports classification and tabular folders only for "
+            f"now. Read the records with tfrecorder.read({where!r}) instead.")
+
+
+def _plan(opened: view.Version, format: str) -> dict[str, list[target.Planned]]:
     """The files of the export: per split, one per shard of ours, named as ``datasets``
-    infers splits from (``data/{split}-NNNNN-of-NNNNN.parquet``)."""
+    infers splits from (``data/{split}-NNNNN-of-NNNNN.parquet``) or as WebDataset's
+    shard lists are (``{split}-NNNNN.tar``)."""
     out = {}
     for split, info in opened.manifest.splits.items():
         n = len(info.shards)
-        out[split] = [target.Planned(f"data/{split}-{i:05d}-of-{n:05d}.parquet", split, i,
-                                     target.shard_key(opened.output_dir, shard))
-                      for i, shard in enumerate(info.shards)]
+        out[split] = [target.Planned(
+            f"data/{split}-{i:05d}-of-{n:05d}.parquet" if format == "parquet"
+            else webdataset.name(split, i),
+            split, i, target.shard_key(opened.output_dir, shard))
+            for i, shard in enumerate(info.shards)]
     return out
+
+
+def _write(format: str, reader: access.Reader, p: target.Planned, manifest,
+           source: str) -> bytes:
+    """The file ``p`` of the export, from the live records of its shard."""
+    where = f"{source}, {reader.files[p.shard]}"
+    records = _records(reader, p.shard)
+    if format == "parquet":
+        return parquet.write(records, manifest, where)
+    data, _ = webdataset.write(records, manifest,
+                               webdataset.key_prefix(p.split, p.key["shard"]), where)
+    return data
+
+
+def _live(key: dict) -> int:
+    return key["records"] if key["live"] is None else key["live"]
 
 
 def _records(reader: access.Reader, shard: int):
@@ -159,6 +196,19 @@ def _metadata_files(writing: target.Writing, opened: view.Version, metadata: dic
                              parquet.columns(opened.manifest), found)
     writing.put(croissant.NAME, croissant.text(doc))
     return ["README.md", croissant.NAME]
+
+
+def _indexes(writing: target.Writing, planned: dict[str, list[target.Planned]],
+             files: dict) -> list[str]:
+    """The ``wids`` index of each split (``{split}.json``); their names."""
+    names = []
+    for split, items in planned.items():
+        name = webdataset.index_name(split)
+        writing.put(name, webdataset.index(
+            split, [(p.name, files[p.name]["records"], files[p.name]["bytes"])
+                    for p in items]))
+        names.append(name)
+    return names
 
 
 def _findings(opened: view.Version) -> dict | None:

@@ -35,17 +35,6 @@ LEFT_OUT = frozenset({layout.IMAGE_URI})
 _VALUE = {example.INT64: "int64", example.FLOAT: "float32", example.BYTES: "string"}
 
 
-def check(manifest: Manifest, where: str) -> None:
-    """ConfigError where the folder holds what this export cannot write yet."""
-    boxes = [k for k, f in manifest.features.items()
-             if f.role == "bbox" or k.startswith("objects/")]
-    if boxes:
-        raise ConfigError(
-            f"{where} holds object-detection features ({', '.join(sorted(boxes))}); "
-            f"format='parquet' exports classification and tabular folders only for now. "
-            f"Read the records with tfrecorder.read({where!r}) instead.")
-
-
 def columns(manifest: Manifest) -> list[str]:
     """The exported features, in the order of the columns: the image, the label, then
     the others in the manifest's order."""
