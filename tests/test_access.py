@@ -18,7 +18,7 @@ import pytest
 import tfrecorder
 from tfrecorder import access
 from tfrecorder._folder import index, layout, metadata
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tests.conftest import BUCKET, SAMPLES, encode, split_files
 

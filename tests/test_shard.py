@@ -42,7 +42,7 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     assert sorted(os.listdir(out)) == [task.filename, "index", "rows"]  # .part renamed
     # The index file, from the lengths the writer framed: the shard's own framing.
     from tfrecorder._folder import index
-    from tfrecorder._writer import records
+    from tfrecorder._folder import records
 
     assert stats.index_file == index.name(task.filename)
     with open(out / task.filename, "rb") as f:

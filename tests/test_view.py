@@ -22,7 +22,7 @@ import pytest
 import tfrecorder
 from tfrecorder import access
 from tfrecorder._folder import index, layout, survey
-from tfrecorder._writer.records import scan as scan_records
+from tfrecorder._folder.records import scan as scan_records
 from tfrecorder._errors import ConfigError, CorruptRecordError
 from tests.conftest import BUCKET, SAMPLES
 

@@ -22,7 +22,8 @@ from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
 from tfrecorder._folder import (index, layout, ledger, lock, metadata, publishing, removal,
                                 rows, survey)
-from tfrecorder._writer import plan, records
+from tfrecorder._writer import plan
+from tfrecorder._folder import records
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._writer.shard import open_for_write, temp_name
 from tfrecorder._inputs.splits import ALIASES

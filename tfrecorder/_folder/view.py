@@ -35,7 +35,7 @@ import os
 
 from tfrecorder import _storage as storage
 from tfrecorder._folder import index, layout, legacy, metadata
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 from tfrecorder._inputs import splits
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tfrecorder._folder.manifest import Manifest, ShardInfo, damaged, loads
