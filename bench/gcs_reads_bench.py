@@ -109,7 +109,8 @@ def main() -> None:
         proxy = latency_proxy.serve(f"127.0.0.1:{port}", proxy_port, args.delay_ms)
         os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{proxy_port}"
 
-        from tfrecorder._writer import example, plan, shard
+        from tfrecorder._writer import plan, shard
+        from tfrecorder._folder import example
         from tfrecorder._folder import ledger
         from tfrecorder._writer.plan import Row
 

@@ -349,7 +349,7 @@ def _with_label(out: str, label: bytes) -> str:
     """Record 1 of ``out``'s one train shard given the serialized Feature ``label``, the
     shard's index and manifests made to match: a record no conversion writes, which
     only its features tell from the others. Returns the shard's path."""
-    from tfrecorder._writer import example
+    from tfrecorder._folder import example
 
     m = metadata.read_manifest(out)
     shard = m.splits["train"].shards[0]

@@ -17,7 +17,8 @@ import pytest
 
 import tfrecorder
 from tfrecorder import _storage as storage
-from tfrecorder._writer import example, shard
+from tfrecorder._writer import shard
+from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._folder import layout, ledger, metadata
 from tfrecorder._writer.plan import Row, ShardTask

@@ -5,7 +5,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecorder._writer import example, pipeline, plan, shard, staging
+from tfrecorder._writer import pipeline, plan, shard, staging
+from tfrecorder._folder import example
 from tfrecorder._folder import ledger, metadata
 from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._writer.plan import Row

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._readers import read as read_module
 from tfrecorder import access, types

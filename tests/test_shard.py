@@ -1,6 +1,7 @@
 import os
 
-from tfrecorder._writer import example, shard
+from tfrecorder._writer import shard
+from tfrecorder._folder import example
 from tfrecorder._folder import layout, ledger
 from tfrecorder._writer.plan import ShardTask
 from tfrecorder._writer.plan import Row

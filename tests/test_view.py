@@ -149,7 +149,7 @@ def versioned(tf, tmp_path_factory, converted):
 
 
 def _names(records) -> list[str]:
-    from tfrecorder._writer import example
+    from tfrecorder._folder import example
 
     return [example.parse(r)["image_name"][1][0].decode() for r in records]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._inputs.splits import SPLITS
 
 MANIFEST = "tfrecorder.json"

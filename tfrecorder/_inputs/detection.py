@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._inputs import labels, splits
 from tfrecorder._folder import layout
 from tfrecorder._errors import Problems

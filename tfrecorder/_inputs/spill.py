@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 
 from tfrecorder import _storage as storage
 from tfrecorder._inputs import detection, labels, sources, splits, validation
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._folder import layout
 from tfrecorder._errors import ConfigError, Problems, SchemaError
 from tfrecorder._inputs.table import ColumnFrame, Table

@@ -18,7 +18,7 @@ import re
 from typing import Mapping, Sequence
 
 from tfrecorder import _storage as storage, types
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._inputs import labels, splits
 from tfrecorder._folder import layout
 from tfrecorder._errors import Problem, Problems, SchemaError

@@ -18,7 +18,7 @@ import tempfile
 from typing import Iterator
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._folder import index, layout, legacy, view
 from tfrecorder._readers import preview

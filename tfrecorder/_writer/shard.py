@@ -24,7 +24,8 @@ import uuid
 from typing import Any, Callable, Iterator
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import example, image
+from tfrecorder._writer import image
+from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._folder import index, layout, rows
 from tfrecorder._report import looker, measures
