@@ -1641,7 +1641,7 @@ def test_check_content_is_the_old_spelling_of_compare_content():
 def test_a_run_that_lost_its_lock_publishes_nothing_over_the_winner(tmp_path, monkeypatch):
     # An update stalls after moving its files into place, past its lock's expiry; a
     # second update takes the lock over and publishes version 2; the first resumes.
-    from tfrecorder._folder import publishing
+    from tfrecorder._writer import publishing
 
     paths = _images(tmp_path / "img", 4)
     out = tmp_path / "out"

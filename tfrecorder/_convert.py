@@ -14,7 +14,8 @@ import logging
 import os
 from tfrecorder._inputs import arguments
 from tfrecorder._writer import cluster, dataflow, direct, image, plan, runners
-from tfrecorder._folder import index, layout, ledger, metadata, publishing, removal, survey
+from tfrecorder._folder import index, layout, ledger, metadata, removal, survey
+from tfrecorder._writer import publishing
 from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
 from tfrecorder._report import matching
 from tfrecorder import _storage as storage

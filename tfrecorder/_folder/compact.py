@@ -20,8 +20,8 @@ import hashlib
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
-from tfrecorder._folder import (index, layout, ledger, lock, metadata, publishing, removal,
-                                rows, survey)
+from tfrecorder._folder import (index, layout, ledger, lock, metadata, removal, rows, survey)
+from tfrecorder._writer import publishing
 from tfrecorder._writer import plan
 from tfrecorder._folder import records
 from tfrecorder._errors import ConfigError, IncompleteOutputError
