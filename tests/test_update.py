@@ -1578,7 +1578,7 @@ def test_an_integer_column_read_as_floats_beside_a_null_is_unchanged(tmp_path):
 
 
 def test_a_key_is_matched_by_the_value_its_column_makes_it():
-    from tfrecorder._folder.stored_records import matching_key
+    from tfrecorder._versions.stored_records import matching_key
 
     integer, real = layout.FeatureSpec("int64"), layout.FeatureSpec("float")
     assert [matching_key(k, integer) for k in ("3", "3.0", "-2.0", "1e2")] == [

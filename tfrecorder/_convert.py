@@ -19,7 +19,10 @@ from tfrecorder._writer import publishing
 from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
 from tfrecorder._report import matching
 from tfrecorder import _storage as storage
-from tfrecorder._folder import compatibility, rows, stored_records, updating
+from tfrecorder._folder import rows
+from tfrecorder._versions import updating
+from tfrecorder._versions import stored_records
+from tfrecorder._versions import compatibility
 from tfrecorder._writer import shard, staging
 from tfrecorder._inputs import spill, splits
 from tfrecorder._errors import ConfigError, IncompleteOutputError

@@ -16,7 +16,8 @@ import dataclasses
 import functools
 from typing import Iterable
 
-from tfrecorder._folder import ledger, metadata, updating
+from tfrecorder._folder import ledger, metadata
+from tfrecorder._versions import updating
 from tfrecorder._writer import publishing
 from tfrecorder._writer import progress, shard, staging
 from tfrecorder._report import matching

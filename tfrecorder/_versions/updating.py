@@ -19,8 +19,8 @@ from tfrecorder import _storage as storage
 from tfrecorder._errors import ConfigError
 from tfrecorder._folder import index, layout, rows
 from tfrecorder._folder.manifest import Manifest, ShardInfo, loads
-from tfrecorder._folder.stored_records import (_comparable, _signature, _Stored, _take,
-                                               matching_key, stored)
+from tfrecorder._versions.stored_records import (_comparable, _signature, _Stored, _take,
+                                                 matching_key, stored)
 
 
 @dataclasses.dataclass(frozen=True)
