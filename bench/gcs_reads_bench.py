@@ -112,7 +112,7 @@ def main() -> None:
         from tfrecorder._writer import plan, shard
         from tfrecorder._folder import example
         from tfrecorder._folder import ledger
-        from tfrecorder._writer.plan import Row
+        from tfrecorder._inputs.block import Row
 
         rows = [Row(i, "train", uri, {"label": example.int64_feature([0])}, ("TRAIN", uri, 0))
                 for i, uri in enumerate(uris)]

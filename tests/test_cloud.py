@@ -21,7 +21,8 @@ from tfrecorder._writer import shard
 from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._folder import layout, ledger, metadata
-from tfrecorder._writer.plan import Row, ShardTask
+from tfrecorder._writer.plan import ShardTask
+from tfrecorder._inputs.block import Row
 from tests.conftest import encode
 
 from tests.conftest import BUCKET

@@ -9,7 +9,7 @@ from tfrecorder._writer import pipeline, plan, shard, staging
 from tfrecorder._folder import example
 from tfrecorder._folder import ledger, metadata
 from tfrecorder._folder.layout import FeatureSpec
-from tfrecorder._writer.plan import Row
+from tfrecorder._inputs.block import Row
 from tests.conftest import encode, read_split, stage_rows
 
 COLUMNS = ("split", "image_uri", "label")

@@ -4,7 +4,7 @@ from tfrecorder._writer import shard
 from tfrecorder._folder import example
 from tfrecorder._folder import layout, ledger
 from tfrecorder._writer.plan import ShardTask
-from tfrecorder._writer.plan import Row
+from tfrecorder._inputs.block import Row
 from tests.conftest import encode, read_examples
 
 

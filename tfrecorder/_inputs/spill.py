@@ -36,7 +36,7 @@ from tfrecorder._folder import example
 from tfrecorder._folder import layout
 from tfrecorder._errors import ConfigError, Problems, SchemaError
 from tfrecorder._inputs.table import ColumnFrame, Table
-from tfrecorder._writer.plan import Block, Row
+from tfrecorder._inputs.block import Block, Row
 
 #: Rows read, checked and spilled at a time.
 CHUNK_ROWS = 50_000

@@ -85,7 +85,7 @@ class Quarantined:
 
 
 def quarantined(row, columns: tuple, failed_at: str, reason: str) -> list[Quarantined]:
-    """The lines of ``row`` (a ``plan.Row``) in the errors file: one per input row, as
+    """The lines of ``row`` (a ``block.Row``) in the errors file: one per input row, as
     rows merged into one record (an image listed with several labels) are quarantined
     each with its values."""
     return [Quarantined(rid, row.split, row.image_uri, dict(zip(columns, values)), failed_at,
