@@ -24,7 +24,8 @@ from tfrecorder._versions import updating
 from tfrecorder._versions import stored_records
 from tfrecorder._versions import compatibility
 from tfrecorder._writer import shard, staging
-from tfrecorder._inputs import spill, splits
+from tfrecorder._inputs import spill
+from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._options import Options
 from tfrecorder._writer.result import ConversionResult
@@ -77,7 +78,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     vocabulary = arguments.vocabulary(opts.label_vocabulary)
     cloud = opts.runner == "DataflowRunner"
     named = f"name={arguments.shortened(opts.name)!r} ({len(opts.name)} characters)"
-    longest = layout.ShardName(opts.name, max(splits.SPLITS, key=len), 0, 1,
+    longest = layout.ShardName(opts.name, max(split_names.SPLITS, key=len), 0, 1,
                                opts.compression == "gzip")
     arguments.check_file_names([str(longest)], [], named)
     local_uris: list = []

@@ -19,7 +19,7 @@ import dataclasses
 import re
 
 from tfrecorder._folder import example
-from tfrecorder._inputs.splits import SPLITS
+from tfrecorder._folder.split_names import SPLITS
 
 MANIFEST = "tfrecorder.json"
 ERRORS = "errors.jsonl"

@@ -26,7 +26,7 @@ from tfrecorder._writer import plan
 from tfrecorder._folder import records
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._writer.shard import open_for_write, temp_name
-from tfrecorder._inputs.splits import ALIASES
+from tfrecorder._folder.split_names import ALIASES
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 from tfrecorder._report.findings import read as read_report
 
