@@ -24,6 +24,7 @@ from tfrecorder._versions import updating
 from tfrecorder._versions import stored_records
 from tfrecorder._versions import compatibility
 from tfrecorder._writer import shard, staging
+from tfrecorder._writer import kept as kept_shards
 from tfrecorder._inputs import spill
 from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError, IncompleteOutputError
@@ -299,9 +300,9 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
         rows.write_renumbered(folder, decided.renumbered)
         if not shards:
             # Only retirements: nothing for workers to write, the last step runs here.
-            looks = [updating.kept_look(output_dir, split, j - len(kept), info,
-                                        run.settings.label_names, opts.near_duplicates,
-                                        pending=folder, distance=opts.near_distance)[0]
+            looks = [kept_shards.kept_look(output_dir, split, j - len(kept), info,
+                                               run.settings.label_names, opts.near_duplicates,
+                                               pending=folder, distance=opts.near_distance)[0]
                      for split, kept in decided.update.kept.items()
                      for j, info in enumerate(kept)]
             publishing.finish(run.settings.run, run.spec, looks, [],
