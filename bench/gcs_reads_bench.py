@@ -109,9 +109,10 @@ def main() -> None:
         proxy = latency_proxy.serve(f"127.0.0.1:{port}", proxy_port, args.delay_ms)
         os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{proxy_port}"
 
-        from tfrecorder._writer import example, plan, shard
+        from tfrecorder._writer import plan, shard
+        from tfrecorder._folder import example
         from tfrecorder._folder import ledger
-        from tfrecorder._writer.plan import Row
+        from tfrecorder._inputs.block import Row
 
         rows = [Row(i, "train", uri, {"label": example.int64_feature([0])}, ("TRAIN", uri, 0))
                 for i, uri in enumerate(uris)]

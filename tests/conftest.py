@@ -241,7 +241,7 @@ def docs_snippets(doc: str, heading: str) -> list[str]:
 class Checked:
     """A table checked and grouped as a conversion checks it, its records in memory."""
 
-    rows: list                               # plan.Row, split by split, in spill order
+    rows: list                               # block.Row, split by split, in spill order
     columns: tuple[str, ...]                 # names of Row.values
     features: dict                           # every feature an Example holds
     vocabularies: dict[str, list[str]]       # feature -> names (line i = id i)
@@ -271,10 +271,10 @@ def validate(frame, row_ids, schema, *, base_dir=None, **kw) -> Checked:
 
 
 def stage_rows(rows, folder, *, name="d", num_shards=1, seed=0):
-    """Stages hand-made ``plan.Row`` as a conversion stages a table's rows; returns the
+    """Stages hand-made ``block.Row`` as a conversion stages a table's rows; returns the
     staged shard tasks, read back, in plan order."""
     from tfrecorder._writer import plan, staging
-    from tfrecorder._inputs import spill
+    from tfrecorder._inputs import block, spill
 
     writer = spill._Writer()
     by_split = {}
@@ -282,7 +282,7 @@ def stage_rows(rows, folder, *, name="d", num_shards=1, seed=0):
         by_split.setdefault(r.split, []).append(r)
     for split, group in by_split.items():
         names = list(group[0].features)
-        writer.write(split, plan.Block(
+        writer.write(split, block.Block(
             [r.row for r in group], [r.image_uri for r in group], names,
             [[r.features[n] for r in group] for n in names],
             [list(c) for c in zip(*(r.values for r in group))],

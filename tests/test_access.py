@@ -18,7 +18,7 @@ import pytest
 import tfrecorder
 from tfrecorder import access
 from tfrecorder._folder import index, layout, metadata
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tests.conftest import BUCKET, SAMPLES, encode, split_files
 
@@ -349,7 +349,7 @@ def _with_label(out: str, label: bytes) -> str:
     """Record 1 of ``out``'s one train shard given the serialized Feature ``label``, the
     shard's index and manifests made to match: a record no conversion writes, which
     only its features tell from the others. Returns the shard's path."""
-    from tfrecorder._writer import example
+    from tfrecorder._folder import example
 
     m = metadata.read_manifest(out)
     shard = m.splits["train"].shards[0]

@@ -17,9 +17,12 @@ import pytest
 
 import tfrecorder
 from tfrecorder import _storage as storage
-from tfrecorder._writer import example, records, shard
+from tfrecorder._writer import shard
+from tfrecorder._folder import example
+from tfrecorder._folder import records
 from tfrecorder._folder import layout, ledger, metadata
-from tfrecorder._writer.plan import Row, ShardTask
+from tfrecorder._writer.plan import ShardTask
+from tfrecorder._inputs.block import Row
 from tests.conftest import encode
 
 from tests.conftest import BUCKET
@@ -233,7 +236,7 @@ def test_the_staged_wheel_installs_and_imports(tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet",
                     "--target", str(target), wheel], check=True)
-    code = "import tfrecorder._writer.shard, tfrecorder._writer.records; print(tfrecorder.__file__)"
+    code = "import tfrecorder._writer.shard, tfrecorder._folder.records; print(tfrecorder.__file__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(target)}, cwd=str(tmp_path),
                          check=True).stdout

@@ -8,7 +8,7 @@ import os
 import pytest
 
 import tfrecorder
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._inputs import spill, splits
 from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA
 from tfrecorder.access import Reader

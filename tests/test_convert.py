@@ -427,7 +427,7 @@ def _tabular(tmp_path, image_table):
 ], ids=["images", "tabular", "detection"])
 def test_every_record_holds_exactly_the_features_the_manifest_declares(tmp_path, image_table,
                                                                       make):
-    from tfrecorder._writer import example
+    from tfrecorder._folder import example
     from tfrecorder._readers import inspection
     from tfrecorder._folder import view
 

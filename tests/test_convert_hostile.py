@@ -16,7 +16,7 @@ from PIL import Image
 
 import tfrecorder
 from tfrecorder._folder import layout, metadata
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 from tests.conftest import SAMPLES, encode, read_split, timeless
 
 
@@ -241,7 +241,7 @@ def test_half_written_files_of_ours_are_removed_and_the_users_kept(tmp_path, ima
 # finished, then waits to be killed: the test waits on that signal, not on the clock.
 _KILL_SCRIPT = """
 import os, sys, threading, tfrecorder
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 signal_fd, written = int(sys.argv[3]), []
 real = records.write_record_segments
 def write_then_signal(file, parts, *rest):

@@ -17,7 +17,7 @@ import pytest
 import tfrecorder
 from tfrecorder import access
 from tfrecorder._folder import index, metadata
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 from tests.conftest import SAMPLES, docs_snippets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

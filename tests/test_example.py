@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 
 
 def _tf_example(tf, features):
@@ -147,7 +147,7 @@ def test_parsing_leaves_tensorflows_example_alone(tf):
 def test_threads_parsing_first_at_once_share_one_declaration():
     code = """
 import threading
-from tfrecorder._writer import example as e
+from tfrecorder._folder import example as e
 raw = e.serialize({"x": e.int64_feature([1])})
 go, got = threading.Barrier(16), []
 def parse():

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from tfrecorder._folder import index
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 from tfrecorder._errors import CorruptRecordError
 
 
@@ -246,7 +246,7 @@ def test_build_index_on_a_tfrecorder_2_folder_gives_its_counts(tmp_path):
 @pytest.mark.slow
 def test_index_files_and_reader_parts_on_cloud_storage(gcs, tmp_path):
     from tfrecorder._readers import partition
-    from tfrecorder._writer import records
+    from tfrecorder._folder import records
 
     out = f"gs://{BUCKET}/indexed"
     tfrecorder.convert(DATA, out, num_shards={"train": 3, "validation": 1, "test": 1})

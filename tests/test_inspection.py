@@ -66,7 +66,7 @@ def test_verify_names_a_shard_of_another_size_than_its_manifest_says(out, tmp_pa
     import shutil
 
     from tfrecorder._readers.inspection import shard_records
-    from tfrecorder._writer import records
+    from tfrecorder._folder import records
 
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from tfrecorder._folder import layout, ledger, metadata, publishing
+from tfrecorder._folder import layout, ledger, metadata
+from tfrecorder._writer import publishing
 from tfrecorder._errors import ConversionError, IncompleteOutputError
 from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._writer.shard import Quarantined, ShardStats

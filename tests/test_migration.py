@@ -15,7 +15,8 @@ from PIL import Image
 
 import tfrecorder
 from tfrecorder import _cli as cli, input_schema, types
-from tfrecorder._writer import example, records
+from tfrecorder._folder import example
+from tfrecorder._folder import records
 from tests.conftest import BUCKET, SAMPLES, encode, write_images
 
 

@@ -506,7 +506,7 @@ def test_an_overwrite_that_lost_its_lock_removes_nothing_the_winner_published(
         tmp_path, monkeypatch):
     # An overwrite stalls before its removals, past its lock's expiry; another overwrite
     # takes the lock over and publishes; the first resumes.
-    from tfrecorder._folder import publishing
+    from tfrecorder._writer import publishing
 
     out = tmp_path / "out"
     tfrecorder.convert(_table(tmp_path, "first", 3, ["a"]), str(out))

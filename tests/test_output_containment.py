@@ -12,7 +12,7 @@ import pytest
 import tfrecorder
 from tfrecorder._folder import layout, ledger
 from tfrecorder._writer import staging
-from tfrecorder._writer.plan import Row
+from tfrecorder._inputs.block import Row
 from tests.conftest import BUCKET, encode, stage_rows
 
 

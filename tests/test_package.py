@@ -124,7 +124,8 @@ def test_public_functions_show_their_real_parameters():
                                           "version"]
     assert params(tfrecorder.verify) == ["tfrecord_dir", "version"]
     assert params(tfrecorder.info) == ["tfrecord_dir", "version"]
-    assert params(tfrecorder.load)[-1] == params(tfrecorder.read)[-1] == "version"
+    assert params(tfrecorder.load)[-1] == "version"
+    assert params(tfrecorder.read)[-3:] == ["version", "cache_dir", "cache_limit"]
     for fn in (tfrecorder.load, tfrecorder.inspect, tfrecorder.verify, tfrecorder.info):
         assert not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
         assert fn.__doc__ and fn.__module__.startswith("tfrecorder."), fn
@@ -359,6 +360,88 @@ def test_no_module_imports_itself_back_even_lazily():
     assert not new, ("import cycles between tfrecorder modules (..> an import inside a "
                      "function):\n  " + "\n  ".join(sorted(new)))
     assert set(DELIBERATE_CYCLES) <= cycles, "DELIBERATE_CYCLES lists a cycle that is gone"
+
+
+#: The floor each wing stands on (a module's wing: the first part of its dotted name),
+#: from the bottom; docs/design.md says why. A wing imports only its own floor and those
+#: below, lazily too. The public readers (access, torch, grain) are the readers' floor.
+FLOORS: dict[str, int] = {
+    "_errors": 0, "_version": 0, "_deprecation": 0, "_extras": 0, "_storage": 0, "types": 0,
+    "_folder": 1,
+    "_report": 2,
+    "_inputs": 3, "input_schema": 3,
+    "_writer": 4,
+    "_readers": 5, "access": 5, "torch": 5, "grain": 5,
+    "_versions": 6, "_export": 6,
+    "__init__": 7, "__main__": 7, "_convert": 7, "_cli": 7, "_cli_parser": 7, "_accessor": 7,
+    "_options": 7, "_option_fields": 7, "_dataflow_settings": 7,
+}
+
+#: Imports of a wing above the importer's that stay, each with why. Written as
+#: ``_look_ups`` writes them (``..>`` an import inside a function).
+DELIBERATE_LOOK_UPS: dict[str, str] = {
+    "_versions.folder ..> _convert": "Folder.update is tfrecorder.convert(table, folder, "
+                                     "mode='update'): the verb hands the folder to the "
+                                     "conversion's one story rather than tell it twice",
+    "_report.findings ..> access": "a report's thumbnail is drawn from its record, read "
+                                   "by access.Reader when the HTML is drawn",
+    "_report.findings ..> _writer.image": "open_stored lives with the writer's image "
+                                          "code until the header parsers move down",
+    "_report.measures ..> _writer.image": "pil, open_stored and the 8-bit conversion live "
+                                          "with the writer's image code until they move down",
+    "_folder.legacy ..> _writer.image": "pil decodes TFRecorder 2.0's pixels; it lives with "
+                                        "the writer's image code until it moves down",
+    "_folder.metadata -> _inputs.labels": "metadata.py still holds the writer's builder "
+                                          "(the labels file it writes) beside read_manifest",
+    "_folder.metadata -> _report.quality": "metadata.py still holds the writer's builder "
+                                           "(quality.json it writes) beside read_manifest",
+    "_folder.rows -> _inputs.detection": "a rows file keeps a detection record's boxes "
+                                         "under the detection columns' names",
+    "_inputs.arguments -> _writer.shard": "the longest name a run writes is checked before "
+                                          "it runs: a shard's temporary name",
+    "_inputs.arguments -> _writer.staging": "the longest name a run writes is checked before "
+                                            "it runs: a staged task's suffix",
+}
+
+
+def _look_ups(graph: dict[str, dict[str, bool]]) -> set[str]:
+    """Every import of a module on a higher floor than its importer's, "a -> b" or
+    "a ..> b" (lazy); a wing's ``__init__`` is left out where a module of that wing is
+    imported with it."""
+    wing = lambda module: module.split(".")[0]  # noqa: E731
+    unplaced = sorted({wing(m) for m in graph} - set(FLOORS))
+    assert not unplaced, f"wings without a floor in FLOORS: {unplaced}"
+    found = set()
+    for importer, targets in graph.items():
+        for target, lazy in targets.items():
+            if FLOORS[wing(target)] <= FLOORS[wing(importer)]:
+                continue
+            if target.endswith(".__init__") and any(
+                    t != target and wing(t) == wing(target) for t in targets):
+                continue
+            found.add(f"{importer} {'..>' if lazy else '->'} {target}")
+    return found
+
+
+def test_the_floor_finder_sees_a_lazy_look_up_and_the_wing_it_goes_to():
+    graph = {"_writer.shard": {"_folder.layout": False, "_readers.__init__": True,
+                               "_readers.cache": True},
+             "_folder.layout": {"_inputs.__init__": False}, "_readers.cache": {},
+             "_readers.__init__": {}, "_inputs.__init__": {}}
+    assert _look_ups(graph) == {"_writer.shard ..> _readers.cache",
+                                "_folder.layout -> _inputs.__init__"}
+    with pytest.raises(AssertionError, match="_elsewhere"):
+        _look_ups({"_elsewhere.parquet": {}})
+
+
+def test_no_wing_imports_a_wing_above_it_even_lazily():
+    look_ups = _look_ups(_import_graph(_package()).edges)
+    new = look_ups - set(DELIBERATE_LOOK_UPS)
+    assert not new, ("imports of a wing on a higher floor (..> an import inside a "
+                     "function); move what both need down a floor:\n  "
+                     + "\n  ".join(sorted(new)))
+    gone = set(DELIBERATE_LOOK_UPS) - look_ups
+    assert not gone, f"DELIBERATE_LOOK_UPS lists imports that are gone: {sorted(gone)}"
 
 
 def test_the_cycle_checks_catch_a_lazy_import_from_the_packages_init(tmp_path):

@@ -5,10 +5,11 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecorder._writer import example, pipeline, plan, shard, staging
+from tfrecorder._writer import pipeline, plan, shard, staging
+from tfrecorder._folder import example
 from tfrecorder._folder import ledger, metadata
 from tfrecorder._folder.layout import FeatureSpec
-from tfrecorder._writer.plan import Row
+from tfrecorder._inputs.block import Row
 from tests.conftest import encode, read_split, stage_rows
 
 COLUMNS = ("split", "image_uri", "label")

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 import tfrecorder
-from tfrecorder._writer import example, records
+from tfrecorder._folder import example
+from tfrecorder._folder import records
 from tfrecorder._readers import read as read_module
 from tfrecorder import access, types
 from tfrecorder.input_schema import Schema

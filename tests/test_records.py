@@ -3,7 +3,7 @@ import io
 import pytest
 
 from tfrecorder._folder import index, layout
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 from tfrecorder._errors import CorruptRecordError
 
 

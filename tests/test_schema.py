@@ -56,7 +56,7 @@ def test_string_labels_get_a_sorted_vocabulary():
     checked = _validate(_frame([["TRAIN", "a.jpg", "dog"], ["TEST", "b.jpg", "cat"],
                                 ["TRAIN", "c.jpg", "dog"]]))
     assert checked.vocabularies == {"label": ["cat", "dog"]}
-    from tfrecorder._writer import example
+    from tfrecorder._folder import example
     assert {r.row: r.features["label"] for r in checked.rows} == {
         0: example.int64_feature([1]), 1: example.int64_feature([0]),
         2: example.int64_feature([1])}
@@ -65,7 +65,7 @@ def test_string_labels_get_a_sorted_vocabulary():
 def test_integer_labels_pass_through_unchanged():
     checked = _validate(_frame([["TRAIN", "a.jpg", 3], ["TEST", "b.jpg", 0]]))
     assert checked.vocabularies == {"label": ["0", "1", "2", "3"]}
-    from tfrecorder._writer import example
+    from tfrecorder._folder import example
     assert checked.rows[0].features["label"] == example.int64_feature([3])
 
 

@@ -1,9 +1,10 @@
 import os
 
-from tfrecorder._writer import example, shard
+from tfrecorder._writer import shard
+from tfrecorder._folder import example
 from tfrecorder._folder import layout, ledger
 from tfrecorder._writer.plan import ShardTask
-from tfrecorder._writer.plan import Row
+from tfrecorder._inputs.block import Row
 from tests.conftest import encode, read_examples
 
 
@@ -42,7 +43,7 @@ def test_good_rows_are_written_and_bad_rows_returned_with_reasons(tf, tmp_path, 
     assert sorted(os.listdir(out)) == [task.filename, "index", "rows"]  # .part renamed
     # The index file, from the lengths the writer framed: the shard's own framing.
     from tfrecorder._folder import index
-    from tfrecorder._writer import records
+    from tfrecorder._folder import records
 
     assert stats.index_file == index.name(task.filename)
     with open(out / task.filename, "rb") as f:

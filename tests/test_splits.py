@@ -3,6 +3,7 @@ import collections
 import pytest
 
 from tfrecorder._inputs import splits
+from tfrecorder._folder import split_names
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -16,7 +17,7 @@ def test_canonical_spellings(value, expected):
 
 @pytest.mark.parametrize("value", ["DISCARD", "holdout", "trian", 3])
 def test_unknown_split_is_refused(value):
-    with pytest.raises(splits.UnknownSplit, match="TRAIN, VALIDATION"):
+    with pytest.raises(split_names.UnknownSplit, match="TRAIN, VALIDATION"):
         splits.canonical(value)
 
 

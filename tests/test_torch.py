@@ -192,7 +192,7 @@ def test_torch_datasets_import_pillow_once_and_never_tensorflow(images_out):
     code = ("import sys, torch.utils.data, tfrecorder.torch as t; "
             "before = 'PIL.Image' in sys.modules; "
             "ds = t.Dataset(sys.argv[1], 'train'); "
-            "from tfrecorder._writer import example; "
+            "from tfrecorder._folder import example; "
             "print(before, 'PIL.JpegImagePlugin' in sys.modules, "
             "'PIL.WebPImagePlugin' in sys.modules, example._EXAMPLE is not None); "
             "[b for b in torch.utils.data.DataLoader(ds, batch_size=1, num_workers=1)]; "

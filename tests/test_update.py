@@ -1607,7 +1607,7 @@ def test_an_integer_column_read_as_floats_beside_a_null_is_unchanged(tmp_path):
 
 
 def test_a_key_is_matched_by_the_value_its_column_makes_it():
-    from tfrecorder._folder.stored_records import matching_key
+    from tfrecorder._versions.stored_records import matching_key
 
     integer, real = layout.FeatureSpec("int64"), layout.FeatureSpec("float")
     assert [matching_key(k, integer) for k in ("3", "3.0", "-2.0", "1e2")] == [
@@ -1670,7 +1670,7 @@ def test_check_content_is_the_old_spelling_of_compare_content():
 def test_a_run_that_lost_its_lock_publishes_nothing_over_the_winner(tmp_path, monkeypatch):
     # An update stalls after moving its files into place, past its lock's expiry; a
     # second update takes the lock over and publishes version 2; the first resumes.
-    from tfrecorder._folder import publishing
+    from tfrecorder._writer import publishing
 
     paths = _images(tmp_path / "img", 4)
     out = tmp_path / "out"

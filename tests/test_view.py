@@ -22,7 +22,7 @@ import pytest
 import tfrecorder
 from tfrecorder import access
 from tfrecorder._folder import index, layout, survey
-from tfrecorder._writer.records import scan as scan_records
+from tfrecorder._folder.records import scan as scan_records
 from tfrecorder._errors import ConfigError, CorruptRecordError
 from tests.conftest import BUCKET, SAMPLES
 
@@ -149,7 +149,7 @@ def versioned(tf, tmp_path_factory, converted):
 
 
 def _names(records) -> list[str]:
-    from tfrecorder._writer import example
+    from tfrecorder._folder import example
 
     return [example.parse(r)["image_name"][1][0].decode() for r in records]
 

@@ -25,7 +25,7 @@ else:
     from tfrecorder import _accessor  # noqa: F401  (registers df.tensorflow)
 from tfrecorder import input_schema, types
 from tfrecorder._convert import convert, convert_and_load, create_tfrecords
-from tfrecorder._folder.folder import Folder, open
+from tfrecorder._versions.folder import Folder, open
 from tfrecorder._export.exporting import export
 from tfrecorder._errors import (
     ConfigError,
@@ -44,16 +44,16 @@ from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._readers.loading import Datasets, info, load
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo
 from tfrecorder._options import Dataflow, Options
-from tfrecorder._folder.indexing import build_index
-from tfrecorder._folder.vacuum import vacuum
-from tfrecorder._folder.compact import compact
+from tfrecorder._versions.indexing import build_index
+from tfrecorder._versions.vacuum import vacuum
+from tfrecorder._versions.compact import compact
 from tfrecorder._readers.preview import Preview, show
 from tfrecorder._readers.read import read
 from tfrecorder._report.findings import Report, report
 from tfrecorder._writer.result import ConversionResult, DataflowJob
 from tfrecorder._inputs.sources import create_image_csv
 from tfrecorder._version import __version__
-from tfrecorder._folder.versions import versions
+from tfrecorder._versions.versions import versions
 from tfrecorder._inputs.vertex import from_vertex
 
 __all__ = [

@@ -120,7 +120,7 @@ def _run_csv(args, _beam_flags) -> int:
 
 
 def _run_index(args, _beam_flags) -> int:
-    from tfrecorder._folder.indexing import build_index
+    from tfrecorder._versions.indexing import build_index
 
     written = build_index(args.output_dir)
     print(f"wrote {len(written)} index files in {args.output_dir}")
@@ -160,7 +160,7 @@ def _run_report(args, _beam_flags) -> int:
 def _run_versions(args, _beam_flags) -> int:
     import pandas as pd
 
-    from tfrecorder._folder.versions import versions
+    from tfrecorder._versions.versions import versions
 
     frame = versions(args.output_dir)
     with pd.option_context("display.width", 200, "display.max_columns", None):
@@ -169,14 +169,14 @@ def _run_versions(args, _beam_flags) -> int:
 
 
 def _run_vacuum(args, _beam_flags) -> int:
-    from tfrecorder._folder.vacuum import vacuum
+    from tfrecorder._versions.vacuum import vacuum
 
     print(f"{args.output_dir}: {vacuum(args.output_dir, args.keep)}")
     return 0
 
 
 def _run_compact(args, _beam_flags) -> int:
-    from tfrecorder._folder.compact import compact
+    from tfrecorder._versions.compact import compact
 
     print(compact(args.output_dir, args.split))
     return 0

@@ -116,9 +116,9 @@ def _per_split_or_one(value: str):
 
 
 def _is_split(name: str) -> bool:
-    from tfrecorder._inputs import splits
+    from tfrecorder._folder import split_names
 
-    return splits.ALIASES.get(name.strip().lower()) is not None
+    return split_names.ALIASES.get(name.strip().lower()) is not None
 
 
 def source(value: str):

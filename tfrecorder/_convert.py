@@ -14,14 +14,20 @@ import logging
 import os
 from tfrecorder._inputs import arguments
 from tfrecorder._writer import cluster, dataflow, direct, image, plan, runners
-from tfrecorder._folder import garden, index, layout, ledger, metadata, publishing, removal, survey
+from tfrecorder._folder import garden, index, layout, ledger, metadata, removal, survey
+from tfrecorder._writer import publishing
 from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
 from tfrecorder._folder.manifest import loads
 from tfrecorder._report import matching
 from tfrecorder import _storage as storage
-from tfrecorder._folder import compatibility, rows, stored_records, updating
+from tfrecorder._folder import rows
+from tfrecorder._versions import updating
+from tfrecorder._versions import stored_records
+from tfrecorder._versions import compatibility
 from tfrecorder._writer import shard, staging
-from tfrecorder._inputs import spill, splits
+from tfrecorder._writer import kept as kept_shards
+from tfrecorder._inputs import spill
+from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._options import Options
 from tfrecorder._writer.result import ConversionResult
@@ -74,7 +80,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     vocabulary = arguments.vocabulary(opts.label_vocabulary)
     cloud = opts.runner == "DataflowRunner"
     named = f"name={arguments.shortened(opts.name)!r} ({len(opts.name)} characters)"
-    longest = layout.ShardName(opts.name, max(splits.SPLITS, key=len), 0, 1,
+    longest = layout.ShardName(opts.name, max(split_names.SPLITS, key=len), 0, 1,
                                opts.compression == "gzip")
     arguments.check_file_names([str(longest)], [], named)
     local_uris: list = []
@@ -299,9 +305,9 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
         rows.write_renumbered(folder, decided.renumbered)
         if not shards:
             # Only retirements: nothing for workers to write, the last step runs here.
-            looks = [updating.kept_look(output_dir, split, j - len(kept), info,
-                                        run.settings.label_names, opts.near_duplicates,
-                                        pending=folder, distance=opts.near_distance)[0]
+            looks = [kept_shards.kept_look(output_dir, split, j - len(kept), info,
+                                               run.settings.label_names, opts.near_duplicates,
+                                               pending=folder, distance=opts.near_distance)[0]
                      for split, kept in decided.update.kept.items()
                      for j, info in enumerate(kept)]
             publishing.finish(run.settings.run, run.spec, looks, [],

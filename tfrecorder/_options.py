@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 from tfrecorder._writer import image
 from tfrecorder._report import measures
 from tfrecorder._inputs import splits
+from tfrecorder._folder import split_names
 from tfrecorder import _deprecation as deprecation
 from tfrecorder._errors import ConfigError
 from tfrecorder._dataflow_settings import DATAFLOW_SETTINGS, Dataflow
@@ -494,7 +495,7 @@ def _per_split(values: Mapping, option: str) -> dict:
     for key, value in values.items():
         try:
             split = splits.canonical(key)
-        except splits.UnknownSplit:
+        except split_names.UnknownSplit:
             split = None
         if split is None:
             raise ConfigError(f"{option}: unknown split {key!r}; use train, validation or test")

@@ -48,7 +48,8 @@ import numpy as np
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
 from tfrecorder._readers import ahead, cache as _cache, keys as _keys, partition
-from tfrecorder._writer import example, records
+from tfrecorder._folder import example
+from tfrecorder._folder import records
 from tfrecorder._folder import layout, view as _view
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 

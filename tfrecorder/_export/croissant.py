@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from tfrecorder._folder.manifest import Manifest
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 
 NAME = "croissant.json"
 

@@ -20,7 +20,7 @@ import json
 from tfrecorder._errors import ConfigError, SchemaError
 from tfrecorder._folder import layout
 from tfrecorder._folder.manifest import Manifest
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 
 #: A row group holds at most this many bytes of records: the Hub's viewer reads a row
 #: group at a time and refuses larger ones (about 100 MB).

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 from tfrecorder._folder.layout import (
     IMAGE, IMAGE_FORMAT, IMAGE_HEIGHT, IMAGE_NAME, IMAGE_WIDTH, LABEL_MAP_SUFFIX, FeatureSpec,
     escape)
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 
 DEFAULT = "tfrecorder"
 MODEL_GARDEN = "model_garden"

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 from tfrecorder._errors import CorruptRecordError
 
 #: The folder of index files, inside the output directory.

@@ -18,8 +18,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from tfrecorder._writer import example
-from tfrecorder._inputs.splits import SPLITS
+from tfrecorder._folder import example
+from tfrecorder._folder.split_names import SPLITS
 
 MANIFEST = "tfrecorder.json"
 ERRORS = "errors.jsonl"

@@ -35,8 +35,8 @@ import os
 
 from tfrecorder import _storage as storage
 from tfrecorder._folder import index, layout, legacy, metadata
-from tfrecorder._writer import records
-from tfrecorder._inputs import splits
+from tfrecorder._folder import records
+from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 from tfrecorder._folder.manifest import Manifest, ShardInfo, damaged, loads
 
@@ -60,8 +60,8 @@ class Version:
     def split_name(self, split) -> str:
         """The split's name on disk; ConfigError naming the splits there are."""
         try:
-            name = splits.canonical(split)
-        except splits.UnknownSplit:
+            name = split_names.canonical(split)
+        except split_names.UnknownSplit:
             name = None
         if name is None:
             name = str(split).strip().lower()

@@ -19,7 +19,8 @@ import re
 from typing import Iterator
 
 from tfrecorder import _storage as storage
-from tfrecorder._inputs import detection, splits
+from tfrecorder._inputs import detection
+from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError, Problem, Problems, SchemaError
 from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA, Schema
 from tfrecorder._inputs.table import ColumnFrame, Table, match_columns
@@ -42,7 +43,7 @@ def _looks_like_header(fields: list, schema: Schema) -> bool:
         return False
     position = list(schema).index(split_col)
     first = (fields[position] if len(fields) == len(schema) else fields[0]).strip().lower()
-    return first not in splits.ALIASES
+    return first not in split_names.ALIASES
 
 
 def from_csv(path: str, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) -> Table:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._inputs import labels, splits
+from tfrecorder._folder import split_names
 from tfrecorder._folder import layout
 from tfrecorder._errors import Problems
 from tfrecorder._folder.layout import FeatureSpec
@@ -98,7 +99,7 @@ def check(frame, row_ids: Sequence, id_of: Mapping[str, int], problems: Problems
         split, uri, label, *box = row[:len(COLUMNS)]
         try:
             row_splits.append(splits.canonical(split))
-        except splits.UnknownSplit as e:
+        except split_names.UnknownSplit as e:
             problems.add(rid, "split", split, str(e))
             row_splits.append(None)
         if labels.is_null(uri):

@@ -12,7 +12,7 @@ import os
 from typing import Iterator
 
 from tfrecorder import _storage as storage
-from tfrecorder._inputs import splits
+from tfrecorder._folder.split_names import ALIASES
 from tfrecorder._errors import Problem, Problems, SchemaError
 from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA
 from tfrecorder._inputs.table import ColumnFrame, Table
@@ -94,7 +94,7 @@ def _has_split_folders(root: str, top: list[str]) -> bool:
     folder a label folder, and only the stray folder's images were converted).
     """
     visible = [d for d in top if not d.startswith(".")]
-    split_names = sorted(d for d in visible if d.strip().lower() in splits.ALIASES)
+    split_names = sorted(d for d in visible if d.strip().lower() in ALIASES)
     others = sorted(d for d in visible if d not in split_names)
     if not split_names or not others:
         return bool(split_names)

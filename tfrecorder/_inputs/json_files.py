@@ -14,6 +14,7 @@ from typing import Mapping
 
 from tfrecorder import _storage as storage
 from tfrecorder._inputs import splits, vertex
+from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError
 from tfrecorder._inputs.image_tree import is_litter
 
@@ -125,7 +126,7 @@ def _coco_splits(source: Mapping) -> list[tuple[str, str]]:
     for key, value in source.items():
         try:
             split = splits.canonical(key)
-        except (splits.UnknownSplit, TypeError):
+        except (split_names.UnknownSplit, TypeError):
             split = None
         if split is None:
             raise ConfigError(f"{key!r} in the dict of COCO files; give each file's split: "

@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
 from tfrecorder._inputs import coco, json_files, splits, vertex, voc, yolo
+from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError, Problems
 from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._inputs.csv_file import csv_chunks
@@ -168,7 +169,7 @@ def _json_chunks(kind: str, files: list, schema: Schema, names, size: int | None
     if isinstance(images_dir, Mapping):
         try:
             images_dir = {splits.canonical(k): os.fspath(v) for k, v in images_dir.items()}
-        except splits.UnknownSplit:
+        except split_names.UnknownSplit:
             raise ConfigError(f"images_dir={dict(images_dir)!r}: give a folder per split "
                               f"(train, validation, test)") from None
         stray = sorted(set(images_dir) - given)

@@ -32,12 +32,12 @@ from typing import Callable, Iterator
 
 from tfrecorder import _storage as storage
 from tfrecorder._inputs import detection, labels, sources, splits, validation
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._folder import layout
 from tfrecorder._errors import ConfigError, Problems, SchemaError
 from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._inputs.table import ColumnFrame, Table
-from tfrecorder._writer.plan import Block, Row
+from tfrecorder._inputs.block import Block, Row
 
 #: Rows read, checked and spilled at a time.
 CHUNK_ROWS = 50_000

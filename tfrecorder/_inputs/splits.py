@@ -1,5 +1,5 @@
-"""Split names: canonical spellings, AutoML / Vertex AI aliases, and the deterministic
-assignment of UNASSIGNED rows.
+"""A table's splits: its split cells read (by the names of ``_folder.split_names``), the
+fractions checked, and the deterministic assignment of UNASSIGNED rows.
 """
 
 from __future__ import annotations
@@ -11,48 +11,23 @@ from typing import Callable, Mapping, Sequence
 
 from tfrecorder import _storage as storage
 from tfrecorder._errors import Problems
+from tfrecorder._folder import split_names
+from tfrecorder._folder.split_names import ALIASES, SPLITS
 from tfrecorder._inputs.labels import is_null
-
-#: The splits, in the order results list them; on disk they are always lowercase.
-SPLITS = ("train", "validation", "test")
-
-#: Accepted spellings (compared case-insensitively, surrounding blanks ignored).
-#: None means "unassigned": the row's split is chosen by ``assign``.
-ALIASES: dict[str, str | None] = {
-    "train": "train",
-    "training": "train",
-    "validation": "validation",
-    "validate": "validation",
-    "valid": "validation",
-    "val": "validation",
-    "test": "test",
-    "testing": "test",
-    "unassigned": None,
-    "": None,
-}
 
 #: AutoML's default when a row has no split.
 DEFAULT_FRACTIONS: Mapping[str, float] = {"train": 0.8, "validation": 0.1, "test": 0.1}
 
 
-class UnknownSplit(ValueError):
-    """Raised by ``canonical`` for a split value that is not a known spelling."""
-
-
 def canonical(value) -> str | None:
-    """The lowercase split for ``value``, or None when the row is unassigned.
+    """The lowercase split for a table's split cell ``value``, or None when the row is
+    unassigned (``split_names.canonical``).
 
     Null values (None, NaN, pandas.NA) and empty strings are unassigned.
     """
     if is_null(value):
         return None
-    key = str(value).strip().lower()
-    if key not in ALIASES:
-        raise UnknownSplit(
-            "unknown split; use one of TRAIN, VALIDATION (or VALIDATE), TEST, or "
-            "UNASSIGNED / empty to let tfrecorder choose"
-        )
-    return ALIASES[key]
+    return split_names.canonical(value)
 
 
 def check_fractions(fractions: Mapping[str, float]) -> dict[str, float]:

@@ -18,8 +18,9 @@ import re
 from typing import Mapping, Sequence
 
 from tfrecorder import _storage as storage, types
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._inputs import labels, splits
+from tfrecorder._folder import split_names
 from tfrecorder._folder import layout
 from tfrecorder._errors import Problem, Problems, SchemaError
 from tfrecorder._folder.layout import FeatureSpec
@@ -162,7 +163,7 @@ def _check_splits(cols: _Columns, split_col: str | None, problems: Problems) -> 
     try:
         for v in set(values):
             known[v] = splits.canonical(v)
-    except (TypeError, splits.UnknownSplit):
+    except (TypeError, split_names.UnknownSplit):
         known = {}  # unhashable or unknown values: row by row, naming each
     else:
         cols.splits = list(map(known.__getitem__, values))
@@ -175,7 +176,7 @@ def _check_splits(cols: _Columns, split_col: str | None, problems: Problems) -> 
                 if v.__class__ is str:
                     known[v] = found
             cols.splits[i] = found
-        except splits.UnknownSplit as e:
+        except split_names.UnknownSplit as e:
             problems.add(rid, split_col, v, str(e))
 
 

@@ -30,6 +30,7 @@ from typing import Iterator, Mapping, Sequence
 
 from tfrecorder import _storage as storage
 from tfrecorder._inputs import detection, splits
+from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError, Problems
 
 log = logging.getLogger(__name__)
@@ -209,7 +210,7 @@ def _ml_use(resource_labels, where: str, problems: Problems, unused: Unused) -> 
     if value is None or isinstance(value, str):
         try:
             return splits.canonical(value)
-        except splits.UnknownSplit:
+        except split_names.UnknownSplit:
             pass
     problems.add(where, f"{RESOURCE_LABELS}.{ML_USE}", value,
                  "unknown ml_use; Vertex AI's are training, validation and test")

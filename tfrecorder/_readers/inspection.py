@@ -18,10 +18,11 @@ import tempfile
 from typing import Iterator
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import example, records
+from tfrecorder._folder import example
+from tfrecorder._folder import records
 from tfrecorder._folder import index, layout, legacy, view
 from tfrecorder._readers import preview
-from tfrecorder._inputs import splits
+from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError, CorruptRecordError, IncompleteOutputError
 
 _EXT = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp", "webp": ".webp"}
@@ -344,6 +345,6 @@ def pattern_target(file_pattern: str, default_split: str = "train") -> tuple[str
 
 def _known_split(name: str) -> bool:
     try:
-        return splits.canonical(name) is not None
-    except splits.UnknownSplit:
+        return split_names.canonical(name) is not None
+    except split_names.UnknownSplit:
         return False

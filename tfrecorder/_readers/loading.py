@@ -22,7 +22,7 @@ from tfrecorder import _extras
 from tfrecorder._errors import ConfigError
 from tfrecorder._folder import legacy, view
 from tfrecorder._folder.manifest import Manifest
-from tfrecorder._inputs import splits
+from tfrecorder._folder import split_names
 from tfrecorder._readers import cache as _cache, partition
 from tfrecorder._readers.decoding import _decoder, feature_spec
 from tfrecorder._readers.streams import (MAX_PARALLEL_READS, _counted_records,
@@ -56,8 +56,8 @@ class Datasets(dict):
 
 def _split_key(key, available) -> str:
     try:
-        name = splits.canonical(key)
-    except splits.UnknownSplit:
+        name = split_names.canonical(key)
+    except split_names.UnknownSplit:
         name = None
     if name is None or not dict.__contains__(available, name):
         raise KeyError(f"split {key!r}; this directory has {sorted(dict.keys(available))}")

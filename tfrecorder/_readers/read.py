@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from tfrecorder import _deprecation as deprecation
-from tfrecorder._writer import example
+from tfrecorder._folder import example
 from tfrecorder._folder import layout
 from tfrecorder import access
 from tfrecorder._folder import view

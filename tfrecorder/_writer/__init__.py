@@ -1,4 +1,4 @@
-"""What a conversion writes with: the plan, the staged tasks, shards, records, images, the
-Beam pipeline and its runners.
+"""What a conversion writes with: the plan, the staged tasks, shards, images, the Beam
+pipeline and its runners, and publishing, the last step.
 
 Internal: see docs/design.md for why each module lives here."""

@@ -11,7 +11,7 @@ import contextlib
 import uuid
 
 from tfrecorder._errors import TFRecorderError
-from tfrecorder._folder import publishing
+from tfrecorder._writer import publishing
 from tfrecorder._writer.cluster import dask_arguments, dask_in_notebooks
 from tfrecorder._writer.runners import Run, beam_runner, explained, remove_local_tempdir
 

@@ -24,7 +24,9 @@ import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import example, image, records
+from tfrecorder._writer import image
+from tfrecorder._folder import example
+from tfrecorder._folder import records
 from tfrecorder._folder import garden, index, layout, rows
 from tfrecorder._report import looker, measures
 from tfrecorder._folder.metadata import strict_json
@@ -83,7 +85,7 @@ class Quarantined:
 
 
 def quarantined(row, columns: tuple, failed_at: str, reason: str) -> list[Quarantined]:
-    """The lines of ``row`` (a ``plan.Row``) in the errors file: one per input row, as
+    """The lines of ``row`` (a ``block.Row``) in the errors file: one per input row, as
     rows merged into one record (an image listed with several labels) are quarantined
     each with its values."""
     return [Quarantined(rid, row.split, row.image_uri, dict(zip(columns, values)), failed_at,

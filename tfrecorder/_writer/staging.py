@@ -17,7 +17,8 @@ from typing import Sequence
 from tfrecorder import _storage as storage
 from tfrecorder._folder import layout
 from tfrecorder._errors import ConfigError
-from tfrecorder._writer.plan import Block, ShardTask, SplitPlan
+from tfrecorder._writer.plan import ShardTask, SplitPlan
+from tfrecorder._inputs.block import Block
 
 TASK_SUFFIX = ".task"
 

@@ -16,7 +16,9 @@ import dataclasses
 import functools
 from typing import Iterable
 
-from tfrecorder._folder import ledger, metadata, publishing, updating
+from tfrecorder._folder import ledger, metadata
+from tfrecorder._writer import kept as kept_shards
+from tfrecorder._writer import publishing
 from tfrecorder._writer import progress, shard, staging
 from tfrecorder._report import matching
 
@@ -31,10 +33,10 @@ def write_shard(number: int, task_dir: str, settings: shard.WriteSettings,
     if number >= len(tasks):
         split, number, kept = _kept(task_dir)[number - len(tasks)]
         s = settings
-        return updating.kept_look(s.run.output_dir, split, number, kept, s.label_names,
-                                  s.near_duplicates, pending=s.run.folder,
-                                  entries=(rows_read or {}).get(kept.rows),
-                                  distance=s.near_distance)
+        return kept_shards.kept_look(s.run.output_dir, split, number, kept, s.label_names,
+                                         s.near_duplicates, pending=s.run.folder,
+                                         entries=(rows_read or {}).get(kept.rows),
+                                         distance=s.near_distance)
     task = staging.read_task(tasks[number])
     return shard.write(task, settings, progress.reporter(progress_dir, task.filename))
 

@@ -18,7 +18,7 @@ from tfrecorder._folder.ledger import new_run_id
 from tfrecorder._folder.lock import acquire
 from tfrecorder._folder.manifest import json_bytes, loads
 from tfrecorder._folder.survey import _inside
-from tfrecorder._writer import records
+from tfrecorder._folder import records
 
 
 def _all_versions(output_dir: str, latest: "view.Version") -> list:

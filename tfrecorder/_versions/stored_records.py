@@ -19,7 +19,7 @@ from tfrecorder import _storage as storage
 from tfrecorder._folder import index, rows
 from tfrecorder._folder.manifest import Manifest, ShardInfo
 from tfrecorder._inputs import validation
-from tfrecorder._writer.example import FLOAT, INT64
+from tfrecorder._folder.example import FLOAT, INT64
 
 #: The dtypes of columns whose keys are compared as numbers (``matching_key``).
 _NUMBERS = (INT64, FLOAT)

@@ -156,7 +156,7 @@ class Folder:
         """Every version of the folder, as ``tfrecorder.versions`` lists them: those
         published up to this one from their own manifests, this one from the manifest
         it was opened with, and any published since."""
-        from tfrecorder._folder.versions import table
+        from tfrecorder._versions.versions import table
 
         return table(self.path, self._opened)
 
@@ -184,7 +184,7 @@ class Folder:
     @_pinned(after=False)
     def compact(self, splits=None):
         """``tfrecorder.compact`` of this version, the latest."""
-        from tfrecorder._folder.compact import compact
+        from tfrecorder._versions.compact import compact
 
         self._latest("compact")
         return compact(self.path, splits)
@@ -192,7 +192,7 @@ class Folder:
     @_pinned(after=False)
     def vacuum(self, keep: int):
         """``tfrecorder.vacuum``: the versions older than the last ``keep`` removed."""
-        from tfrecorder._folder.vacuum import vacuum
+        from tfrecorder._versions.vacuum import vacuum
 
         self._latest("vacuum")
         return vacuum(self.path, keep)

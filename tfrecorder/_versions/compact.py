@@ -20,12 +20,13 @@ import hashlib
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
-from tfrecorder._folder import (index, layout, ledger, lock, metadata, publishing, removal,
-                                rows, survey)
-from tfrecorder._writer import plan, records
+from tfrecorder._folder import (index, layout, ledger, lock, metadata, removal, rows, survey)
+from tfrecorder._writer import publishing
+from tfrecorder._writer import plan
+from tfrecorder._folder import records
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 from tfrecorder._writer.shard import open_for_write, temp_name
-from tfrecorder._inputs.splits import ALIASES
+from tfrecorder._folder.split_names import ALIASES
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 from tfrecorder._report.findings import read as read_report
 
