@@ -25,12 +25,15 @@ class Annotations:
     """The annotations of a source: ``read``, ``reported`` per reason (left out of the
     records), and ``written`` (the rest). ``first``: ``where: reason (detail)`` of the
     first ones reported. ``as_boxes``: annotations of another shape written as their
-    bounding box (YOLO's polygon rows), per shape."""
+    bounding box (YOLO's polygon rows), per shape. ``shapes``: the geometry columns
+    beside the boxes that some annotation has (``mask``), which every record then
+    holds."""
 
     read: int = 0
     reported: dict = dataclasses.field(default_factory=dict)
     first: list = dataclasses.field(default_factory=list)
     as_boxes: dict = dataclasses.field(default_factory=dict)
+    shapes: set = dataclasses.field(default_factory=set)
 
     @property
     def written(self) -> int:
@@ -48,6 +51,7 @@ class Annotations:
         self.reported.clear()
         self.first.clear()
         self.as_boxes.clear()
+        self.shapes.clear()
 
     def __str__(self) -> str:
         n = sum(self.reported.values())

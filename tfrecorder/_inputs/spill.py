@@ -241,7 +241,7 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
                     {labels.name_of(v) for v in distinct if not labels.is_null(v)}
                     - set(label_vocabulary))
             names_ = detection.vocabulary(distinct, label_vocabulary)
-            check = _detection_check(names_)
+            check = _detection_check(names_, counts.shapes)
         else:
             label_col = schema.column("label")
             if extend_vocabulary and label_vocabulary is not None and label_col in found.distinct:
@@ -370,15 +370,18 @@ def _multi_label(label_col: str):
     return group
 
 
-def _detection_check(names: list[str]):
+def _detection_check(names: list[str], shapes=frozenset()):
     """The check of a chunk of an object-detection table (AutoML's CSV, Vertex AI's JSON
-    Lines, COCO), one row per box."""
+    Lines, COCO), one row per box; ``shapes``: the geometry columns of the source
+    (``Annotations.shapes``), decided over all of it by the first pass."""
     id_of = {n: i for i, n in enumerate(names)}
+    shapes = frozenset(shapes)
 
     def check(table, problems: Problems) -> _Chunk:
-        columns = tuple(detection.columns(table.frame))  # COCO's have is_crowd too
+        # COCO's have is_crowd too, and masks where some annotation has one
+        columns = tuple(detection.columns(table.frame, shapes))
         row_splits, keys, boxes, values = detection.check(table.frame, table.row_ids,
-                                                          id_of, problems)
+                                                          id_of, problems, shapes)
         # Boxes travel in the labels column until the image's rows are grouped.
         block = Block(table.row_ids, keys, [], [], [list(c) for c in zip(*values)] or
                       [[] for _ in columns], boxes)
