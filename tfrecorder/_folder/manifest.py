@@ -92,6 +92,10 @@ class Manifest:
     mode: str | None = None
     key: str | None = None
     changes: dict | None = None
+    #: Where records hold ``objects/keypoints``: category name -> ``{"keypoints": its
+    #: keypoint names, "skeleton": pairs of 1-based keypoint numbers}``, as COCO gives
+    #: them; a box of a category not named has none. None otherwise.
+    keypoints: dict | None = None
 
     @property
     def label_key(self) -> str | None:
@@ -127,7 +131,8 @@ class Manifest:
             d["multi_label"] = True
         if self.quality is None:
             del d["quality"]
-        for name in ("version", "parent", "published", "source", "mode", "key", "changes"):
+        for name in ("version", "parent", "published", "source", "mode", "key", "changes",
+                     "keypoints"):
             if d[name] is None:
                 del d[name]
         for split in d["splits"].values():
@@ -163,7 +168,7 @@ class Manifest:
             quality=d.get("quality"),
             version=d.get("version"), parent=d.get("parent"), published=d.get("published"),
             source=d.get("source"), mode=d.get("mode"), key=d.get("key"),
-            changes=d.get("changes"),
+            changes=d.get("changes"), keypoints=d.get("keypoints"),
         )
 
     def to_bytes(self) -> bytes:

@@ -63,6 +63,7 @@ class DatasetSpec:
     mode: str = "convert"
     key: str | None = None
     update: Any = None
+    keypoints: dict | None = None    # Manifest.keypoints
 
 
 def _row_key(row) -> tuple:
@@ -190,7 +191,7 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
         image_options=dict(spec.image_options),
         quality=layout.QUALITY if update is None else layout.version_quality(version),
         version=version, parent=parent, source=spec.source, mode=spec.mode, key=spec.key,
-        changes=changes,
+        changes=changes, keypoints=spec.keypoints,
     )
     manifest = with_generation(manifest, update.parent.generation if update else None,
                                [(s.filename, s.digest) for s in stats])

@@ -26,14 +26,16 @@ class Annotations:
     records), and ``written`` (the rest). ``first``: ``where: reason (detail)`` of the
     first ones reported. ``as_boxes``: annotations of another shape written as their
     bounding box (YOLO's polygon rows), per shape. ``shapes``: the geometry columns
-    beside the boxes that some annotation has (``mask``), which every record then
-    holds."""
+    beside the boxes that some annotation has (``mask``, ``keypoints``), which every
+    record then holds; ``keypoints``: category name -> its keypoint names and
+    skeleton."""
 
     read: int = 0
     reported: dict = dataclasses.field(default_factory=dict)
     first: list = dataclasses.field(default_factory=list)
     as_boxes: dict = dataclasses.field(default_factory=dict)
     shapes: set = dataclasses.field(default_factory=set)
+    keypoints: dict = dataclasses.field(default_factory=dict)
 
     @property
     def written(self) -> int:
@@ -52,6 +54,7 @@ class Annotations:
         self.first.clear()
         self.as_boxes.clear()
         self.shapes.clear()
+        self.keypoints.clear()
 
     def __str__(self) -> str:
         n = sum(self.reported.values())

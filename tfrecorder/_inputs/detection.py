@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from tfrecorder._writer import example
-from tfrecorder._inputs import labels, masks, splits
+from tfrecorder._inputs import keypoints, labels, masks, splits
 from tfrecorder._folder import layout
 from tfrecorder._errors import Problems
 from tfrecorder._folder.layout import FeatureSpec
@@ -32,7 +32,7 @@ BOX_FLAGS = {"is_crowd": "objects/is_crowd", "is_difficult": "objects/is_difficu
 #: Per-box geometry columns beside the box (a COCO segmentation), and the feature each
 #: becomes. A table holds one only where some annotation of the source has it
 #: (``Annotations.shapes``); then every box must.
-GEOMETRY = {masks.COLUMN: masks.MASK}
+GEOMETRY = {masks.COLUMN: masks.MASK, keypoints.COLUMN: keypoints.KEYPOINTS}
 
 
 def columns(frame, shapes=()) -> list[str]:
@@ -150,6 +150,11 @@ def record(members: Sequence[int], boxes: Sequence, id_of: Mapping[str, int],
     for k, name in enumerate(c for c in names[len(COLUMNS):] if c in GEOMETRY):
         if name == masks.COLUMN:
             features[masks.MASK] = example.bytes_feature([masks.png(b[3][k]) for b in found])
+        elif name == keypoints.COLUMN:
+            points = [keypoints.values(b[3][k]) for b in found]
+            features[keypoints.KEYPOINTS] = example.float_feature(
+                [v for _, flat in points for v in flat])
+            features[keypoints.NUM_KEYPOINTS] = example.int64_feature([n for n, _ in points])
     return features, ids
 
 
@@ -163,6 +168,9 @@ def feature_specs(names: Sequence[str] = COLUMNS) -> dict[str, FeatureSpec]:
             features[BOX_FLAGS[name]] = FeatureSpec(example.INT64, None, "feature")
         elif name == masks.COLUMN:
             features[masks.MASK] = FeatureSpec(example.BYTES, None, "feature")
+        elif name == keypoints.COLUMN:
+            features[keypoints.KEYPOINTS] = FeatureSpec(example.FLOAT, None, "feature")
+            features[keypoints.NUM_KEYPOINTS] = FeatureSpec(example.INT64, None, "feature")
     return features
 
 

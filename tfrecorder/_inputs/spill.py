@@ -69,6 +69,9 @@ class Spilled:
     #: file is missing, and the input rows they hold (a merged record's each).
     missing: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     missing_rows: int = 0
+    #: Category name -> its keypoint names and skeleton, where records hold keypoints
+    #: (COCO's); None otherwise.
+    keypoints: dict | None = None
 
     def blocks(self, split: str) -> Iterator[Block]:
         with open(os.path.join(self.folder, split), "rb") as f:
@@ -128,7 +131,9 @@ def subset(table: Spilled, picked: dict, look: bool = False) -> Spilled:
     except BaseException:
         writer.discard()
         raise
-    return writer.spilled(table.columns, table.features, table.vocabularies, rows_in)
+    out = writer.spilled(table.columns, table.features, table.vocabularies, rows_in)
+    out.keypoints = table.keypoints
+    return out
 
 
 class _Writer:
@@ -256,6 +261,8 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
                                      _Writer(look), stored_splits)
         spilled.notes = list(notes)
         spilled.annotations = counts if counts.read or counts.reported else None
+        if "keypoints" in counts.shapes:
+            spilled.keypoints = dict(sorted(counts.keypoints.items()))
         return spilled
     finally:
         cache.remove()
