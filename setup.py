@@ -49,6 +49,8 @@ setup(
         # machines); left unpinned, pip may pick a CUDA build of several gigabytes.
         "torch": ["torch==2.13.0"],
         "grain": ["grain>=0.2.18"],
+        # COCO instance masks (segmentation) rasterised as COCO's own tools do.
+        "masks": ["pycocotools>=2.0"],
         # NVIDIA DALI (nvidia-dali-cuda120, over 400 MB) reads our shards and index files
         # itself; it is not an extra (docs/loading.md).
         "test": [
@@ -72,6 +74,8 @@ setup(
             "nbclient>=0.9",
             "nbformat>=5.9",
             "psutil>=5.9",
+            # judges the COCO instance masks (tests/test_masks.py)
+            "pycocotools>=2.0",
             "pytest>=8.0",
             "pytest-xdist>=3.5",
             # writes the YOLO and Pascal VOC fixtures with its own writers

@@ -36,9 +36,10 @@ def _coco(annotations, prefix="", **extra):
         "annotations": annotations, **extra}
 
 
-def _ann(id, image, category, bbox, iscrowd=0):
+def _ann(id, image, category, bbox, iscrowd=0, **extra):
+    """An annotation; a segmentation or keypoints only where given (``extra``)."""
     return {"id": id, "image_id": image, "category_id": category, "bbox": bbox,
-            "iscrowd": iscrowd, "area": 1.0, "segmentation": [[0, 0, 1, 1]]}
+            "iscrowd": iscrowd, "area": 1.0, **extra}
 
 
 ANNOTATIONS = [
@@ -176,7 +177,7 @@ def test_unused_keys_are_one_note_of_the_result(tmp_path):
     src = _write(tmp_path / "instances.json", _coco(ANNOTATIONS))
     result = tfrecorder.convert(src, str(tmp_path / "out"))
     assert result.notes == [
-        "COCO keys not converted: annotations[].area, annotations[].segmentation, "
+        "COCO keys not converted: annotations[].area, "
         "categories[].supercategory, images[].coco_url, images[].license, info, licenses"]
     assert f"  note: {result.notes[0]}" in str(result).splitlines()
 

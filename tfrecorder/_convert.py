@@ -497,7 +497,8 @@ def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
         near_distance=opts.near_distance,
         source=source_name(source), mode=opts.mode if opts.updates else "convert",
         key=opts.key,
-        update=update, layout=opts.layout, class_ids=laid.get("class_ids", ()))
+        update=update, layout=opts.layout, class_ids=laid.get("class_ids", ()),
+        keypoints=getattr(table, "keypoints", None))
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)
               if opts.shorter_side is not None else None)
     records = sum(table.counts.values())

@@ -19,6 +19,7 @@ DISTRIBUTION = "tfrecorder-tables"
 _EXTRAS = {
     "tensorflow": ("tensorflow", "TensorFlow"),
     "torch": ("torch", "PyTorch"),
+    "pycocotools": ("masks", "pycocotools"),
 }
 
 

@@ -96,6 +96,10 @@ class Manifest:
     #: folder written before layouts) or "model_garden"; ``features`` are ours either
     #: way, ``garden.stored_specs`` gives the keys a model_garden record holds.
     layout: str = "tfrecorder"
+    #: Where records hold ``objects/keypoints``: category name -> ``{"keypoints": its
+    #: keypoint names, "skeleton": pairs of 1-based keypoint numbers}``, as COCO gives
+    #: them; a box of a category not named has none. None otherwise.
+    keypoints: dict | None = None
 
     @property
     def label_key(self) -> str | None:
@@ -133,7 +137,8 @@ class Manifest:
             del d["quality"]
         if self.layout == "tfrecorder":  # absent: our layout, as in older folders
             del d["layout"]
-        for name in ("version", "parent", "published", "source", "mode", "key", "changes"):
+        for name in ("version", "parent", "published", "source", "mode", "key", "changes",
+                     "keypoints"):
             if d[name] is None:
                 del d[name]
         for split in d["splits"].values():
@@ -170,6 +175,7 @@ class Manifest:
             version=d.get("version"), parent=d.get("parent"), published=d.get("published"),
             source=d.get("source"), mode=d.get("mode"), key=d.get("key"),
             changes=d.get("changes"), layout=_layout(d.get("layout", "tfrecorder")),
+            keypoints=d.get("keypoints"),
         )
 
     def to_bytes(self) -> bytes:

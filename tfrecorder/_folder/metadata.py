@@ -67,6 +67,7 @@ class DatasetSpec:
     # each label id is written as (the label map's).
     layout: str = "tfrecorder"
     class_ids: tuple = ()
+    keypoints: dict | None = None    # Manifest.keypoints
 
 
 def _row_key(row) -> tuple:
@@ -194,7 +195,7 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
         image_options=dict(spec.image_options),
         quality=layout.QUALITY if update is None else layout.version_quality(version),
         version=version, parent=parent, source=spec.source, mode=spec.mode, key=spec.key,
-        changes=changes, layout=spec.layout,
+        changes=changes, layout=spec.layout, keypoints=spec.keypoints,
     )
     manifest = with_generation(manifest, update.parent.generation if update else None,
                                [(s.filename, s.digest) for s in stats])

@@ -25,7 +25,10 @@ class Annotations:
     """The annotations of a source: ``read``, ``reported`` per reason (left out of the
     records), and ``written`` (the rest). ``first``: ``where: reason (detail)`` of the
     first ones reported. ``as_boxes``: annotations of another shape written as their
-    bounding box (YOLO's polygon rows), per shape."""
+    bounding box (YOLO's polygon rows), per shape. ``shapes``: the geometry columns
+    beside the boxes that some annotation has (``mask``, ``keypoints``), which every
+    record then holds; ``keypoints``: category name -> its keypoint names and
+    skeleton."""
 
     read: int = 0
     reported: dict = dataclasses.field(default_factory=dict)
@@ -36,6 +39,8 @@ class Annotations:
     #: (``garden``), so that the records match the source's annotation file.
     class_ids: dict = dataclasses.field(default_factory=dict)
     image_ids: dict = dataclasses.field(default_factory=dict)
+    shapes: set = dataclasses.field(default_factory=set)
+    keypoints: dict = dataclasses.field(default_factory=dict)
 
     @property
     def written(self) -> int:
@@ -55,6 +60,8 @@ class Annotations:
         self.as_boxes.clear()
         self.class_ids.clear()
         self.image_ids.clear()
+        self.shapes.clear()
+        self.keypoints.clear()
 
     def __str__(self) -> str:
         n = sum(self.reported.values())

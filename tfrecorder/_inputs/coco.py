@@ -21,7 +21,7 @@ import posixpath
 from typing import Iterator, Mapping, Sequence
 
 from tfrecorder import _storage as storage
-from tfrecorder._inputs import annotations as reported, detection
+from tfrecorder._inputs import annotations as reported, detection, keypoints, masks
 from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._errors import Problem, Problems, SchemaError
 
@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 #: The keys of each section of a COCO file that its records hold.
 USED = {"": ("images", "annotations", "categories"),
         "images[].": ("id", "file_name", "width", "height"),
-        "annotations[].": ("id", "image_id", "category_id", "bbox", "iscrowd"),
-        "categories[].": ("id", "name")}
-COLUMNS = detection.COLUMNS + ["is_crowd"]
+        "annotations[].": ("id", "image_id", "category_id", "bbox", "iscrowd",
+                           "segmentation", "keypoints", "num_keypoints"),
+        "categories[].": ("id", "name", "keypoints", "skeleton")}
+COLUMNS = detection.COLUMNS + ["is_crowd", masks.COLUMN, keypoints.COLUMN]
 #: How far (in pixels) a box may end past its image's edge and still be inside it: the
 #: rounding of the tool that wrote the file (640.004 for 640), not a real overshoot.
 #: Such a box is cut at the edge.
@@ -75,10 +76,23 @@ def rows(data: dict, path: str, split: str | None, folder: str,
     """The table rows of one parsed COCO file (``COLUMNS``) and their ids (``"<path>
     annotation <id>"``, or ``"<path> image <id>"`` for an image without annotations).
     Image paths are ``file_name`` seen from ``folder`` (``storage.within``). A box of
-    zero area is reported to ``counts``, not written."""
+    zero area is reported to ``counts``, not written. In a file where annotations have
+    a ``segmentation``, each box carries its own (``masks.column_value``); one without
+    any, or whose mask is not one of its image, is reported. In a file where annotations
+    have ``keypoints``, each box carries its own (``keypoints.column_value``), and
+    ``counts.keypoints`` gets the categories' names and skeletons."""
     counts = counts if counts is not None else Annotations()
     images, listed = _images(data["images"], path, problems)
     names, named = _categories(data.get("categories", []), path, problems)
+    masked = any(isinstance(a, dict) and a.get("segmentation")
+                 for a in data.get("annotations", []))
+    if masked:
+        masks.require(path)
+    schemas = keypoints.schemas(data.get("categories", []))
+    keyed = any(isinstance(a, dict) and a.get("keypoints")
+                for a in data.get("annotations", []))
+    if keyed:
+        counts.keypoints.update(schemas)
     by_image: dict = {}
     for i, a in enumerate(data.get("annotations", [])):
         if not isinstance(a, dict):
@@ -99,6 +113,12 @@ def rows(data: dict, path: str, split: str | None, folder: str,
             counts.report(where, reported.ZERO_AREA, f"bbox {a.get('bbox')}")
             found = None
         if found is not None:
+            found = (*found, {})
+        if found is not None and masked:
+            found = _with_mask(found, a, image, where, counts)
+        if found is not None and keyed:
+            found = _with_keypoints(found, a, image, where, counts, schemas)
+        if found is not None:
             by_image.setdefault(_key(a.get("image_id")), []).append((a.get("id"), where, found))
     out, ids = [], []
     for key, name in names.items():  # kept for the model_garden layout (garden)
@@ -109,14 +129,43 @@ def rows(data: dict, path: str, split: str | None, folder: str,
         counts.image_ids[uri] = image["id"]
         annotations = by_image.get(key)
         if not annotations:
-            out.append((split, uri, None, None, None, None, None, None))
+            out.append((split, uri, None, None, None, None, None, None, None, None))
             ids.append(f"{path} image {image['id']}")
             continue
         annotations.sort(key=lambda t: _order(t[0]))
-        for _, where, (label, box, crowd) in annotations:
-            out.append((split, uri, label, *box, crowd))
+        for _, where, (label, box, crowd, geometry) in annotations:
+            out.append((split, uri, label, *box, crowd, geometry.get(masks.COLUMN),
+                        geometry.get(keypoints.COLUMN)))
             ids.append(where)
     return out, ids
+
+
+def _with_mask(found: tuple, a: dict, image: dict, where: str, counts: Annotations):
+    """``found`` with the annotation's mask, or None (reported) without a mask of its
+    image."""
+    height, width = int(image["height"]), int(image["width"])
+    wrong = masks.problem(a.get("segmentation"), height, width)
+    if wrong is not None:
+        counts.report(where, *wrong)
+        return None
+    counts.shapes.add(masks.COLUMN)
+    found[3][masks.COLUMN] = masks.column_value(a["segmentation"], height, width)
+    return found
+
+
+def _with_keypoints(found: tuple, a: dict, image: dict, where: str, counts: Annotations,
+                    schemas: dict):
+    """``found`` with the annotation's keypoints, or None (reported) where they are not
+    those of its category."""
+    count = len(schemas.get(found[0], {}).get("keypoints", []))
+    value, why = keypoints.column_value(a, count, float(image["width"]),
+                                        float(image["height"]))
+    if value is None:
+        counts.report(where, reported.MALFORMED, why)
+        return None
+    counts.shapes.add(keypoints.COLUMN)
+    found[3][keypoints.COLUMN] = value
+    return found
 
 
 def _key(value):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from tfrecorder._folder import example
-from tfrecorder._inputs import labels, splits
+from tfrecorder._inputs import keypoints, labels, masks, splits
 from tfrecorder._folder import split_names
 from tfrecorder._folder import layout
 from tfrecorder._errors import Problems
@@ -30,11 +30,17 @@ LABEL = "objects/label"
 #: VOC's ``difficult`` and ``truncated``, under TFDS's names for them. Values are 0 or 1.
 BOX_FLAGS = {"is_crowd": "objects/is_crowd", "is_difficult": "objects/is_difficult",
              "is_truncated": "objects/is_truncated"}
+#: Per-box geometry columns beside the box (a COCO segmentation), and the feature each
+#: becomes. A table holds one only where some annotation of the source has it
+#: (``Annotations.shapes``); then every box must.
+GEOMETRY = {masks.COLUMN: masks.MASK, keypoints.COLUMN: keypoints.KEYPOINTS}
 
 
-def columns(frame) -> list[str]:
-    """The columns of a detection table ``frame``: COLUMNS and its BOX_FLAGS columns."""
-    return COLUMNS + [c for c in BOX_FLAGS if c in frame.columns]
+def columns(frame, shapes=()) -> list[str]:
+    """The columns of a detection table ``frame``: COLUMNS, its BOX_FLAGS columns, and
+    its GEOMETRY columns named in ``shapes``."""
+    return (COLUMNS + [c for c in BOX_FLAGS if c in frame.columns]
+            + [c for c in GEOMETRY if c in shapes and c in frame.columns])
 
 
 def _number(text) -> bool:
@@ -86,13 +92,16 @@ def vocabulary(distinct: set, label_vocabulary: Sequence[str] | None) -> list[st
     return list(label_vocabulary) if label_vocabulary is not None else labels.vocabulary_of(distinct)
 
 
-def check(frame, row_ids: Sequence, id_of: Mapping[str, int], problems: Problems):
+def check(frame, row_ids: Sequence, id_of: Mapping[str, int], problems: Problems,
+          shapes=()):
     """The rows of a detection chunk (one row per box), checked: ``(split or None, image
-    key, (label name, box, flags) or None, values)`` per row, as columns. Coordinates
-    outside [0, 1], a minimum above its maximum, boxes without a label, labels without a
-    box, labels not in ``id_of`` and flags other than 0 or 1 go to ``problems``."""
-    names = columns(frame)
-    flag_names = names[len(COLUMNS):]
+    key, (label name, box, flags, geometry) or None, values)`` per row, as columns.
+    Coordinates outside [0, 1], a minimum above its maximum, boxes without a label,
+    labels without a box, labels not in ``id_of``, flags other than 0 or 1 and boxes
+    without the geometry (``shapes``) that others have go to ``problems``."""
+    names = columns(frame, shapes)
+    flag_names = [c for c in names[len(COLUMNS):] if c in BOX_FLAGS]
+    geometry = [c for c in names[len(COLUMNS):] if c in GEOMETRY]
     values = list(zip(*(frame[c].tolist() for c in names)))
     row_splits, keys, boxes = [], [], []
     for rid, row in zip(row_ids, values):
@@ -110,7 +119,14 @@ def check(frame, row_ids: Sequence, id_of: Mapping[str, int], problems: Problems
         keys.append(uri.strip())
         found = _box(rid, label, box, problems)
         if found is not None:
-            found += (_flags(rid, flag_names, row[len(COLUMNS):], problems),)
+            extra = dict(zip(names[len(COLUMNS):], row[len(COLUMNS):]))
+            found += (_flags(rid, flag_names, [extra[c] for c in flag_names], problems),
+                      tuple(extra[c] for c in geometry))
+            for c in geometry:
+                if labels.is_null(extra[c]):
+                    problems.add(rid, c, None, (
+                        f"a box without {c}, where other boxes of the source have one; "
+                        f"give every box one, or none"))
         boxes.append(found)
     for rid, b in zip(row_ids, boxes):
         if b and b[0] is not None and b[0] not in id_of:
@@ -129,8 +145,17 @@ def record(members: Sequence[int], boxes: Sequence, id_of: Mapping[str, int],
         BBOX: example.float_feature([c for b in found for c in b[1]]),
         LABEL: example.int64_feature(ids),
     }
-    for k, name in enumerate(names[len(COLUMNS):]):
+    flag_names = [c for c in names[len(COLUMNS):] if c in BOX_FLAGS]
+    for k, name in enumerate(flag_names):
         features[BOX_FLAGS[name]] = example.int64_feature([b[2][k] for b in found])
+    for k, name in enumerate(c for c in names[len(COLUMNS):] if c in GEOMETRY):
+        if name == masks.COLUMN:
+            features[masks.MASK] = example.bytes_feature([masks.png(b[3][k]) for b in found])
+        elif name == keypoints.COLUMN:
+            points = [keypoints.values(b[3][k]) for b in found]
+            features[keypoints.KEYPOINTS] = example.float_feature(
+                [v for _, flat in points for v in flat])
+            features[keypoints.NUM_KEYPOINTS] = example.int64_feature([n for n, _ in points])
     return features, ids
 
 
@@ -140,7 +165,13 @@ def feature_specs(names: Sequence[str] = COLUMNS) -> dict[str, FeatureSpec]:
     features[BBOX] = FeatureSpec(example.FLOAT, [-1, 4], "bbox")
     features[LABEL] = FeatureSpec(example.INT64, None, "label")
     for name in names[len(COLUMNS):]:
-        features[BOX_FLAGS[name]] = FeatureSpec(example.INT64, None, "feature")
+        if name in BOX_FLAGS:
+            features[BOX_FLAGS[name]] = FeatureSpec(example.INT64, None, "feature")
+        elif name == masks.COLUMN:
+            features[masks.MASK] = FeatureSpec(example.BYTES, None, "feature")
+        elif name == keypoints.COLUMN:
+            features[keypoints.KEYPOINTS] = FeatureSpec(example.FLOAT, None, "feature")
+            features[keypoints.NUM_KEYPOINTS] = FeatureSpec(example.INT64, None, "feature")
     return features
 
 

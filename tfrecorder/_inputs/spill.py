@@ -69,6 +69,9 @@ class Spilled:
     #: file is missing, and the input rows they hold (a merged record's each).
     missing: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     missing_rows: int = 0
+    #: Category name -> its keypoint names and skeleton, where records hold keypoints
+    #: (COCO's); None otherwise.
+    keypoints: dict | None = None
 
     def blocks(self, split: str) -> Iterator[Block]:
         with open(os.path.join(self.folder, split), "rb") as f:
@@ -128,7 +131,9 @@ def subset(table: Spilled, picked: dict, look: bool = False) -> Spilled:
     except BaseException:
         writer.discard()
         raise
-    return writer.spilled(table.columns, table.features, table.vocabularies, rows_in)
+    out = writer.spilled(table.columns, table.features, table.vocabularies, rows_in)
+    out.keypoints = table.keypoints
+    return out
 
 
 class _Writer:
@@ -241,7 +246,7 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
                     {labels.name_of(v) for v in distinct if not labels.is_null(v)}
                     - set(label_vocabulary))
             names_ = detection.vocabulary(distinct, label_vocabulary)
-            check = _detection_check(names_)
+            check = _detection_check(names_, counts.shapes)
         else:
             label_col = schema.column("label")
             if extend_vocabulary and label_vocabulary is not None and label_col in found.distinct:
@@ -256,6 +261,8 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
                                      _Writer(look), stored_splits)
         spilled.notes = list(notes)
         spilled.annotations = counts if counts.read or counts.reported else None
+        if "keypoints" in counts.shapes:
+            spilled.keypoints = dict(sorted(counts.keypoints.items()))
         return spilled
     finally:
         cache.remove()
@@ -370,15 +377,18 @@ def _multi_label(label_col: str):
     return group
 
 
-def _detection_check(names: list[str]):
+def _detection_check(names: list[str], shapes=frozenset()):
     """The check of a chunk of an object-detection table (AutoML's CSV, Vertex AI's JSON
-    Lines, COCO), one row per box."""
+    Lines, COCO), one row per box; ``shapes``: the geometry columns of the source
+    (``Annotations.shapes``), decided over all of it by the first pass."""
     id_of = {n: i for i, n in enumerate(names)}
+    shapes = frozenset(shapes)
 
     def check(table, problems: Problems) -> _Chunk:
-        columns = tuple(detection.columns(table.frame))  # COCO's have is_crowd too
+        # COCO's have is_crowd too, and masks where some annotation has one
+        columns = tuple(detection.columns(table.frame, shapes))
         row_splits, keys, boxes, values = detection.check(table.frame, table.row_ids,
-                                                          id_of, problems)
+                                                          id_of, problems, shapes)
         # Boxes travel in the labels column until the image's rows are grouped.
         block = Block(table.row_ids, keys, [], [], [list(c) for c in zip(*values)] or
                       [[] for _ in columns], boxes)

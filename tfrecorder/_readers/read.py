@@ -26,6 +26,8 @@ from tfrecorder import access
 from tfrecorder._folder import view
 from tfrecorder._errors import ConfigError, CorruptRecordError
 from tfrecorder._inputs.detection import BOX_FLAGS
+from tfrecorder._inputs.keypoints import KEYPOINTS, NUM_KEYPOINTS
+from tfrecorder._inputs.masks import MASK
 from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._folder.manifest import Manifest
 
@@ -169,11 +171,20 @@ def _columns(m: Manifest, images: bool) -> list[_Column]:
         if spec.role == "feature" and bbox is not None and key in BOX_FLAGS.values():
             # one value per box (COCO's iscrowd), in the order of the boxes
             out.append(_Column(key, _lists(key, int), "object"))
+        elif spec.role == "feature" and bbox is not None and key in _PER_BOX:
+            # masks (PNG bytes, one per box) and keypoints: a list per record, even of
+            # one value, never decoded as text
+            out.append(_Column(key, _lists(key, _PER_BOX[key]), "object"))
         elif spec.role == "feature":
             out.append(_feature_column(key, spec, m.vocabularies.get(key)))
     if images and m.image_key is not None:
         out.append(_Column(IMAGE, _scalar(m.image_key, lambda v: v)))
     return out
+
+
+#: Per-box geometry features and how each value reads back: a mask's PNG as bytes, a
+#: keypoint's x, y or v as the shortest decimal of its 32-bit float.
+_PER_BOX = {MASK: bytes, KEYPOINTS: lambda v: float(str(np.float32(v))), NUM_KEYPOINTS: int}
 
 
 def _names(vocabulary: list[str] | None) -> list | None:
