@@ -10,7 +10,8 @@ import tfrecorder
 from tfrecorder import access
 from tfrecorder._folder import layout
 from tfrecorder._writer.result import human_bytes
-from tests.test_update import LABELS, _converted_on_gcs, _digests, _images, _listed, _table
+from tests.test_update import (LABELS, _converted_on_gcs, _digests, _images, _listed, _table,
+                               _tag)
 
 
 def _records(out, split, version=None):
@@ -48,14 +49,15 @@ def test_compact_rewrites_what_tfds_cannot_read_and_keeps_every_version(tmp_path
     assert done.version == 3 and done.splits == {"train": 11, "test": 5}
     assert str(done).startswith(f"{out}: compacted train (11 records), test (5 records) "
                                 f"into version 3: 2 shard(s)")
-    assert done.files == ("data-train-v00003.tfrecord-00000-of-00001",
-                          "data-test-v00003.tfrecord-00000-of-00001")
+    tag = _tag(out, 3)
+    assert done.files == (f"data-train-v00003-{tag}.tfrecord-00000-of-00001",
+                          f"data-test-v00003-{tag}.tfrecord-00000-of-00001")
     # Every earlier file as it was; only new files added, and tfrecorder.json replaced.
     after = _digests(out)
     changed = {n for n in files if after.get(n) != files[n]}
     assert changed == {"tfrecorder.json", "dataset_info.json", "quality.json"}
     assert set(after) - set(files) == _listed(out, 3) - _listed(out, 2) | {
-        "versions/00003/quality.json", "versions/00003/dataset_info.json"}
+        f"versions/00003-{tag}/quality.json", f"versions/00003-{tag}/dataset_info.json"}
     # The same records in the same order, read by every reader, and every version still.
     for split in ("train", "test"):
         assert _records(out, split) == before[2][split]
@@ -77,10 +79,10 @@ def test_compact_rewrites_what_tfds_cannot_read_and_keeps_every_version(tmp_path
         builder.as_dataset(split="train")))
     assert uris == sorted(tfrecorder.read(str(out), "train")["image_uri"])
     # Its data report is its parent's: the same pairs at the same positions.
-    new = json.loads((out / "versions" / "00003" / "quality.json").read_text())
+    new = json.loads((out / layout.version_quality(3, _tag(out, 3))).read_text())
     assert new == {**report, "version": 3}
     assert (out / "quality.json").read_text() == (
-        out / "versions" / "00003" / "quality.json").read_text()
+        out / layout.version_quality(3, _tag(out, 3))).read_text()
     # Nothing left to do: nothing published.
     again = tfrecorder.compact(str(out))
     assert again.version is None and "nothing to compact" in str(again)
@@ -107,8 +109,9 @@ def test_vacuum_after_compact_leaves_only_the_compacted_files(tmp_path):
     tfrecorder.vacuum(str(out), keep=1)
     assert done.held == sum(n for name, n in sizes.items() if not (out / name).exists())
     shards = sorted(p.name for p in out.glob("data-*"))
-    assert shards == ["data-test-v00003.tfrecord-00000-of-00001",
-                      "data-train-v00003.tfrecord-00000-of-00001"]
+    tag = _tag(out, 3)
+    assert shards == [f"data-test-v00003-{tag}.tfrecord-00000-of-00001",
+                      f"data-train-v00003-{tag}.tfrecord-00000-of-00001"]
     assert {s: _records(out, s) for s in ("train", "test")} == want
     assert tfrecorder.verify(str(out)).records == 16
     # The folder's quality.json, which only the removed version 1 listed, is still the
@@ -131,7 +134,7 @@ def test_compact_of_named_splits_and_its_errors(tmp_path, run_cli):
     assert done.returncode == 0 and "compacted test (2 records) into version 2" in done.stdout
     m = json.loads((out / "tfrecorder.json").read_text())
     assert [s["file"] for s in m["splits"]["test"]["shards"]] == [
-        "data-test-v00002.tfrecord-00000-of-00001"]
+        f"data-test-v00002-{m['tag']}.tfrecord-00000-of-00001"]
     assert [s["file"] for s in m["splits"]["train"]["shards"]] == [
         "data-train.tfrecord-00000-of-00001"]                 # not named: as it was
     with pytest.raises(tfrecorder.ConfigError, match="'valid' not in version 2"):
@@ -219,8 +222,9 @@ def test_compact_of_gzip_shards_after_an_append(tf, tmp_path):
 
     want = stored()
     done = tfrecorder.compact(str(out))
-    assert done.files == ("data-train-v00003.tfrecord-00000-of-00001.gz",
-                          "data-test-v00003.tfrecord-00000-of-00001.gz")
+    tag = _tag(out, 3)
+    assert done.files == (f"data-train-v00003-{tag}.tfrecord-00000-of-00001.gz",
+                          f"data-test-v00003-{tag}.tfrecord-00000-of-00001.gz")
     assert stored() == want and len(want["train"]) == 7
     with gzip.open(out / done.files[1]) as f:
         assert len(f.read()) > 0  # a gzip stream
@@ -245,7 +249,8 @@ def test_compact_on_cloud_storage(gcs, tmp_path):
     want = tfrecorder.read(out, "train")
     done = tfrecorder.compact(out)
     assert done.version == 3 and done.splits == {"train": 5}
-    assert gcs.exists(f"{out}/data-train-v00003.tfrecord-00000-of-00001")
+    tag = json.loads(gcs.cat(f"{out}/{layout.version_manifest(3)}"))["tag"]
+    assert gcs.exists(f"{out}/data-train-v00003-{tag}.tfrecord-00000-of-00001")
     assert not [p for p in gcs.ls(out) if p.rsplit("/", 1)[-1].startswith(".tfrecorder")]
     got = tfrecorder.read(out, "train")
     assert got["image_uri"].tolist() == want["image_uri"].tolist()

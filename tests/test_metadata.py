@@ -23,9 +23,12 @@ def _run(out):
 
 
 def _stage(out, stats):
-    """Shard files in the run's folder, as the shard writers leave them."""
+    """Shard files in the run's folder, as the shard writers leave them, and the
+    folder's lock, the run's (its last step removes nothing of another run's)."""
     run = os.path.join(out, layout.TMP_DIR, "r1")
     os.makedirs(run, exist_ok=True)
+    with open(os.path.join(out, layout.LOCK), "w") as f:
+        json.dump({"run_id": "r1", "expires": 2e9}, f)
     for s in stats:
         with open(os.path.join(run, s.filename), "wb") as f:
             f.write(s.filename.encode())

@@ -80,6 +80,11 @@ def _listed(out, version):
     return names
 
 
+def _tag(out, version):
+    """The tag of the run that published ``version`` (in every name it wrote)."""
+    return json.loads((out / layout.version_manifest(version)).read_text())["tag"]
+
+
 def _live_records(tf, out, version):
     """Every live record of ``version`` per split, read through the live index where a
     shard has one (the records at those offsets only), else the whole shard."""
@@ -153,10 +158,12 @@ def test_an_update_writes_only_what_changed_and_keeps_every_version(tf, tmp_path
     assert json.loads((out / "versions" / "00001.json").read_text())["vocabularies"] == {
         "label": ["cat", "dog"]}
     train = m2["splits"]["train"]["shards"]
+    tag = m2["tag"]
+    assert re.fullmatch(r"[0-9a-f]{8}", tag)
     assert [s["file"] for s in train] == ["data-train.tfrecord-00000-of-00001",
-                                          "data-train-v00002.tfrecord-00000-of-00001"]
+                                          f"data-train-v00002-{tag}.tfrecord-00000-of-00001"]
     assert train[0]["live"] == 6 and train[0]["num_examples"] == 9
-    assert train[0]["live_index"] == ("versions/00002/index/"
+    assert train[0]["live_index"] == (f"versions/00002-{tag}/index/"
                                       "data-train.tfrecord-00000-of-00001.idx")
     assert "live" not in train[1] and "live_index" not in train[1]
     assert m2["splits"]["train"]["num_examples"] == 6 + 3  # kept, and written
@@ -256,7 +263,7 @@ def test_a_shard_with_no_live_record_is_not_listed(tf, tmp_path):
                               "test": {"added": 0, "retired": 2, "kept": 0}}
     m = json.loads((out / "versions" / "00002.json").read_text())
     assert list(m["splits"]) == ["train"]
-    assert not (out / "versions" / "00002" / "index").exists()  # no live index to write
+    assert not list(out.glob("versions/00002*/index"))  # no live index to write
     assert (out / "data-test.tfrecord-00000-of-00001").exists()  # version 1's, kept
     info = json.loads((out / "dataset_info.json").read_text())
     assert [s["name"] for s in info["splits"]] == ["train"]
@@ -267,11 +274,11 @@ def test_a_shard_with_no_live_record_is_not_listed(tf, tmp_path):
                                                              "kept": 0}
     m3 = json.loads((out / "tfrecorder.json").read_text())
     assert [s["file"] for s in m3["splits"]["test"]["shards"]] == [
-        "data-test-v00003.tfrecord-00000-of-00001"]
+        f"data-test-v00003-{m3['tag']}.tfrecord-00000-of-00001"]
     # A split of one update's whole shards is one template again, which TFDS reads.
     info = json.loads((out / "dataset_info.json").read_text())
     assert {s["name"]: s["filepathTemplate"] for s in info["splits"]}["test"] == (
-        "{DATASET}-{SPLIT}-v00003.{FILEFORMAT}-{SHARD_X_OF_Y}")
+        f"{{DATASET}}-{{SPLIT}}-v00003-{m3['tag']}.{{FILEFORMAT}}-{{SHARD_X_OF_Y}}")
     assert len(_live_records(tf, out, 3)["test"]) == 2
 
 
@@ -591,10 +598,10 @@ def test_the_report_of_an_update_compares_new_rows_with_every_kept_one(tmp_path)
                                 near_duplicates=True)
     assert result.rows_quarantined == 0
     m = json.loads((out / "tfrecorder.json").read_text())
-    assert m["quality"] == "versions/00002/quality.json"
-    report = json.loads((out / "versions" / "00002" / "quality.json").read_text())
+    assert m["quality"] == f"versions/00002-{m['tag']}/quality.json"
+    report = json.loads((out / m["quality"]).read_text())
     assert (out / "quality.json").read_text() == (
-        out / "versions" / "00002" / "quality.json").read_text()
+        out / m["quality"]).read_text()
     assert report["version"] == 2 and report["counts"]["leaks"] == {"exact": 1, "near": 0}
     (pair,) = report["pairs"]
     assert (pair["a"]["image_uri"], pair["a"]["split"], pair["a"]["position"]) == (
@@ -677,7 +684,7 @@ def test_a_small_update_runs_its_steps_without_beam_and_writes_the_same_files(tm
         assert r.report.counts["leaks"]["exact"] == 1
     files = {p.relative_to(here).as_posix() for p in here.rglob("*") if p.is_file()}
     assert files == {p.relative_to(beam).as_posix() for p in beam.rglob("*") if p.is_file()}
-    assert "versions/00002/quality.json" in files and "errors.jsonl" in files
+    assert f"versions/00002-{_tag(here, 2)}/quality.json" in files and "errors.jsonl" in files
     for name in sorted(files):  # byte for byte, but the time published and images' times
         assert timeless(here / name) == timeless(beam / name), name
 
@@ -738,7 +745,8 @@ def test_an_update_on_cloud_storage_stamps_objects_by_generation(gcs, tmp_path):
     m = json.loads(gcs.cat(f"{out}/tfrecorder.json"))
     assert m == json.loads(gcs.cat(f"{out}/versions/00002.json"))
     (old, new) = m["splits"]["train"]["shards"]
-    assert new["file"] == "data-train-v00002.tfrecord-00000-of-00001" and old["live"] == 2
+    assert new["file"] == f"data-train-v00002-{m['tag']}.tfrecord-00000-of-00001"
+    assert old["live"] == 2
     assert gcs.exists(f"{out}/{old['live_index']}") and gcs.exists(f"{out}/{new['rows']}")
     with pytest.raises(FileExistsError):  # a published version is never replaced
         from tfrecorder import _storage as storage
@@ -770,17 +778,30 @@ def test_a_version_published_by_a_run_killed_before_tfrecorder_json_is_the_lates
 
 
 def test_update_shard_names_format_and_parse_with_their_version():
-    name = layout.ShardName("data", "train", 3, 8, False, 2)
-    assert str(name) == "data-train-v00002.tfrecord-00003-of-00008"
+    name = layout.ShardName("data", "train", 3, 8, False, 2, "1a2b3c4d")
+    assert str(name) == "data-train-v00002-1a2b3c4d.tfrecord-00003-of-00008"
     assert layout.ShardName.parse(str(name)) == name
+    # names written before tags still parse, so those folders read
+    untagged = layout.ShardName("data", "train", 3, 8, False, 2)
+    assert str(untagged) == "data-train-v00002.tfrecord-00003-of-00008"
+    assert layout.ShardName.parse(str(untagged)) == untagged
+    assert layout.ShardName.parse("data-train-v00002-1A2B3C4D.tfrecord-00003-of-00008") is None
+    assert layout.tfds_template(2, "1a2b3c4d") == (
+        "{DATASET}-{SPLIT}-v00002-1a2b3c4d.{FILEFORMAT}-{SHARD_X_OF_Y}")
+    assert layout.live_index(2, "data-train.tfrecord-00000-of-00001", "1a2b3c4d") == (
+        "versions/00002-1a2b3c4d/index/data-train.tfrecord-00000-of-00001.idx")
     assert layout.ShardName.parse("data-train.tfrecord-00003-of-00008").version == 1
     # version 1's shards carry no version: one name per shard
     assert layout.ShardName.parse("data-train-v00001.tfrecord-00003-of-00008") is None
     for ours in ("rows/data-train-v00002.tfrecord-00000-of-00001.rows.jsonl.gz",
+                 "rows/data-train-v00002-1a2b3c4d.tfrecord-00000-of-00001.rows.jsonl.gz",
+                 "versions/00002-1a2b3c4d/quality.json",
+                 "versions/00002-1a2b3c4d/index/data-train.tfrecord-00000-of-00001.idx",
                  "versions/00002.json", "versions/00002/quality.json",
                  "versions/00002/index/data-train.tfrecord-00000-of-00001.idx"):
         assert layout.is_output_name(ours), ours
     for other in ("rows/notes.txt", "versions/2.json", "versions/00002/index/x.idx",
+                  "versions/00002-1a2b/quality.json", "versions/00002-1a2b3c4d.json",
                   "versions/../x.json", "rows/data-train.tfrecord-00000-of-00001.idx"):
         assert not layout.is_output_name(other), other
     assert layout.parse_live_index(
@@ -1075,7 +1096,7 @@ def test_dali_reads_each_version_through_its_live_index_files(tmp_path):
     for version in (1, 2):
         reader = access.Reader(str(out), "train", version=version)
         if version == 2:
-            assert any("versions/00002/index" in p for p in reader.index_files)
+            assert any(f"versions/00002-{_tag(out, 2)}/index" in p for p in reader.index_files)
 
         @pipeline_def(batch_size=1, num_threads=1, device_id=None)
         def pipeline():
@@ -1117,9 +1138,10 @@ def test_vacuum_removes_only_what_older_versions_alone_list(tf, tmp_path, capsys
     # files, its own files; the folder's quality.json, which version 1 names, is the
     # latest's copy and stays)
     only_old = (_listed(out, 1) | _listed(out, 2) | {
-        f"versions/00002/{n}" for n in ("quality.json", "dataset_info.json", "features.json",
-                                        "errors.jsonl")}) - latest
-    assert "versions/00002/index/data-train.tfrecord-00000-of-00001.idx" in only_old
+        f"versions/00002-{_tag(out, 2)}/{n}" for n in ("quality.json", "dataset_info.json",
+                                                       "features.json", "errors.jsonl")}) - latest
+    assert (f"versions/00002-{_tag(out, 2)}/index/data-train.tfrecord-00000-of-00001.idx"
+            in only_old)
     want = sorted(tfrecorder.read(str(out), "train")["image_uri"])
 
     with pytest.raises(tfrecorder.ConfigError, match="keep=0"):
@@ -1464,7 +1486,7 @@ def test_a_compacted_shard_partly_written_without_near_duplicates_is_refused(tmp
     tfrecorder.convert(_table(paths + more, splits=["TRAIN"] * 8), str(out), mode="update",
                        num_shards=1)
     tfrecorder.compact(str(out))
-    (rows_file,) = (out / "rows").glob("*-train-v00003.*")
+    (rows_file,) = (out / "rows").glob("*-train-v00003-*")
     lines = rows.decode(rows_file.read_bytes())
     assert sum("phash" in e for e in lines) == 6 and len(lines) == 8
     last = _images(tmp_path / "img", 1, start=8)
@@ -1706,3 +1728,74 @@ def test_a_run_that_lost_its_lock_publishes_nothing_over_the_winner(tmp_path, mo
     third = tfrecorder.convert(winner_table, str(out), mode="update")
     assert third.unchanged and third.version == 2
     assert _digests(out) == won["files"]
+
+
+@pytest.mark.slow
+def test_of_two_updates_publishing_one_version_the_manifest_decides(tmp_path, monkeypatch):
+    # Two updates of different tables write version 2 under names of their own runs: the
+    # one stalled past its lock's expiry (after its shards are in place) finishes its
+    # files after the other published, and publishes nothing over it.
+    from tfrecorder._writer import publishing
+
+    paths = _images(tmp_path / "img", 4)
+    out = tmp_path / "out"
+    tfrecorder.convert(_table(paths), str(out))
+    more = _images(tmp_path / "img", 2, start=4)
+    loser_table = _table(paths + more[:1], labels=["cat", "dog", "cat", "dog", "owl"])
+    winner_table = _table(paths[1:] + more[1:])
+    won = {}
+    pause = publishing._remove_empty_index_dir  # publishing's step after the moves
+
+    def stalled(output_dir):
+        if not won:
+            won["started"] = True
+            lock = out / layout.LOCK
+            holder = json.loads(lock.read_text())
+            lock.write_text(json.dumps({**holder, "expires": 0}))  # renewals all failed
+            won["result"] = tfrecorder.convert(winner_table, str(out), mode="update")
+            won["files"] = _digests(out)
+        pause(output_dir)
+
+    monkeypatch.setattr(publishing, "_remove_empty_index_dir", stalled)
+    with pytest.raises(tfrecorder.OutputBusyError, match="version 2") as e:
+        tfrecorder.convert(loser_table, str(out), mode="update")
+    assert "publishes nothing" in str(e.value)
+    monkeypatch.undo()
+    winner = json.loads((out / layout.version_manifest(2)).read_text())
+    assert re.fullmatch(r"[0-9a-f]{8}", winner["tag"])
+    assert all(f"-v00002-{winner['tag']}." in s["file"]
+               for info in winner["splits"].values() for s in info["shards"]
+               if "-v00002" in s["file"])
+    # Exactly one version 2, byte for byte the winner's; the loser's own files, under
+    # its own names, are beside it, and replaced none of the winner's.
+    after = _digests(out)
+    assert {n: after.get(n) for n in won["files"]} == won["files"]
+    loser_files = sorted(set(after) - set(won["files"]) - {n for n in after
+                                                          if n.startswith(".tfrecorder-tmp/")})
+    assert loser_files and all(n.startswith("versions/00002-") for n in loser_files)
+    assert not any(winner["tag"] in n for n in loser_files)
+    assert sorted(n for n in after if re.fullmatch(r"versions/\d{5}\.json", n)) == [
+        "versions/00001.json", "versions/00002.json"]
+    assert tfrecorder.verify(str(out)).records == 4
+    # The next run removes what the loser left (its ledger lists it), and goes on from
+    # the winner's version.
+    third = tfrecorder.convert(winner_table, str(out), mode="update")
+    assert third.unchanged and third.version == 2
+    assert _digests(out) == won["files"]
+
+
+def test_a_runs_tag_follows_from_what_it_writes(tmp_path):
+    # The same update of the same folder names its files alike; another table, not.
+    paths = _images(tmp_path / "img", 4)
+    tags = []
+    for name, table in (("a", _table(paths[:3])), ("b", _table(paths[:3])),
+                        ("c", _table(paths[1:]))):
+        out = tmp_path / name
+        tfrecorder.convert(_table(paths), str(out))
+        tfrecorder.convert(table, str(out), mode="update")
+        tags.append(json.loads((out / layout.version_manifest(2)).read_text())["tag"])
+    assert tags[0] == tags[1] != tags[2]
+    a, b = _digests(tmp_path / "a"), _digests(tmp_path / "b")
+    assert set(a) == set(b)  # the same names, the same bytes but the publishing times
+    assert {n: d for n, d in a.items() if ".tfrecord-" in n} == {
+        n: d for n, d in b.items() if ".tfrecord-" in n}

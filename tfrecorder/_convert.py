@@ -218,23 +218,24 @@ class _Planned:
 
 
 def _planned(opts: Options, table: spill.Spilled, version: int = 1,
-             also: tuple = ()) -> _Planned:
+             also: tuple = (), tag: str = "") -> _Planned:
     """The plan of writing ``table`` as version ``version`` (a conversion's is 1): shards
     per split from the row counts (and a sample's bytes), their names, checked for
     length, and every file the run writes; ``also``: the files an update writes besides
-    (its live index files)."""
+    (its live index files); ``tag``: an update's run tag, in its names."""
     gzip = opts.compression == "gzip"
     plans = plan.split_plans(table.counts, num_shards=opts.num_shards,
                              bytes_per_split=table.bytes_per_split(),
                              parallel=runners.parallel_shards(opts), seed=opts.seed)
-    shards = plan.shard_names(plans, opts.name, gzip, version)
+    shards = plan.shard_names(plans, opts.name, gzip, version, tag)
     labels_files = [layout.labels_file(k) for k in table.vocabularies]
     named = f"name={arguments.shortened(opts.name)!r} ({len(opts.name)} characters)"
     arguments.check_file_names(shards, [], named)
     arguments.check_file_names([], labels_files, "a label column's name")
     indexes = [index.name(f) for f in shards if opts.write_index and not gzip]
     # A later version copies the folder's latest files into versions/.
-    copies = [layout.version_copy(version, n) for n in layout.LATEST_FILES] if version > 1 else []
+    copies = ([layout.version_copy(version, n, tag) for n in layout.LATEST_FILES]
+              if version > 1 else [])
     files = [*shards, *indexes, *map(layout.rows_file, shards), *also, *labels_files,
              layout.version_manifest(version), *copies, layout.QUALITY,
              layout.MANIFEST, layout.ERRORS, layout.DATASET_INFO, layout.FEATURES]
@@ -290,7 +291,8 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
                 s: {"added": 0, "retired": 0, "kept": c["kept"]}
                 for s, c in decided.update.changes.items()}), decided.update)
         subset = spill.subset(table, decided.picked, look=_looks(opts))
-        planned = _planned(opts, subset, version, tuple(decided.update.live_indexes))
+        planned = _planned(opts, subset, version, tuple(decided.update.live_indexes),
+                           decided.update.tag)
         shards = planned.shards
         survey.check_target(before, True, planned.files, run_id)
         # The error budget is the whole table's: rows quarantined before are tried again
@@ -315,7 +317,8 @@ def _update(opts: Options, lock, before: survey.Survey, parent, table: spill.Spi
             return _existing(ConversionResult.from_output(output_dir, opts.runner, None),
                              decided.update)
         staging.stage(subset, planned.plans, run.task_dir, name=opts.name,
-                      gzip=opts.compression == "gzip", version=version)
+                      gzip=opts.compression == "gzip", version=version,
+                      tag=decided.update.tag)
         # The shards it keeps are read too (their rows files), for the data report.
         run = dataclasses.replace(run, kept=staging.stage_kept(run.task_dir,
                                                                decided.update.kept))

@@ -8,7 +8,8 @@ disagree::
       tfrecorder.json                    MANIFEST, written last
       dataset_info.json, features.json   DATASET_INFO, FEATURES (TFDS metadata)
       <feature>.labels.txt               labels_file(feature): line i is the name of id i
-      NAME-<split>.tfrecord-SSSSS-of-NNNNN[.gz]   ShardName
+      NAME-<split>.tfrecord-SSSSS-of-NNNNN[.gz]   ShardName (version 1)
+      NAME-<split>-vKKKKK-TTTTTTTT.tfrecord-...   ShardName of a later version: TAG
       errors.jsonl                       ERRORS, one line per quarantined row
       .tfrecorder-tmp/                   TMP_DIR, only while a run is under way
 """
@@ -111,7 +112,8 @@ def image_feature_specs() -> dict[str, FeatureSpec]:
 #: TFDS's rule for dataset names; file names are built from it, so it is ours too.
 NAME_PATTERN = re.compile(r"[a-zA-Z]\w*")
 _SHARD_PATTERN = re.compile(
-    r"(?P<name>[a-zA-Z]\w*)-(?P<split>[a-z][a-z0-9_]*)(?:-v(?P<version>\d{5}))?\.tfrecord-"
+    r"(?P<name>[a-zA-Z]\w*)-(?P<split>[a-z][a-z0-9_]*)"
+    r"(?:-v(?P<version>\d{5})(?:-(?P<tag>[0-9a-f]{8}))?)?\.tfrecord-"
     r"(?P<number>\d{5})-of-(?P<count>\d{5})(?P<gz>\.gz)?"
 )
 #: TFDS's name for the shard file template, recorded in dataset_info.json.
@@ -121,8 +123,10 @@ TFDS_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 @dataclasses.dataclass(frozen=True, order=True)
 class ShardName:
     """The fields of a shard file name such as ``data-train.tfrecord-00002-of-00008``, or
-    ``data-train-v00003.tfrecord-00000-of-00002`` for a shard that the update publishing
-    version 3 wrote (version 1's shards carry no version in their name)."""
+    ``data-train-v00003-1a2b3c4d.tfrecord-00000-of-00002`` for a shard that the update
+    (or compaction) publishing version 3 wrote, ``1a2b3c4d`` its run's ``tag``. Version
+    1's shards carry neither (TFDS's own names); a later version's written before tags
+    existed carry no tag (``data-train-v00003.tfrecord-...``), and still read."""
 
     name: str
     split: str
@@ -130,12 +134,12 @@ class ShardName:
     count: int
     gzip: bool = False
     version: int = 1
+    tag: str = ""                    # the run's TAG; "" for version 1 and older names
 
     def __str__(self) -> str:
         suffix = ".gz" if self.gzip else ""
-        tag = f"-v{self.version:05d}" if self.version > 1 else ""
-        return (f"{self.name}-{self.split}{tag}.tfrecord-{self.number:05d}-of-"
-                f"{self.count:05d}{suffix}")
+        return (f"{self.name}-{self.split}{_version_part(self.version, self.tag)}.tfrecord-"
+                f"{self.number:05d}-of-{self.count:05d}{suffix}")
 
     @classmethod
     def parse(cls, filename: str) -> "ShardName | None":
@@ -149,13 +153,47 @@ class ShardName:
         if m["version"] is not None and version < 2:
             return None  # version 1's shards carry no version: one name per shard
         return cls(m["name"], m["split"], int(m["number"]), int(m["count"]), bool(m["gz"]),
-                   version)
+                   version, m["tag"] or "")
+
+
+def tfds_template(version: int = 1, tag: str = "") -> str:
+    """TFDS's file-name template of the shards of ``version`` written by the run of
+    ``tag`` (``{DATASET}-{SPLIT}-v00003-1a2b3c4d.{FILEFORMAT}-{SHARD_X_OF_Y}``)."""
+    return TFDS_TEMPLATE.replace("{SPLIT}", "{SPLIT}" + _version_part(version, tag))
+
+
+#: A run's tag: 8 hex digits that a version after the first puts into every name it
+#: writes (its shards, their index and rows files, its folder ``versions/KKKKK-TAG/``).
+#: Two runs that publish the same version number then never write one name, unless
+#: they write the same bytes there (the tag is derived from what they write), and the
+#: put-if-absent of ``versions/KKKKK.json`` alone decides which of them is the version.
+_TAG = re.compile(r"[0-9a-f]{8}")
+
+
+def run_tag(digest) -> str:
+    """The tag of a run whose plan ``digest`` (a ``hashlib`` object) has taken in: its
+    parent version's generation and every input that decides its bytes."""
+    return digest.hexdigest()[:8]
+
+
+def is_tag(tag) -> bool:
+    """True for a run's tag (8 lowercase hex digits), or "" (no tag)."""
+    return tag == "" or (isinstance(tag, str) and _TAG.fullmatch(tag) is not None)
+
+
+def _version_part(version: int, tag: str) -> str:
+    """``-vKKKKK-TAG`` (``-vKKKKK`` without a tag) in a later version's names; nothing
+    in version 1's."""
+    if version <= 1:
+        return ""
+    return f"-v{version:05d}" + (f"-{tag}" if tag else "")
 
 
 # --- versions (docs/format.md, "Versions and the data report") ------------------------
 
 #: Every published version's manifest (``versions/00001.json``), and the files only one
-#: version has (``versions/00002/index/<shard>.idx``, its live records).
+#: version has, in its folder (``versions/00002-1a2b3c4d/index/<shard>.idx``, its live
+#: records; ``versions/00002/`` for a version written before tags).
 VERSIONS_DIR = "versions"
 #: One rows file per shard (``rows/<shard>.rows.jsonl.gz``): what updates compare.
 ROWS_DIR = "rows"
@@ -167,14 +205,21 @@ def version_manifest(version: int) -> str:
     return f"{VERSIONS_DIR}/{version:05d}.json"
 
 
-def live_index(version: int, shard: str) -> str:
-    """``versions/00002/index/<shard>.idx``: the records of ``shard`` live in ``version``."""
-    return f"{VERSIONS_DIR}/{version:05d}/index/{shard}.idx"
+def version_folder(version: int, tag: str = "") -> str:
+    """``versions/00002-1a2b3c4d``: the folder of the files only ``version`` (written by
+    the run of ``tag``) has; ``versions/00002`` without a tag."""
+    return f"{VERSIONS_DIR}/{version:05d}" + (f"-{tag}" if tag else "")
 
 
-def version_quality(version: int) -> str:
-    """``versions/00002/quality.json``: the data report of ``version``."""
-    return version_copy(version, QUALITY)
+def live_index(version: int, shard: str, tag: str = "") -> str:
+    """``versions/00002-TAG/index/<shard>.idx``: the records of ``shard`` live in
+    ``version``."""
+    return f"{version_folder(version, tag)}/index/{shard}.idx"
+
+
+def version_quality(version: int, tag: str = "") -> str:
+    """``versions/00002-TAG/quality.json``: the data report of ``version``."""
+    return version_copy(version, QUALITY, tag)
 
 
 #: The files at the folder's top that describe its latest version (TFDS reads its two
@@ -185,9 +230,9 @@ def version_quality(version: int) -> str:
 LATEST_FILES = (QUALITY, DATASET_INFO, FEATURES, ERRORS)
 
 
-def version_copy(version: int, name: str) -> str:
-    """``versions/00002/dataset_info.json``: ``version``'s own copy of a top file."""
-    return f"{VERSIONS_DIR}/{version:05d}/{name}"
+def version_copy(version: int, name: str, tag: str = "") -> str:
+    """``versions/00002-TAG/dataset_info.json``: ``version``'s own copy of a top file."""
+    return f"{version_folder(version, tag)}/{name}"
 
 
 def rows_file(shard: str) -> str:
@@ -204,7 +249,8 @@ def parse_version_manifest(name: str) -> int | None:
     return int(m["version"]) if m and int(m["version"]) >= 1 else None
 
 
-_LIVE_INDEX = re.compile(r"versions/(?P<version>\d{5})/index/(?P<shard>[^/]+)\.idx")
+_LIVE_INDEX = re.compile(
+    r"versions/(?P<version>\d{5})(?:-[0-9a-f]{8})?/index/(?P<shard>[^/]+)\.idx")
 
 
 def parse_live_index(name: str) -> tuple[int, str] | None:
@@ -218,10 +264,10 @@ def parse_live_index(name: str) -> tuple[int, str] | None:
 #: The names a conversion gives the files it writes into its output folder.
 _SHARD_TEXT = re.sub(r"\(\?P<\w+>", "(?:", _SHARD_PATTERN.pattern)  # no group names
 _OUTPUT_NAME = re.compile(
-    rf"(?:index/|versions/\d{{5}}/index/)?{_SHARD_TEXT}(?:\.idx)?"
+    rf"(?:index/|versions/\d{{5}}(?:-[0-9a-f]{{8}})?/index/)?{_SHARD_TEXT}(?:\.idx)?"
     rf"|rows/{_SHARD_TEXT}{re.escape(ROWS_SUFFIX)}"
     r"|versions/\d{5}\.json"
-    rf"|versions/\d{{5}}/(?:{'|'.join(map(re.escape, LATEST_FILES))})"
+    rf"|versions/\d{{5}}(?:-[0-9a-f]{{8}})?/(?:{'|'.join(map(re.escape, LATEST_FILES))})"
     r"|[^/\0]+\.labels\.txt"
     r"|[^/\0]+\.label_map\.pbtxt"  # the label map of the model_garden layout (garden)
     rf"|{re.escape(MANIFEST)}|{re.escape(ERRORS)}|{re.escape(DATASET_INFO)}|{re.escape(FEATURES)}"

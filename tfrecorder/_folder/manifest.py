@@ -100,6 +100,10 @@ class Manifest:
     #: keypoint names, "skeleton": pairs of 1-based keypoint numbers}``, as COCO gives
     #: them; a box of a category not named has none. None otherwise.
     keypoints: dict | None = None
+    #: The tag (``layout.run_tag``) of the run that published a version after the
+    #: first: in the names of the files it wrote, its folder ``versions/KKKKK-TAG/``
+    #: included. None for version 1 and for versions written before tags.
+    tag: str | None = None
 
     @property
     def label_key(self) -> str | None:
@@ -138,7 +142,7 @@ class Manifest:
         if self.layout == "tfrecorder":  # absent: our layout, as in older folders
             del d["layout"]
         for name in ("version", "parent", "published", "source", "mode", "key", "changes",
-                     "keypoints"):
+                     "keypoints", "tag"):
             if d[name] is None:
                 del d[name]
         for split in d["splits"].values():
@@ -175,7 +179,7 @@ class Manifest:
             version=d.get("version"), parent=d.get("parent"), published=d.get("published"),
             source=d.get("source"), mode=d.get("mode"), key=d.get("key"),
             changes=d.get("changes"), layout=_layout(d.get("layout", "tfrecorder")),
-            keypoints=d.get("keypoints"),
+            keypoints=d.get("keypoints"), tag=d.get("tag"),
         )
 
     def to_bytes(self) -> bytes:
@@ -271,9 +275,14 @@ def check_names(d: Mapping[str, Any]) -> None:
             if at is None or at[1] != file or at[0] > version:
                 raise ValueError(f"it lists {live!r} as the live index of shard {file}, "
                                  f"which is not a name tfrecorder writes for it")
-    # The root report, or this version's own (``versions/KKKKK/quality.json``).
+    tag = d.get("tag")
+    if tag is not None and (not layout.is_tag(tag) or not tag or version < 2):
+        raise ValueError(f"its tag {tag!r} is not a tag tfrecorder writes for version "
+                         f"{version} (8 hex digits, from version 2 on)")
+    # The root report, or this version's own (``versions/KKKKK-TAG/quality.json``).
     quality = d.get("quality")
-    if quality is not None and quality not in (layout.QUALITY, layout.version_quality(version)):
+    if quality is not None and quality not in (layout.QUALITY,
+                                               layout.version_quality(version, tag or "")):
         raise ValueError(f"it lists {quality!r} as its data report, which is not a file name "
                          f"tfrecorder writes for version {version} ({layout.QUALITY!r})")
 

@@ -193,9 +193,11 @@ def build(spec: DatasetSpec, stats: Iterable, quarantined: Iterable,
         vocabularies=spec.vocabularies, splits=splits, rows_in=rows_in,
         rows_written=kept_rows + sum(s.rows for s in stats), rows_quarantined=rows_bad,
         image_options=dict(spec.image_options),
-        quality=layout.QUALITY if update is None else layout.version_quality(version),
+        quality=(layout.QUALITY if update is None
+                 else layout.version_quality(version, update.tag)),
         version=version, parent=parent, source=spec.source, mode=spec.mode, key=spec.key,
         changes=changes, layout=spec.layout, keypoints=spec.keypoints,
+        tag=update.tag or None if update is not None else None,
     )
     manifest = with_generation(manifest, update.parent.generation if update else None,
                                [(s.filename, s.digest) for s in stats])
@@ -371,13 +373,11 @@ def tfds_template(s: SplitInfo) -> str | None:
     template (every shard of one version, all listed, none with retired records), else
     None: TFDS reads a split by one template, and would read retired records."""
     names = [layout.ShardName.parse(x.file) for x in s.shards]
-    versions = {n.version for n in names if n is not None}
+    versions = {(n.version, n.tag) for n in names if n is not None}
     if (len(versions) != 1 or None in names or any(x.live_index for x in s.shards)
             or sorted(n.number for n in names) != list(range(names[0].count))):
         return None
-    version = versions.pop()
-    return (layout.TFDS_TEMPLATE if version == 1 else
-            layout.TFDS_TEMPLATE.replace("{SPLIT}", f"{{SPLIT}}-v{version:05d}"))
+    return layout.tfds_template(*versions.pop())
 
 
 def tfds_dataset_info(m: Manifest) -> dict:

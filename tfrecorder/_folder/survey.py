@@ -102,7 +102,7 @@ def _listed(m: Manifest) -> set[str]:
     if m.quality:
         names.add(m.quality)
     if (m.version or 1) > 1:  # its copies of the top files (``publish``), where written
-        names |= {layout.version_copy(m.version, n) for n in layout.LATEST_FILES}
+        names |= {layout.version_copy(m.version, n, m.tag or "") for n in layout.LATEST_FILES}
     return names
 
 

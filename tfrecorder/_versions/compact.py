@@ -94,13 +94,17 @@ def compact(tfrecord_dir: str, splits=None) -> Compacted:
             if not wanted:
                 return Compacted(tfrecord_dir, None, {}, (), 0)
             version = max([k for k, _ in before.versions] + [parent.version or 1]) + 1
-            planned = {name: _plan(tfrecord_dir, parent, parent.splits[name], version)
+            # A compaction's bytes follow from its parent and the splits it rewrites.
+            tag = layout.run_tag(hashlib.blake2b(repr(
+                (parent.generation, version, wanted)).encode(), digest_size=16))
+            planned = {name: _plan(tfrecord_dir, parent, parent.splits[name], version, tag)
                        for name in wanted}
             shards = [n for names in planned.values() for n in names]
             written = [*shards, *(index.name(n) for n in shards if not n.endswith(".gz")),
                        *map(layout.rows_file, shards)]
-            files = [*written, layout.version_manifest(version), layout.version_quality(version),
-                     layout.version_copy(version, layout.DATASET_INFO),
+            files = [*written, layout.version_manifest(version),
+                     layout.version_quality(version, tag),
+                     layout.version_copy(version, layout.DATASET_INFO, tag),
                      layout.QUALITY, layout.MANIFEST, layout.DATASET_INFO]
             survey.check_target(before, True, files, run_id)
             ledger.write_ledger(run.folder, files)
@@ -110,12 +114,12 @@ def compact(tfrecord_dir: str, splits=None) -> Compacted:
                 if name in planned:
                     info = _rewrite(tfrecord_dir, run, info, planned[name], digests)
                 new_splits[name] = info
-            manifest = _manifest(parent, new_splits, version, digests)
+            manifest = _manifest(parent, new_splits, version, digests, tag)
             files_out = {layout.DATASET_INFO: json_bytes(metadata.tfds_dataset_info(manifest))}
             report = _report(tfrecord_dir, parent, version,
                              {n: new_splits[n].num_bytes for n in planned})
             if report is not None:
-                files_out[layout.version_quality(version)] = report
+                files_out[layout.version_quality(version, tag)] = report
                 files_out[layout.QUALITY] = report
             publishing.publish(run, written, files_out, manifest, version)
         except BaseException:
@@ -142,9 +146,10 @@ def _wanted(parent: Manifest, splits) -> list[str]:
     return [n for n in parent.splits if n in names]
 
 
-def _plan(output_dir: str, parent: Manifest, info: SplitInfo, version: int) -> list[str]:
-    """The shard names the split's live records go to: as many shards as a conversion
-    of their bytes would give."""
+def _plan(output_dir: str, parent: Manifest, info: SplitInfo, version: int,
+          tag: str) -> list[str]:
+    """The shard names the split's live records go to (with the run's ``tag``): as many
+    shards as a conversion of their bytes would give."""
     missing = [x.file for x in info.shards if x.rows is None]
     if missing:
         raise ConfigError(f"{output_dir}: shard {missing[0]} has no rows file (a folder "
@@ -154,7 +159,7 @@ def _plan(output_dir: str, parent: Manifest, info: SplitInfo, version: int) -> l
                      for x in info.shards)
     count = plan.shard_count(live_bytes, info.num_examples)
     gzipped = parent.compression == "gzip"
-    return [str(layout.ShardName(parent.name, info.name, i, count, gzipped, version))
+    return [str(layout.ShardName(parent.name, info.name, i, count, gzipped, version, tag))
             for i in range(count)]
 
 
@@ -217,7 +222,8 @@ def _rewrite(output_dir: str, run: ledger.RunFolder, info: SplitInfo, names: lis
                      dict(info.label_counts))
 
 
-def _manifest(parent: Manifest, splits: dict, version: int, digests: list) -> Manifest:
+def _manifest(parent: Manifest, splits: dict, version: int, digests: list,
+              tag: str) -> Manifest:
     """The new version's manifest: its parent's, with the rewritten splits, and nothing
     added or retired (every record is kept, in new files)."""
     manifest = dataclasses.replace(
@@ -225,7 +231,7 @@ def _manifest(parent: Manifest, splits: dict, version: int, digests: list) -> Ma
         published=None, mode="compact",
         changes={n: {"added": 0, "retired": 0, "kept": info.num_examples}
                  for n, info in splits.items()},
-        quality=layout.version_quality(version) if parent.quality else None)
+        quality=layout.version_quality(version, tag) if parent.quality else None, tag=tag)
     return metadata.with_generation(manifest, parent.generation, digests)
 
 

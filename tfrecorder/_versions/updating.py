@@ -13,6 +13,7 @@ the data report"; docs/versions.md).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any, Iterator
 
 from tfrecorder import _storage as storage
@@ -43,6 +44,7 @@ class Update:
     existing_count: int = 0         # append: rows whose key was already stored
     existing_differ: int = 0        # append: those whose row differs from the stored one
     differ_in: tuple = ()           # append: what differs (_differences), sorted
+    tag: str = ""                   # the run's tag, in every name it writes (run_tag)
 
 
 #: No row of the table names the stored record (``matched`` has no entry: a row id may
@@ -159,11 +161,21 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
     differ_in: set = set()
     first_of: dict = {}  # append: each stored key's first record, found once
     batch: list = []
+    # The run's tag: what decides the bytes it writes (the parent, the options an
+    # update may vary, every row as read and its image's stamp), so two runs of
+    # different tables never share a file name and two of one table write one set.
+    plan_digest = hashlib.blake2b(digest_size=16)
+    plan_digest.update(repr((parent.generation, version, opts.mode, opts.compare,
+                             opts.seed, opts.num_shards, opts.near_duplicates, opts.near_distance,
+                             sorted((k, list(v)) for k, v in table.vocabularies.items())
+                             )).encode())
 
     def decide(batch):
         nonlocal existing_count, existing_differ
         seen = _stamps([r[5].image_uri for r in batch], content, opts.max_image_bytes)
         for (split, n, key, labels, features, row, lookup, image), look in zip(batch, seen):
+            plan_digest.update(repr((split, n, key, labels, features, strict_json(row.row),
+                                     row.image_uri, look)).encode())
             features = _comparable(features, table.features)
             if append:
                 there = _stored_as(lookup, by_name, first_of,
@@ -236,6 +248,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
             split = c.entry.get("split")
             kept[split] = kept.get(split, 0) + 1
 
+    tag = layout.run_tag(plan_digest)
     shards: dict[str, list] = {}
     live_data: dict[str, bytes] = {}
     retired_per_split: dict[str, int] = {}
@@ -253,7 +266,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
             if full is None:
                 full = index.parse(storage.read_bytes(storage.inside(output_dir, shard.index)),
                                    shard.index)
-            name = layout.live_index(version, shard.file)
+            name = layout.live_index(version, shard.file, tag)
             live_data[name] = index.format(full[p] for p in live)
             shards.setdefault(split, []).append(dataclasses.replace(
                 shard, live=len(live), live_index=name))
@@ -268,7 +281,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
         rows_in=table.rows_in, channels={channels: kept_records} if channels else {},
         formats=tuple(sorted(formats)), existing=tuple(existing),
         existing_count=existing_count, existing_differ=existing_differ,
-        differ_in=tuple(sorted(differ_in)))
+        differ_in=tuple(sorted(differ_in)), tag=tag)
     return Plan(picked, update, live_data, sum(added.values()), rows_read,
                 {name: rows_now[name] for name in moved})
 

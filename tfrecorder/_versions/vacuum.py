@@ -75,8 +75,8 @@ def vacuum(tfrecord_dir: str, keep: int) -> Vacuumed:
         for k, _ in dropped:  # oldest first: what is left is always the latest versions
             storage.remove(here(layout.version_manifest(k)))
         if not storage.is_remote(tfrecord_dir):
-            for k, _ in dropped:
-                folder = here(layout.VERSIONS_DIR, f"{k:05d}")
+            for k, m in dropped:
+                folder = here(layout.version_folder(k, m.tag or ""))
                 if os.path.isdir(folder):
                     _remove_empty_tree(folder)
         return Vacuumed(tuple(k for k, _ in dropped), tuple(gone), size)

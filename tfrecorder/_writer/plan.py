@@ -131,8 +131,8 @@ def split_plans(counts: Mapping[str, int], *, num_shards: int | Mapping[str, int
 
 
 def shard_names(plans: Sequence[SplitPlan], name: str, gzip: bool,
-                version: int = 1) -> list[str]:
+                version: int = 1, tag: str = "") -> list[str]:
     """The file names of every shard of ``plans``, in order; ``version`` > 1 names an
-    update's shards (``NAME-<split>-vKKKKK.tfrecord-...``)."""
-    return [str(ShardName(name, lay.split, i, lay.count, gzip, version))
+    update's shards, with its run's ``tag`` (``NAME-<split>-vKKKKK-TAG.tfrecord-...``)."""
+    return [str(ShardName(name, lay.split, i, lay.count, gzip, version, tag))
             for lay in plans for i in range(lay.count)]

@@ -17,7 +17,7 @@ from typing import Iterable
 from tfrecorder import _storage as storage
 from tfrecorder._errors import ConversionError, OutputBusyError
 from tfrecorder._folder import layout, metadata
-from tfrecorder._folder.ledger import RunFolder
+from tfrecorder._folder.ledger import RunFolder, write_ledger
 from tfrecorder._folder.lock import holds, release
 from tfrecorder._folder.manifest import Manifest
 from tfrecorder._folder.removal import _remove_empty_index_dir, _remove_listed
@@ -112,11 +112,15 @@ def publish(run: RunFolder, moved: Iterable[str], files: dict[str, bytes],
     output_dir, folder = run.output_dir, run.folder
     here = functools.partial(_inside, output_dir)
     moved = list(moved)
-    # A version after the first puts each of its files where none is: a file there is
-    # another run's (the winner's, where this run stalled past its lock's expiry and a
-    # run that took the lock over published this version), never replaced.
+    tag = manifest.tag or ""
+    # A version after the first writes names unique to its run (its tag), and puts each
+    # file where none is: of two runs publishing one version number (one stalled past
+    # its lock's expiry while another took the lock over), neither replaces a file of
+    # the other, and the creation of the version's manifest alone decides which wins.
     move, write = ((storage.move_new, storage.write_new) if version > 1
                    else (storage.rename, storage.write_into))
+    # What this run puts into the folder before its manifest.
+    put = [*moved, *(n for n in files if not (version > 1 and _is_top(n)))]
     try:
         if run.moved:
             if not storage.is_remote(output_dir):
@@ -129,17 +133,28 @@ def publish(run: RunFolder, moved: Iterable[str], files: dict[str, bytes],
         for name, data in files.items():  # versions/KKKKK/quality.json has its folder made
             if name not in top:
                 write(here(name), data)
-            elif name in layout.LATEST_FILES and layout.version_copy(version, name) not in files:
-                write(here(layout.version_copy(version, name)), data)
+            elif name in layout.LATEST_FILES and (
+                    layout.version_copy(version, name, tag) not in files):
+                put.append(layout.version_copy(version, name, tag))
+                write(here(layout.version_copy(version, name, tag)), data)
         manifest = metadata.published(manifest)
         data = manifest.to_bytes()
         if not storage.is_remote(output_dir):
             storage.makedirs(here(layout.VERSIONS_DIR))
+        if version > 1 and not holds(storage.join(output_dir, layout.LOCK), run.run_id):
+            # A run that took the lock over removed what this one had put in place
+            # (this run's files were its leftovers): publishing would list them.
+            raise lost(run, version, None, put)
         storage.create_exclusive(here(layout.version_manifest(version)), data)
     except FileExistsError as e:
         if version == 1:
             raise
-        raise lost(run, version, e) from None
+        raise lost(run, version, e, put) from None
+    except FileNotFoundError as e:
+        # The run's own folder was cleared by a run that took its lock over.
+        if version == 1 or holds(storage.join(output_dir, layout.LOCK), run.run_id):
+            raise
+        raise lost(run, version, e, put) from None
     for name in sorted(top):
         storage.write_atomic(here(name), top[name])
     storage.write_atomic(here(layout.MANIFEST), data)
@@ -157,15 +172,25 @@ def _check_held(run: RunFolder) -> None:
             f"publishes nothing; the next conversion there removes what it left")
 
 
-def lost(run: RunFolder, version: int, clash: FileExistsError) -> OutputBusyError:
-    """The error of a run that found a file of its version in place: another run
-    published the version (or is publishing it) since this one took the lock, which it
-    held no more (it stalled past the lock's expiry). Nothing of the other's was
-    replaced; what this run put in place is left for the next run to remove."""
-    name = clash.filename or (clash.args[0] if clash.args else "")
+def lost(run: RunFolder, version: int, clash: OSError | None, put=()) -> OutputBusyError:
+    """The error of a run that found its version's manifest (or a file of its run's
+    names) in place: another run published the version (or is publishing it) since
+    this one took the lock, which it held no more (it stalled past the lock's expiry).
+    Nothing of the other's was replaced. What this run put in place (``put``) is left,
+    listed again in its ledger (the run that took the lock over removed the first), so
+    that the next run removes it as it removes what a killed run left: this run holds
+    no lock, so it removes nothing itself."""
+    try:
+        write_ledger(run.folder, put)
+    except OSError:  # the error below says what happened all the same
+        pass
+    name = clash and (clash.filename or (clash.args[0] if clash.args else ""))
+    found = ("the folder's lock is that run's" if clash is None else
+             f"{name} is that run's" if isinstance(clash, FileExistsError) else
+             f"that run cleared this one's folder: {name} is gone")
     return OutputBusyError(
         f"{run.output_dir}: another run published version {version} while this one "
-        f"(run {run.run_id}) was stalled past its lock's expiry ({name} is that run's), so "
+        f"(run {run.run_id}) was stalled past its lock's expiry ({found}), so "
         f"this run publishes nothing; the next conversion, update or compact there removes "
         f"what it left. Run the update again: it updates the version published since")
 
@@ -189,7 +214,7 @@ def complete_latest(s: Survey) -> bool:
     here = functools.partial(_inside, s.output_dir)
     for name in layout.LATEST_FILES:
         try:
-            data = storage.read_bytes(here(layout.version_copy(k, name)))
+            data = storage.read_bytes(here(layout.version_copy(k, name, m.tag or "")))
         except FileNotFoundError:  # a version written before its copies, or without one
             continue
         storage.write_atomic(here(name), data)

@@ -24,18 +24,18 @@ TASK_SUFFIX = ".task"
 
 
 def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
-          gzip: bool, version: int = 1) -> list[str]:
+          gzip: bool, version: int = 1, tag: str = "") -> list[str]:
     """Writes the task files of every shard of ``plans`` under ``folder`` by streaming
     ``spilled`` (a ``spill.Spilled``) once; returns the shard names, in plan order.
 
     Per spill block, one block file holds that block's rows grouped by shard; each
     shard's task file lists its byte ranges in the block files.
     """
-    return _stage(spilled, plans, folder, name=name, gzip=gzip, version=version)
+    return _stage(spilled, plans, folder, name=name, gzip=gzip, version=version, tag=tag)
 
 
 def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
-           gzip: bool, version: int = 1) -> list[str]:
+           gzip: bool, version: int = 1, tag: str = "") -> list[str]:
     import numpy as np
 
     storage.makedirs(folder, private=True)
@@ -65,7 +65,8 @@ def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
                 at += len(blob)
             storage.write_bytes(storage.join(folder, block_file), b"".join(data), private=True)
         for number in range(lay.count):
-            filename = str(layout.ShardName(name, lay.split, number, lay.count, gzip, version))
+            filename = str(layout.ShardName(name, lay.split, number, lay.count, gzip, version,
+                                            tag))
             task = (lay.split, number, lay.count, filename, refs[number])
             storage.write_bytes(task_path(folder, filename),
                                 pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL),
