@@ -144,6 +144,31 @@ class ConversionResult(_Keys):
                 f"of files became {human_bytes(stored)}{ratio}")
 
     @property
+    def turned(self) -> dict[str, int]:
+        """JPEGs stored turned upright by their EXIF orientation, in a conversion whose
+        records hold geometry (docs/detection.md): ``images``, the bytes they would have
+        been stored as (``source_bytes``) and the bytes stored (``stored_bytes``), over
+        every split of the data report; all 0 where none was."""
+        out = dict.fromkeys(("images", "source_bytes", "stored_bytes"), 0)
+        stats = self.report.data.get("stats", {}) if self.report is not None else {}
+        for split in stats.values():
+            for k, n in split.get("turned", {}).items():
+                if k in out:
+                    out[k] += n
+        return out
+
+    def _turned_line(self, width: int = 0) -> str | None:
+        """What turning JPEGs upright cost, in a line (its count ``width`` wide), or None."""
+        t = self.turned
+        if not t["images"]:
+            return None
+        source, stored = t["source_bytes"], t["stored_bytes"]
+        ratio = f", {stored / source:.1f}x" if source else ""
+        return (f"{t['images']:>{width}} JPEG(s) turned upright by their EXIF orientation "
+                f"and re-encoded, so that every decoder sees the frame their boxes are in: "
+                f"{human_bytes(source)} became {human_bytes(stored)}{ratio}")
+
+    @property
     def errors_file(self) -> str:
         return storage.join(self.output_dir, layout.ERRORS)
 
@@ -325,6 +350,9 @@ class ConversionResult(_Keys):
         reencoded = self._reencoded_line(9)
         if reencoded is not None:
             lines.append(f"  RE-ENCODED  {reencoded}")
+        turned = self._turned_line(9)
+        if turned is not None:
+            lines.append(f"  UPRIGHT     {turned}")
         lines += [f"  note: {note}" for note in self.notes]
         if self.report is not None:
             lines.append(f"  {self.report.summary()} — tfrecorder report {self.output_dir}")
@@ -387,6 +415,9 @@ class ConversionResult(_Keys):
         reencoded = self._reencoded_line()
         if reencoded is not None:
             pieces.append(f"<div><b>re-encoded</b>: {esc(reencoded)}</div>")
+        turned = self._turned_line()
+        if turned is not None:
+            pieces.append(f"<div><b>upright</b>: {esc(turned)}</div>")
         pieces += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
         if self.report is not None:
             pieces.append(f"<div><i>data report</i>: {esc(self.report.summary())} "

@@ -24,7 +24,7 @@ import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import example, image, records
+from tfrecorder._writer import example, image, orientation, records
 from tfrecorder._folder import garden, index, layout, rows
 from tfrecorder._report import looker, measures
 from tfrecorder._folder.metadata import strict_json
@@ -55,6 +55,9 @@ class ShardStats:
     #: Images re-encoded to be readable (``ImageInfo.source_format``): their format ->
     #: [images, their files' bytes, the bytes stored].
     reencoded: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    #: JPEGs turned upright by their EXIF orientation (``orientation``): [images, the
+    #: bytes they would have been stored as, the bytes stored].
+    turned: list[int] = dataclasses.field(default_factory=lambda: [0, 0, 0])
     digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
     rows_file: str | None = None   # its rows file (layout.rows_file); None when none is written
@@ -133,6 +136,9 @@ class WriteSettings:
     class_ids: tuple = ()
     label_key: str | None = None
     source_ids: Mapping | None = None
+    # Records place geometry on their pixels (boxes, ...): a JPEG with an EXIF
+    # orientation is stored turned as it is shown, without the tag (orientation.py).
+    upright: bool = False
 
     def reader(self) -> Callable[[str], tuple]:
         """Reads an image: ``(bytes, size, stamp)`` (``storage.read_file_stamped``)."""
@@ -327,6 +333,8 @@ def write(task: ShardTask, settings: WriteSettings,
         threads = max(threads, settings.work_threads)
     # Read and prepared here, in this thread: the digests are taken beside it.
     digests = _Digests() if threads <= 1 and not wants_image else None
+    quality = (settings.sizing.jpeg_quality if settings.sizing is not None
+               else orientation.QUALITY)
 
     def prepared(got):
         """In a reading thread: the bytes to store, what they decode to, the report's
@@ -338,11 +346,16 @@ def write(task: ShardTask, settings: WriteSettings,
         try:
             stored, info = image.prepare(data, settings.check, settings.sizing,
                                          seen=decoded.append if wants_image else None)
+            turned_from = None
+            if (settings.upright and info.format == "jpeg"
+                    and orientation.of_jpeg(stored) != 1):
+                turned_from = len(stored)
+                stored, info = orientation.upright(stored, quality)
         except image.ImageProblem as e:
             return e
         measured = ((digests.add(data), None, None, {}) if digests is not None
                     else look.measure(data, decoded[0] if decoded else None))
-        return stored, info, measured, len(data), file_size, file_stamp
+        return stored, info, measured, len(data), file_size, file_stamp, turned_from
 
     bad: list[Quarantined] = []
     digest = hashlib.blake2b(digest_size=16)
@@ -366,7 +379,7 @@ def write(task: ShardTask, settings: WriteSettings,
                 if reason is not None:
                     bad.extend(quarantined(row, columns, failed_at, reason))
                     continue
-                stored, info, measured, source_size, file_size, file_stamp = ready
+                stored, info, measured, source_size, file_size, file_stamp, turned_from = ready
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
@@ -386,6 +399,9 @@ def write(task: ShardTask, settings: WriteSettings,
                     cost[0] += 1
                     cost[1] += source_size
                     cost[2] += len(stored)
+                if turned_from is not None:
+                    stats.turned = [stats.turned[0] + 1, stats.turned[1] + turned_from,
+                                    stats.turned[2] + len(stored)]
             if settings.layout == garden.MODEL_GARDEN:
                 features = _in_garden_keys(features, row, settings, written if seen else None)
             framed.append(records.write_record_segments(out, example.serialize_segments(features),
