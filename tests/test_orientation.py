@@ -45,6 +45,8 @@ def test_the_orientation_is_read_from_the_jpeg_header():
     _shown().save(plain, "JPEG")
     assert orientation.of_jpeg(plain.getvalue()) == 1
     assert orientation.of_jpeg(b"\xff\xd8\xff\xe1\x00\x08Exif") == 1  # cut short: none
+    told = orientation.without_tag(_phone_jpeg(6))
+    assert orientation.of_jpeg(told) == 1 and Image.open(io.BytesIO(told)).getexif()[0x0112] == 1
 
 
 @pytest.mark.parametrize("turn", [3, 6, 8])
@@ -75,27 +77,56 @@ def _patch_in_box(tf, record) -> tuple[float, float]:
             float(redness[outside].mean()))
 
 
+def _convert_coco(tmp_path, data: bytes, size, box):
+    """A COCO file of one photo sized ``size`` with one ``box``, converted."""
+    (tmp_path / "0.jpg").write_bytes(data)
+    coco = {"images": [{"id": 1, "file_name": "0.jpg", "width": size[0], "height": size[1]}],
+            "categories": [{"id": 1, "name": "thing"}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": box,
+                             "iscrowd": 0, "area": box[2] * box[3]}]}
+    (tmp_path / "train.json").write_text(json.dumps(coco))
+    return tfrecorder.convert({"train": str(tmp_path / "train.json")}, str(tmp_path / "out"))
+
+
 @pytest.mark.slow
 def test_a_coco_box_drawn_on_the_shown_photo_is_on_the_stored_pixels(tmp_path, tf):
     raw = _phone_jpeg(6)
-    (tmp_path / "0.jpg").write_bytes(raw)
-    coco = {"images": [{"id": 1, "file_name": "0.jpg", "width": SHOWN[0],
-                        "height": SHOWN[1]}],
-            "categories": [{"id": 1, "name": "thing"}],
-            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": BOX,
-                             "iscrowd": 0, "area": BOX[2] * BOX[3]}]}
-    (tmp_path / "train.json").write_text(json.dumps(coco))
-    result = tfrecorder.convert({"train": str(tmp_path / "train.json")}, str(tmp_path / "out"))
+    result = _convert_coco(tmp_path, raw, SHOWN, BOX)
     record = Reader(str(tmp_path / "out"), "train").features(0)
     assert (record["image_width"], record["image_height"]) == SHOWN
     assert tf.io.decode_jpeg(record["image"]).shape == (SHOWN[1], SHOWN[0], 3)
     inside, outside = _patch_in_box(tf, record)
     assert inside > 150 and outside < 20
     stored = len(record["image"])
-    assert result.turned == {"images": 1, "source_bytes": len(raw), "stored_bytes": stored}
+    assert result.turned == {"images": 1, "source_bytes": len(raw), "stored_bytes": stored,
+                             "sensor_frame": 0}
     line = next(s for s in str(result).splitlines() if s.lstrip().startswith("UPRIGHT"))
     assert "1 JPEG(s) turned upright by their EXIF orientation" in line
     assert "<b>upright</b>" in result._repr_html_()
+
+
+@pytest.mark.slow
+def test_a_coco_file_sizing_the_photo_in_its_sensor_frame_keeps_that_frame(tmp_path, tf):
+    # A tool that ignored the orientation: the size and the box are the sensor's
+    # (64 wide, 40 tall), the patch drawn there.
+    sensor = Image.new("RGB", (64, 40), "white")
+    box = [30, 8, 20, 14]
+    sensor.paste((220, 20, 20), (box[0], box[1], box[0] + box[2], box[1] + box[3]))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    out = io.BytesIO()
+    sensor.save(out, "JPEG", quality=95, exif=exif.tobytes())
+    raw = out.getvalue()
+    result = _convert_coco(tmp_path, raw, (64, 40), box)
+    record = Reader(str(tmp_path / "out"), "train").features(0)
+    stored = bytes(record["image"])
+    assert len(stored) == len(raw) and orientation.of_jpeg(stored) == 1  # only the tag changed
+    assert Image.open(io.BytesIO(stored)).tobytes() == Image.open(io.BytesIO(raw)).tobytes()
+    assert (record["image_width"], record["image_height"]) == (64, 40)
+    inside, outside = _patch_in_box(tf, record)
+    assert inside > 150 and outside < 20
+    assert result.turned["sensor_frame"] == 1 and result.turned["images"] == 0
+    assert "1 kept in the sensor's frame" in str(result)
 
 
 @pytest.mark.slow

@@ -507,6 +507,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
         # a thread, rather than Beam's multi-threaded mode.
         work_threads=workers if in_process and opts.runner == "DirectRunner" else 1,
         upright=orientation.has_geometry(table.features),
+        source_sizes=dict(getattr(table.annotations, "image_sizes", None) or {}) or None,
         **laid)
     return runners.Run(opts, task_dir, tuple(shards), settings, spec, records,
                        1 if in_process else workers, update=update is not None)

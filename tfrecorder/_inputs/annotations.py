@@ -36,6 +36,9 @@ class Annotations:
     #: (``garden``), so that the records match the source's annotation file.
     class_ids: dict = dataclasses.field(default_factory=dict)
     image_ids: dict = dataclasses.field(default_factory=dict)
+    #: An image's value in the table -> (width, height) as the source gives them
+    #: (COCO's): a photo's EXIF orientation is applied or not by them (orientation.py).
+    image_sizes: dict = dataclasses.field(default_factory=dict)
 
     @property
     def written(self) -> int:
@@ -55,6 +58,7 @@ class Annotations:
         self.as_boxes.clear()
         self.class_ids.clear()
         self.image_ids.clear()
+        self.image_sizes.clear()
 
     def __str__(self) -> str:
         n = sum(self.reported.values())

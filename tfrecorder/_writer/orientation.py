@@ -46,8 +46,39 @@ def has_geometry(features: Mapping) -> bool:
 def of_jpeg(data: bytes) -> int:
     """The EXIF orientation (1 to 8) of the JPEG ``data``; 1 where it has none, or one
     that cannot be read (what every decoder that applies it does then)."""
+    found = _tag(data)
+    return 1 if found is None else found[0]
+
+
+def without_tag(data: bytes) -> bytes:
+    """The JPEG ``data`` with its EXIF orientation set to 1 (upright) in place: the
+    same pixels, untouched, told to be shown as they are."""
+    found = _tag(data)
+    if found is None:
+        return data
+    _, at, order = found
+    return data[:at] + (1).to_bytes(2, order) + data[at + 2:]
+
+
+def in_sensor_frame(given, raw: image.ImageInfo, turned: image.ImageInfo) -> bool:
+    """Whether a source that sizes a photo ``given`` (width, height), stored
+    ``raw`` (its sensor's frame) and shown ``turned``, made its boxes in the sensor's
+    frame: its size is the sensor frame's and not the shown one's. A square photo, or a
+    half turn, has the same size both ways: the shown frame is taken, as tools show it."""
+    if not given or len(given) != 2:
+        return False
+    try:
+        w, h = (round(float(v)) for v in given)
+    except (TypeError, ValueError):
+        return False
+    return (w, h) == (raw.width, raw.height) and (w, h) != (turned.width, turned.height)
+
+
+def _tag(data: bytes) -> tuple[int, int, str] | None:
+    """The orientation of the JPEG ``data``, where its value is in ``data`` and in which
+    byte order; None where it has no readable one."""
     if data[:2] != b"\xff\xd8":
-        return 1
+        return None
     pos, n = 2, len(data)
     # The tag is in an APP1 segment before the first scan: only the segments' headers
     # are walked, never the picture.
@@ -57,18 +88,19 @@ def of_jpeg(data: bytes) -> int:
             pos += 1
             continue
         if marker in (_SOS, _EOI):
-            return 1
+            return None
         length = int.from_bytes(data[pos + 2:pos + 4], "big")
         if marker == _APP1 and data[pos + 4:pos + 10] == b"Exif\x00\x00":
             found = _in_tiff(data[pos + 10:pos + 2 + length])
             if found is not None:
-                return found
+                return found[0], pos + 10 + found[1], found[2]
         pos += 2 + length
-    return 1
+    return None
 
 
-def _in_tiff(tiff: bytes) -> int | None:
-    """The orientation in IFD0 of an EXIF block (a TIFF header and its directories)."""
+def _in_tiff(tiff: bytes) -> tuple[int, int, str] | None:
+    """The orientation in IFD0 of an EXIF block (a TIFF header and its directories),
+    the offset of its value in ``tiff`` and the byte order."""
     order = {b"II": "little", b"MM": "big"}.get(tiff[:2])
     if order is None or len(tiff) < 8:
         return None
@@ -82,7 +114,7 @@ def _in_tiff(tiff: bytes) -> int | None:
             return None
         if int.from_bytes(tiff[at:at + 2], order) == _TAG:
             value = int.from_bytes(tiff[at + 8:at + 10], order)  # a SHORT, first in its field
-            return value if 1 <= value <= 8 else None
+            return (value, at + 8, order) if 1 <= value <= 8 else None
     return None
 
 

@@ -148,8 +148,10 @@ class ConversionResult(_Keys):
         """JPEGs stored turned upright by their EXIF orientation, in a conversion whose
         records hold geometry (docs/detection.md): ``images``, the bytes they would have
         been stored as (``source_bytes``) and the bytes stored (``stored_bytes``), over
-        every split of the data report; all 0 where none was."""
-        out = dict.fromkeys(("images", "source_bytes", "stored_bytes"), 0)
+        every split of the data report; ``sensor_frame``: the photos stored in their
+        sensor's frame instead, their orientation set to 1, because their source (a COCO
+        file) gives that frame's size, so its boxes are in it. All 0 where none was."""
+        out = dict.fromkeys(("images", "source_bytes", "stored_bytes", "sensor_frame"), 0)
         stats = self.report.data.get("stats", {}) if self.report is not None else {}
         for split in stats.values():
             for k, n in split.get("turned", {}).items():
@@ -160,13 +162,16 @@ class ConversionResult(_Keys):
     def _turned_line(self, width: int = 0) -> str | None:
         """What turning JPEGs upright cost, in a line (its count ``width`` wide), or None."""
         t = self.turned
-        if not t["images"]:
+        if not t["images"] and not t["sensor_frame"]:
             return None
         source, stored = t["source_bytes"], t["stored_bytes"]
         ratio = f", {stored / source:.1f}x" if source else ""
+        kept = (f"; {t['sensor_frame']} kept in the sensor's frame, orientation set to 1, "
+                f"as their source's width and height are that frame's"
+                if t["sensor_frame"] else "")
         return (f"{t['images']:>{width}} JPEG(s) turned upright by their EXIF orientation "
                 f"and re-encoded, so that every decoder sees the frame their boxes are in: "
-                f"{human_bytes(source)} became {human_bytes(stored)}{ratio}")
+                f"{human_bytes(source)} became {human_bytes(stored)}{ratio}{kept}")
 
     @property
     def errors_file(self) -> str:

@@ -56,8 +56,9 @@ class ShardStats:
     #: [images, their files' bytes, the bytes stored].
     reencoded: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     #: JPEGs turned upright by their EXIF orientation (``orientation``): [images, the
-    #: bytes they would have been stored as, the bytes stored].
-    turned: list[int] = dataclasses.field(default_factory=lambda: [0, 0, 0])
+    #: bytes they would have been stored as, the bytes stored, and the photos kept in
+    #: the sensor's frame instead, their tag set to 1, as their source sizes them so].
+    turned: list[int] = dataclasses.field(default_factory=lambda: [0, 0, 0, 0])
     digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
     rows_file: str | None = None   # its rows file (layout.rows_file); None when none is written
@@ -139,6 +140,9 @@ class WriteSettings:
     # Records place geometry on their pixels (boxes, ...): a JPEG with an EXIF
     # orientation is stored turned as it is shown, without the tag (orientation.py).
     upright: bool = False
+    # The source's (width, height) by the image's value in the table (COCO's), where it
+    # gives them: a photo it sizes in the sensor's frame has its boxes there too.
+    source_sizes: Mapping | None = None
 
     def reader(self) -> Callable[[str], tuple]:
         """Reads an image: ``(bytes, size, stamp)`` (``storage.read_file_stamped``)."""
@@ -349,7 +353,7 @@ def write(task: ShardTask, settings: WriteSettings,
             turned_from = None
             if (settings.upright and info.format == "jpeg"
                     and orientation.of_jpeg(stored) != 1):
-                turned_from = len(stored)
+                turned_from = (stored, info)
                 stored, info = orientation.upright(stored, quality)
         except image.ImageProblem as e:
             return e
@@ -382,6 +386,18 @@ def write(task: ShardTask, settings: WriteSettings,
                 stored, info, measured, source_size, file_size, file_stamp, turned_from = ready
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
+                if turned_from is not None:
+                    unturned, unturned_info = turned_from
+                    given = (settings.source_sizes or {}).get(
+                        row.image_uri if written is None else written)
+                    if orientation.in_sensor_frame(given, unturned_info, info):
+                        # Its boxes were made relative to the sensor's frame: that frame,
+                        # told as upright, is what every decoder must see.
+                        stored, info = orientation.without_tag(unturned), unturned_info
+                        stats.turned[3] += 1
+                    else:
+                        stats.turned[:3] = [stats.turned[0] + 1, stats.turned[1] + len(unturned),
+                                            stats.turned[2] + len(stored)]
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
                 sha, phash, sums, problems = look.add(
                     (row.split, task.number, stats.num_examples, row.row,
@@ -399,9 +415,6 @@ def write(task: ShardTask, settings: WriteSettings,
                     cost[0] += 1
                     cost[1] += source_size
                     cost[2] += len(stored)
-                if turned_from is not None:
-                    stats.turned = [stats.turned[0] + 1, stats.turned[1] + turned_from,
-                                    stats.turned[2] + len(stored)]
             if settings.layout == garden.MODEL_GARDEN:
                 features = _in_garden_keys(features, row, settings, written if seen else None)
             framed.append(records.write_record_segments(out, example.serialize_segments(features),
