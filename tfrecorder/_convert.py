@@ -13,7 +13,7 @@ import errno
 import logging
 import os
 from tfrecorder._inputs import arguments
-from tfrecorder._writer import cluster, dataflow, direct, image, plan, runners
+from tfrecorder._writer import cluster, dataflow, direct, image, orientation, plan, runners
 from tfrecorder._folder import garden, index, layout, ledger, metadata, removal, survey
 from tfrecorder._writer import publishing
 from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
@@ -516,6 +516,8 @@ def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
         # the GIL: a run in the calling process has its shard writer use every worker as
         # a thread, rather than Beam's multi-threaded mode.
         work_threads=workers if in_process and opts.runner == "DirectRunner" else 1,
+        upright=orientation.has_geometry(table.features),
+        source_sizes=dict(getattr(table.annotations, "image_sizes", None) or {}) or None,
         **laid)
     return runners.Run(opts, task_dir, tuple(shards), settings, spec, records,
                        1 if in_process else workers, update=update is not None)

@@ -41,6 +41,9 @@ class Annotations:
     image_ids: dict = dataclasses.field(default_factory=dict)
     shapes: set = dataclasses.field(default_factory=set)
     keypoints: dict = dataclasses.field(default_factory=dict)
+    #: An image's value in the table -> (width, height) as the source gives them
+    #: (COCO's): a photo's EXIF orientation is applied or not by them (orientation.py).
+    image_sizes: dict = dataclasses.field(default_factory=dict)
 
     @property
     def written(self) -> int:
@@ -62,6 +65,7 @@ class Annotations:
         self.image_ids.clear()
         self.shapes.clear()
         self.keypoints.clear()
+        self.image_sizes.clear()
 
     def __str__(self) -> str:
         n = sum(self.reported.values())

@@ -127,6 +127,7 @@ def rows(data: dict, path: str, split: str | None, folder: str,
     for key, image in images.items():
         uri = storage.within(folder, image["file_name"])
         counts.image_ids[uri] = image["id"]
+        counts.image_sizes[uri] = (image["width"], image["height"])
         annotations = by_image.get(key)
         if not annotations:
             out.append((split, uri, None, None, None, None, None, None, None, None))

@@ -262,6 +262,7 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
         labels: dict[str, int] = {}
         formats: dict[str, int] = {}
         reencoded: dict[str, list[int]] = {}
+        turned = [0, 0, 0, 0]
         widths: dict = {}
         heights: dict = {}
         colours = Looker()  # the split's colour sums, added up as a shard's are
@@ -273,6 +274,7 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
             _merge(formats, s.formats)
             for fmt, cost in s.reencoded.items():
                 reencoded[fmt] = [a + b for a, b in zip(reencoded.get(fmt, [0, 0, 0]), cost)]
+            turned = [a + b for a, b in zip(turned, s.turned)]
             look = s.look
             if look is None:
                 continue
@@ -290,6 +292,10 @@ def _stats(by_split: dict, label_names: list[str]) -> dict:
         if reencoded:  # images, their files' bytes, the bytes stored, per source format
             entry["reencoded"] = {f: dict(zip(("images", "source_bytes", "stored_bytes"), c))
                                   for f, c in sorted(reencoded.items())}
+        if any(turned):  # JPEGs turned upright by their EXIF orientation, the same three,
+            # and those kept in the sensor's frame as their source sizes them so
+            entry["turned"] = dict(zip(("images", "source_bytes", "stored_bytes",
+                                        "sensor_frame"), turned))
         sums = colours.sums
         if sums is not None and sums[0] and not unmeasured:
             # Only where every image record of the split was measured: the figures of
@@ -389,7 +395,10 @@ _FILE = _Obj({
         "mean": _CHANNELS, "std": _CHANNELS,
         "reencoded": {"*": _Obj({"images": _COUNT, "source_bytes": _COUNT,
                                  "stored_bytes": _COUNT},
-                                required=("images", "source_bytes", "stored_bytes"))}})},
+                                required=("images", "source_bytes", "stored_bytes"))},
+        "turned": _Obj({"images": _COUNT, "source_bytes": _COUNT, "stored_bytes": _COUNT,
+                        "sensor_frame": _COUNT},
+                       required=("images", "source_bytes", "stored_bytes"))})},
     "warnings": [_Obj({"kind": _TEXT, "label": _TEXT, "rows": _COUNT, "largest": _TEXT,
                        "smallest": _TEXT,
                        "ratio": ("a number", _num)}, required=("kind",))],

@@ -144,6 +144,36 @@ class ConversionResult(_Keys):
                 f"of files became {human_bytes(stored)}{ratio}")
 
     @property
+    def turned(self) -> dict[str, int]:
+        """JPEGs stored turned upright by their EXIF orientation, in a conversion whose
+        records hold geometry (docs/detection.md): ``images``, the bytes they would have
+        been stored as (``source_bytes``) and the bytes stored (``stored_bytes``), over
+        every split of the data report; ``sensor_frame``: the photos stored in their
+        sensor's frame instead, their orientation set to 1, because their source (a COCO
+        file) gives that frame's size, so its boxes are in it. All 0 where none was."""
+        out = dict.fromkeys(("images", "source_bytes", "stored_bytes", "sensor_frame"), 0)
+        stats = self.report.data.get("stats", {}) if self.report is not None else {}
+        for split in stats.values():
+            for k, n in split.get("turned", {}).items():
+                if k in out:
+                    out[k] += n
+        return out
+
+    def _turned_line(self, width: int = 0) -> str | None:
+        """What turning JPEGs upright cost, in a line (its count ``width`` wide), or None."""
+        t = self.turned
+        if not t["images"] and not t["sensor_frame"]:
+            return None
+        source, stored = t["source_bytes"], t["stored_bytes"]
+        ratio = f", {stored / source:.1f}x" if source else ""
+        kept = (f"; {t['sensor_frame']} kept in the sensor's frame, orientation set to 1, "
+                f"as their source's width and height are that frame's"
+                if t["sensor_frame"] else "")
+        return (f"{t['images']:>{width}} JPEG(s) turned upright by their EXIF orientation "
+                f"and re-encoded, so that every decoder sees the frame their boxes are in: "
+                f"{human_bytes(source)} became {human_bytes(stored)}{ratio}{kept}")
+
+    @property
     def errors_file(self) -> str:
         return storage.join(self.output_dir, layout.ERRORS)
 
@@ -325,6 +355,9 @@ class ConversionResult(_Keys):
         reencoded = self._reencoded_line(9)
         if reencoded is not None:
             lines.append(f"  RE-ENCODED  {reencoded}")
+        turned = self._turned_line(9)
+        if turned is not None:
+            lines.append(f"  UPRIGHT     {turned}")
         lines += [f"  note: {note}" for note in self.notes]
         if self.report is not None:
             lines.append(f"  {self.report.summary()} — tfrecorder report {self.output_dir}")
@@ -387,6 +420,9 @@ class ConversionResult(_Keys):
         reencoded = self._reencoded_line()
         if reencoded is not None:
             pieces.append(f"<div><b>re-encoded</b>: {esc(reencoded)}</div>")
+        turned = self._turned_line()
+        if turned is not None:
+            pieces.append(f"<div><b>upright</b>: {esc(turned)}</div>")
         pieces += [f"<div><i>note</i>: {esc(note)}</div>" for note in self.notes]
         if self.report is not None:
             pieces.append(f"<div><i>data report</i>: {esc(self.report.summary())} "

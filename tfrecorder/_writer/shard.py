@@ -24,7 +24,7 @@ import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import image
+from tfrecorder._writer import image, orientation
 from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._folder import garden, index, layout, rows
@@ -57,6 +57,10 @@ class ShardStats:
     #: Images re-encoded to be readable (``ImageInfo.source_format``): their format ->
     #: [images, their files' bytes, the bytes stored].
     reencoded: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    #: JPEGs turned upright by their EXIF orientation (``orientation``): [images, the
+    #: bytes they would have been stored as, the bytes stored, and the photos kept in
+    #: the sensor's frame instead, their tag set to 1, as their source sizes them so].
+    turned: list[int] = dataclasses.field(default_factory=lambda: [0, 0, 0, 0])
     digest: str = ""        # of every record's length and checksum (Manifest.generation)
     index_file: str | None = None  # its index file (index.name); None when none is written
     rows_file: str | None = None   # its rows file (layout.rows_file); None when none is written
@@ -135,6 +139,12 @@ class WriteSettings:
     class_ids: tuple = ()
     label_key: str | None = None
     source_ids: Mapping | None = None
+    # Records place geometry on their pixels (boxes, ...): a JPEG with an EXIF
+    # orientation is stored turned as it is shown, without the tag (orientation.py).
+    upright: bool = False
+    # The source's (width, height) by the image's value in the table (COCO's), where it
+    # gives them: a photo it sizes in the sensor's frame has its boxes there too.
+    source_sizes: Mapping | None = None
 
     def reader(self) -> Callable[[str], tuple]:
         """Reads an image: ``(bytes, size, stamp)`` (``storage.read_file_stamped``)."""
@@ -329,6 +339,8 @@ def write(task: ShardTask, settings: WriteSettings,
         threads = max(threads, settings.work_threads)
     # Read and prepared here, in this thread: the digests are taken beside it.
     digests = _Digests() if threads <= 1 and not wants_image else None
+    quality = (settings.sizing.jpeg_quality if settings.sizing is not None
+               else orientation.QUALITY)
 
     def prepared(got):
         """In a reading thread: the bytes to store, what they decode to, the report's
@@ -340,11 +352,16 @@ def write(task: ShardTask, settings: WriteSettings,
         try:
             stored, info = image.prepare(data, settings.check, settings.sizing,
                                          seen=decoded.append if wants_image else None)
+            turned_from = None
+            if (settings.upright and info.format == "jpeg"
+                    and orientation.of_jpeg(stored) != 1):
+                turned_from = (stored, info)
+                stored, info = orientation.upright(stored, quality)
         except image.ImageProblem as e:
             return e
         measured = ((digests.add(data), None, None, {}) if digests is not None
                     else look.measure(data, decoded[0] if decoded else None))
-        return stored, info, measured, len(data), file_size, file_stamp
+        return stored, info, measured, len(data), file_size, file_stamp, turned_from
 
     bad: list[Quarantined] = []
     digest = hashlib.blake2b(digest_size=16)
@@ -368,9 +385,21 @@ def write(task: ShardTask, settings: WriteSettings,
                 if reason is not None:
                     bad.extend(quarantined(row, columns, failed_at, reason))
                     continue
-                stored, info, measured, source_size, file_size, file_stamp = ready
+                stored, info, measured, source_size, file_size, file_stamp, turned_from = ready
                 written = (None if settings.image_column is None
                            else row.values[settings.image_column].strip())
+                if turned_from is not None:
+                    unturned, unturned_info = turned_from
+                    given = (settings.source_sizes or {}).get(
+                        row.image_uri if written is None else written)
+                    if orientation.in_sensor_frame(given, unturned_info, info):
+                        # Its boxes were made relative to the sensor's frame: that frame,
+                        # told as upright, is what every decoder must see.
+                        stored, info = orientation.without_tag(unturned), unturned_info
+                        stats.turned[3] += 1
+                    else:
+                        stats.turned[:3] = [stats.turned[0] + 1, stats.turned[1] + len(unturned),
+                                            stats.turned[2] + len(stored)]
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
                 sha, phash, sums, problems = look.add(
                     (row.split, task.number, stats.num_examples, row.row,
