@@ -239,10 +239,9 @@ def _cached_records(tf, v: view.View, start, end, seed, shard_cache, determinist
     checked)."""
     from tfrecorder import access
 
-    records = access.Reader(v.output_dir, v.split, version=v.version.number,
-                            cache_dir=shard_cache.root, cache_limit=shard_cache.limit)
-    if records._generation != v.version.generation:
-        records._check_generation(0)  # replaced between the two openings: says so
+    # The view's own opening: the folder is not opened again, so there is no second
+    # conversion to tell apart from the first.
+    records = access.Reader.of(v, cache_dir=shard_cache.root, cache_limit=shard_cache.limit)
 
     def read(positions):
         return np.array(records.records(positions.tolist()), dtype=object)
