@@ -29,11 +29,17 @@ LABEL = "objects/label"
 #: VOC's ``difficult`` and ``truncated``, under TFDS's names for them. Values are 0 or 1.
 BOX_FLAGS = {"is_crowd": "objects/is_crowd", "is_difficult": "objects/is_difficult",
              "is_truncated": "objects/is_truncated"}
+#: Per-image whole-number columns, the same on every row of an image, and the feature
+#: each becomes (one value per record): COCO's image id, so that a record can be matched
+#: to its annotation file (COCO's evaluator, torchvision's ``image_id``).
+IMAGE_COLUMNS = {"image_id": "image_id"}
 
 
 def columns(frame) -> list[str]:
-    """The columns of a detection table ``frame``: COLUMNS and its BOX_FLAGS columns."""
-    return COLUMNS + [c for c in BOX_FLAGS if c in frame.columns]
+    """The columns of a detection table ``frame``: COLUMNS, its BOX_FLAGS columns, then
+    its IMAGE_COLUMNS."""
+    return (COLUMNS + [c for c in BOX_FLAGS if c in frame.columns]
+            + [c for c in IMAGE_COLUMNS if c in frame.columns])
 
 
 def _number(text) -> bool:
@@ -91,7 +97,7 @@ def check(frame, row_ids: Sequence, id_of: Mapping[str, int], problems: Problems
     outside [0, 1], a minimum above its maximum, boxes without a label, labels without a
     box, labels not in ``id_of`` and flags other than 0 or 1 go to ``problems``."""
     names = columns(frame)
-    flag_names = names[len(COLUMNS):]
+    flag_names = [n for n in names[len(COLUMNS):] if n in BOX_FLAGS]
     values = list(zip(*(frame[c].tolist() for c in names)))
     row_splits, keys, boxes = [], [], []
     for rid, row in zip(row_ids, values):
@@ -109,7 +115,8 @@ def check(frame, row_ids: Sequence, id_of: Mapping[str, int], problems: Problems
         keys.append(uri.strip())
         found = _box(rid, label, box, problems)
         if found is not None:
-            found += (_flags(rid, flag_names, row[len(COLUMNS):], problems),)
+            flags = row[len(COLUMNS):len(COLUMNS) + len(flag_names)]
+            found += (_flags(rid, flag_names, flags, problems),)
         boxes.append(found)
     for rid, b in zip(row_ids, boxes):
         if b and b[0] is not None and b[0] not in id_of:
@@ -119,17 +126,23 @@ def check(frame, row_ids: Sequence, id_of: Mapping[str, int], problems: Problems
 
 
 def record(members: Sequence[int], boxes: Sequence, id_of: Mapping[str, int],
-           names: Sequence[str] = COLUMNS):
+           names: Sequence[str] = COLUMNS, values: Sequence | None = None):
     """The features and label ids of one image's record from its rows' boxes (in row
-    order; boxes whose label has no id are left out); ``names``: the table's columns."""
+    order; boxes whose label has no id are left out); ``names``: the table's columns,
+    ``values``: their values, one sequence per column, where IMAGE_COLUMNS are read
+    (from the image's first row)."""
     found = [boxes[i] for i in members if boxes[i] is not None and boxes[i][0] in id_of]
     ids = tuple(id_of[b[0]] for b in found)
     features = {
         BBOX: example.float_feature([c for b in found for c in b[1]]),
         LABEL: example.int64_feature(ids),
     }
-    for k, name in enumerate(names[len(COLUMNS):]):
+    flag_names = [n for n in names[len(COLUMNS):] if n in BOX_FLAGS]
+    for k, name in enumerate(flag_names):
         features[BOX_FLAGS[name]] = example.int64_feature([b[2][k] for b in found])
+    for name in names[len(COLUMNS) + len(flag_names):]:
+        features[IMAGE_COLUMNS[name]] = example.int64_feature(
+            [int(values[names.index(name)][members[0]])])
     return features, ids
 
 
@@ -139,7 +152,10 @@ def feature_specs(names: Sequence[str] = COLUMNS) -> dict[str, FeatureSpec]:
     features[BBOX] = FeatureSpec(example.FLOAT, [-1, 4], "bbox")
     features[LABEL] = FeatureSpec(example.INT64, None, "label")
     for name in names[len(COLUMNS):]:
-        features[BOX_FLAGS[name]] = FeatureSpec(example.INT64, None, "feature")
+        if name in BOX_FLAGS:
+            features[BOX_FLAGS[name]] = FeatureSpec(example.INT64, None, "feature")
+        else:
+            features[IMAGE_COLUMNS[name]] = FeatureSpec(example.INT64, [], "feature")
     return features
 
 
