@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tfrecorder._report import boxes
 from tfrecorder._report.matching import MAX_PAIRS
 from tfrecorder._report.measures import (
     MAX_DISTANCE,
@@ -107,6 +108,15 @@ class Looker:
         self.areas[size] = self.areas.get(size, 0) + 1
         self.sizes.append((size, ref))
         for issue, score in problems.items():
+            self.issue_counts[issue] = self.issue_counts.get(issue, 0) + 1
+            if self.issue_counts[issue] <= MAX_PAIRS:
+                self.issues.append((issue, score, ref))
+
+    def add_boxes(self, ref: tuple, values: dict, width: int, height: int) -> None:
+        """One detection record's box problems (``boxes.problems`` of its parsed
+        ``values``, for its stored image of ``width`` x ``height``), counted and listed
+        as its image's problems are."""
+        for issue, score in boxes.problems(values, height, width).items():
             self.issue_counts[issue] = self.issue_counts.get(issue, 0) + 1
             if self.issue_counts[issue] <= MAX_PAIRS:
                 self.issues.append((issue, score, ref))
