@@ -971,3 +971,9 @@ def test_the_report_tells_box_problems_and_fails_on_them(tmp_path, run_cli):
     failing = run_cli("report", out, "--fail-on", "tiny_box,box_outside")
     assert failing.returncode == 3 and "1 tiny_box" in failing.stderr
     assert run_cli("report", out, "--fail-on", "box_outside").returncode == 0
+    # an update keeping those records keeps their problems (from their rows files)
+    (tmp_path / "4.jpg").write_bytes(encode(seed=4, size=(200, 100)))
+    (tmp_path / "boxes.csv").write_text("\n".join(rows + ["TRAIN,4.jpg,cat,0.2,0.2,,,0.6,0.6,,"])
+                                        + "\n")
+    tfrecorder.convert(str(tmp_path / "boxes.csv"), out, mode="update")
+    assert tfrecorder.report(out).found(["boxes"]) == {"boxes": 4}

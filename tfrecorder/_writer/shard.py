@@ -375,7 +375,8 @@ def write(task: ShardTask, settings: WriteSettings,
                 sha, phash, sums, problems = look.add(ref, info.width, info.height, measured,
                                                       info.channels)
                 if _BOXES in features:  # a detection record: its boxes' problems too
-                    look.add_boxes(ref, _box_values(features), info.width, info.height)
+                    problems = {**problems, **look.add_boxes(
+                        ref, _box_values(features), info.width, info.height)}
                 seen = dict(size=file_size, stamp=file_stamp, sha256=sha, phash=phash,
                             width=info.width, height=info.height, fmt=info.format,
                             hashed=look.near, px=sums, measured=wants_image,
