@@ -130,6 +130,19 @@ def test_boxes_labels_and_crowd_flags_round_trip(tmp_path):
 
 
 @pytest.mark.slow
+def test_each_record_keeps_its_images_coco_id(tmp_path):
+    _images(tmp_path)
+    content = _coco([*ANNOTATIONS[:3], {**ANNOTATIONS[3], "image_id": "x103"}])
+    content["images"][3]["id"] = "x103"  # not a whole number: -1
+    src = _write(tmp_path / "instances_train.json", content)
+    tfrecorder.convert({"train": src}, str(tmp_path / "out"))
+    found = _records(tmp_path / "out")["train"]
+    assert {name: r["image_id"] for name, r in found.items()} == {
+        "0.jpg": 100, "1.jpg": 101, "2.jpg": 102, "3.jpg": -1}
+    assert tfrecorder.info(str(tmp_path / "out")).features["image_id"].shape == []
+
+
+@pytest.mark.slow
 def test_one_file_per_split_with_a_folder_per_split(tmp_path):
     _images(tmp_path / "train2017", "t")
     _images(tmp_path / "val2017", "v")

@@ -70,7 +70,7 @@ def test_torch_gives_the_record_masks_as_bytes(converted):
     import tfrecorder.torch as tt
 
     out, judge = converted
-    ds = tt.Dataset(out, "train")
+    ds = tt.Dataset(out, "train", target_format="dict")  # the record's plain values
     items = [ds[i] for i in range(len(ds))]
     found = [x for x in items if len(x[masks.MASK]) == 2]
     assert len(found) == 1

@@ -896,3 +896,84 @@ def test_the_report_lists_image_problems_by_record(tmp_path, run_cli):
     tfrecorder.convert(str(csv), str(tmp_path / "near"), mode="update", near_duplicates=True)
     after = tfrecorder.report(str(tmp_path / "near"))
     assert after.issues[after.issues["issue"] == "dark"]["row"].tolist() == [11]
+
+
+# --- detection: the boxes' problems ----------------------------------------------------
+
+def _png_mask(height, width, box) -> bytes:
+    from PIL import Image
+
+    img = Image.new("L", (width, height), 0)
+    x0, y0, x1, y1 = box
+    img.paste(1, (x0, y0, x1, y1))
+    out = io.BytesIO()
+    img.save(out, "PNG")
+    return out.getvalue()
+
+
+def test_box_problems_of_one_record():
+    from tfrecorder._report import boxes
+
+    h, w = 100, 200  # a box is (ymin, xmin, ymax, xmax), relative
+    def flat(*bs):
+        return [c for b in bs for c in b]
+
+    assert boxes.problems({"objects/bbox": [], "objects/label": []}, h, w) == {"no_boxes": 0.0}
+    fine = (0.1, 0.1, 0.5, 0.5)
+    assert boxes.problems({"objects/bbox": flat(fine), "objects/label": [0]}, h, w) == {}
+    tiny = (0.1, 0.1, 0.12, 0.5)  # 2 pixels high
+    flat_box = (0.3, 0.3, 0.3, 0.6)  # no height
+    found = boxes.problems({"objects/bbox": flat(fine, tiny, flat_box),
+                            "objects/label": [0, 0, 1]}, h, w)
+    assert found == {"tiny_box": 0.5, "degenerate_box": 0.0}
+    again = (0.1, 0.1, 0.5, 0.501)
+    assert set(boxes.problems({"objects/bbox": flat(fine, again), "objects/label": [1, 1]},
+                              h, w)) == {"duplicate_box"}
+    # the same place under two labels is two objects
+    assert boxes.problems({"objects/bbox": flat(fine, again), "objects/label": [0, 1]},
+                          h, w) == {}
+    assert boxes.problems({"objects/bbox": flat((-0.1, 0, 0.5, 0.5)), "objects/label": [0]},
+                          h, w) == {"box_outside": 0.0}
+    # masks: one fills its box (20..100 x 10..50 pixels), one lies elsewhere, one is empty
+    filled = _png_mask(h, w, (20, 10, 100, 50))
+    elsewhere = _png_mask(h, w, (150, 60, 190, 90))
+    empty = _png_mask(h, w, (0, 0, 0, 0))
+    for masks, expected in (([filled], {}), ([elsewhere], {"mask_box_mismatch": 0.0}),
+                            ([empty], {"mask_box_mismatch": 0.0})):
+        assert boxes.problems({"objects/bbox": flat(fine), "objects/label": [0],
+                               "objects/mask": masks}, h, w) == expected
+
+
+@pytest.mark.slow  # a conversion end to end
+def test_the_report_tells_box_problems_and_fails_on_them(tmp_path, run_cli):
+    from tests.conftest import encode
+
+    for i in range(4):
+        (tmp_path / f"{i}.jpg").write_bytes(encode(seed=i, size=(200, 100)))
+    rows = [  # AutoML detection rows: x_min, y_min,,, x_max, y_max,,
+        "TRAIN,0.jpg,cat,0.1,0.1,,,0.5,0.5,,",
+        "TRAIN,0.jpg,cat,0.1,0.1,,,0.5,0.5,,",      # annotated twice
+        "TRAIN,1.jpg,dog,0.1,0.1,,,0.5,0.12,,",     # 2 pixels high
+        "TRAIN,2.jpg,dog,0.3,0.3,,,0.3,0.6,,",      # no width
+        "TEST,3.jpg,,,,,,,,,",                      # no annotations
+    ]
+    (tmp_path / "boxes.csv").write_text("\n".join(rows) + "\n")
+    out = str(tmp_path / "out")
+    tfrecorder.convert(str(tmp_path / "boxes.csv"), out)
+    r = tfrecorder.report(out)
+    assert r.found(["boxes", "duplicate_box", "tiny_box", "degenerate_box", "no_boxes",
+                    "box_outside", "issues"]) == {
+        "boxes": 4, "duplicate_box": 1, "tiny_box": 1, "degenerate_box": 1, "no_boxes": 1}
+    listed = {(i.issue, i.image_uri) for i in r.issues.itertuples()}
+    assert {("duplicate_box", "0.jpg"), ("tiny_box", "1.jpg"), ("degenerate_box", "2.jpg"),
+            ("no_boxes", "3.jpg")} <= listed
+    assert r.data["stats"]["train"]["labels"] == {"cat": 2, "dog": 2}  # boxes per label
+    failing = run_cli("report", out, "--fail-on", "tiny_box,box_outside")
+    assert failing.returncode == 3 and "1 tiny_box" in failing.stderr
+    assert run_cli("report", out, "--fail-on", "box_outside").returncode == 0
+    # an update keeping those records keeps their problems (from their rows files)
+    (tmp_path / "4.jpg").write_bytes(encode(seed=4, size=(200, 100)))
+    (tmp_path / "boxes.csv").write_text("\n".join(rows + ["TRAIN,4.jpg,cat,0.2,0.2,,,0.6,0.6,,"])
+                                        + "\n")
+    tfrecorder.convert(str(tmp_path / "boxes.csv"), out, mode="update")
+    assert tfrecorder.report(out).found(["boxes"]) == {"boxes": 4}

@@ -352,3 +352,148 @@ def test_a_file_given_as_the_folder_is_a_config_error(tmp_path, reader):
         make = lambda: tfr_grain.DataSource(str(csv), "train")
     with pytest.raises(tfrecorder.ConfigError, match="is a file.*data.csv|data.csv.*is a file"):
         make()
+
+
+# --- detection: torchvision's (image, target) --------------------------------------------
+
+@pytest.fixture(scope="module")
+def coco_out(tmp_path_factory):
+    """A COCO conversion (tests/test_coco.py's file: 4 images, 4 boxes, one crowd), in
+    file order by image name (one shard), and the file's content."""
+    from tests.test_coco import ANNOTATIONS, _coco, _images, _write
+
+    folder = tmp_path_factory.mktemp("coco")
+    _images(folder)
+    content = _coco(ANNOTATIONS)
+    src = _write(folder / "instances_train.json", content)
+    out = str(folder / "out")
+    tfrecorder.convert({"train": src}, out)
+    return out, content
+
+
+def _coco_expected(content):
+    """Per image file: (image id, [(category name, xyxy pixels, area, iscrowd)])."""
+    names = {c["id"]: c["name"] for c in content["categories"]}
+    out = {i["file_name"]: (i["id"], []) for i in content["images"]}
+    by_id = {i["id"]: i["file_name"] for i in content["images"]}
+    for a in sorted(content["annotations"], key=lambda a: a["id"]):
+        x, y, w, h = a["bbox"]
+        out[by_id[a["image_id"]]][1].append((names[a["category_id"]], [x, y, x + w, y + h],
+                                             w * h, a["iscrowd"]))
+    return out
+
+
+@pytest.mark.slow  # a conversion end to end
+def test_detection_items_are_torchvisions_image_and_target(coco_out):
+    out, content = coco_out
+    ds = tfrecorder.torch.Dataset(out, "train")
+    names = ds.reader.manifest.vocabularies["objects/label"]
+    expected = _coco_expected(content)
+    assert len(ds) == len(expected)
+    for i in range(len(ds)):
+        image, target = ds[i]
+        name = ds.reader.features(i)["image_name"].decode()
+        image_id, boxes = expected[name]
+        n = len(boxes)
+        assert image.dtype == torch.uint8 and image.shape[0] == 3
+        assert set(target) == {"boxes", "labels", "image_id", "area", "iscrowd"}
+        assert target["boxes"].dtype == torch.float32 and target["boxes"].shape == (n, 4)
+        np.testing.assert_allclose(target["boxes"].numpy(), np.array(
+            [b[1] for b in boxes], dtype=np.float32).reshape(n, 4), atol=1e-4)
+        assert target["labels"].dtype == torch.int64
+        assert [names[k] for k in target["labels"].tolist()] == [b[0] for b in boxes]
+        assert target["image_id"] == image_id and isinstance(target["image_id"], int)
+        assert target["area"].dtype == torch.float32
+        np.testing.assert_allclose(target["area"].numpy(), [b[2] for b in boxes], rtol=1e-4)
+        assert target["iscrowd"].dtype == torch.int64
+        assert target["iscrowd"].tolist() == [b[3] for b in boxes]
+        # pixels of the decoded image: the boxes' canvas is the image's size
+        assert tuple(image.shape[1:]) == (content["images"][int(name[0])]["height"],
+                                          content["images"][int(name[0])]["width"])
+
+
+@pytest.mark.slow  # a conversion end to end
+def test_detection_batches_and_the_plain_dict_one_argument_away(coco_out):
+    out, _ = coco_out
+    ds = tfrecorder.torch.Dataset(out, "train")
+    loader = DataLoader(ds, batch_size=3, collate_fn=lambda batch: tuple(zip(*batch)),
+                        num_workers=1)
+    got = [(image.shape, int(t["image_id"])) for images, targets in loader
+           for image, t in zip(images, targets)]
+    assert sorted(i for _, i in got) == [100, 101, 102, 103]
+    plain = tfrecorder.torch.Dataset(out, "train", target_format="dict")[0]
+    assert isinstance(plain, dict) and plain["objects/bbox"].shape[1] == 4
+    assert plain["image"].dtype == torch.uint8
+    with pytest.raises(tfrecorder.ConfigError, match="target_format='coco'"):
+        tfrecorder.torch.Dataset(out, "train", target_format="coco")
+    seen = []
+    joint = tfrecorder.torch.Dataset(out, "train", transforms=lambda image, target: seen.append(
+        (image.shape, sorted(target))) or "moved")
+    assert joint[1] == "moved" and seen[0][1] == sorted(ds[1][1])
+
+
+@pytest.mark.slow  # a conversion end to end
+def test_boxes_are_torchvisions_bounding_boxes_where_it_imports(coco_out, monkeypatch):
+    # torchvision cannot be installed beside this torch: a stand-in of its tv_tensors
+    # module, whose BoundingBoxes records how it was called.
+    import types
+
+    made = []
+    tv_tensors = types.ModuleType("torchvision.tv_tensors")
+    tv_tensors.BoundingBoxes = lambda boxes, **kw: made.append((boxes, kw)) or ("wrapped", kw)
+    torchvision = types.ModuleType("torchvision")
+    torchvision.tv_tensors = tv_tensors
+    monkeypatch.setitem(sys.modules, "torchvision", torchvision)
+    monkeypatch.setitem(sys.modules, "torchvision.tv_tensors", tv_tensors)
+    out, _ = coco_out
+    image, target = tfrecorder.torch.Dataset(out, "train")[0]
+    assert target["boxes"] == ("wrapped", {"format": "XYXY",
+                                           "canvas_size": tuple(image.shape[1:])})
+    assert made[0][0].dtype == torch.float32
+
+
+def _png(pixels) -> bytes:
+    data = io.BytesIO()
+    Image.fromarray(np.asarray(pixels, dtype=np.uint8)).save(data, "PNG")
+    return data.getvalue()
+
+
+def test_masks_and_keypoints_become_torchvisions_arrays():
+    # A record built through the codec, with the mask and keypoint features a
+    # segmentation or keypoint source writes: one PNG per box, K x (x, y, visibility)
+    # relative per box.
+    from tfrecorder._folder.layout import FeatureSpec
+    from tfrecorder._readers import targets
+    from tfrecorder._folder import example
+
+    height, width = 4, 6
+    first = np.zeros((height, width), np.uint8)
+    first[1:3, 0:2] = 1
+    second = np.zeros((height, width), np.uint8)
+    second[0, :] = 255  # any non-zero pixel is the object
+    features = {
+        "objects/bbox": example.float_feature([0.25, 0.0, 0.75, 1 / 3, 0.0, 0.0, 0.25, 1.0]),
+        "objects/label": example.int64_feature([2, 0]),
+        "objects/mask": example.bytes_feature([_png(first), _png(second)]),
+        "objects/keypoints": example.float_feature([0.5, 0.5, 2, 0, 0, 0,
+                                                    1.0, 0.25, 1, 0.5, 0.0, 2]),
+    }
+    specs = {"objects/bbox": FeatureSpec(example.FLOAT, [-1, 4], "bbox"),
+             "objects/label": FeatureSpec(example.INT64, None, "label"),
+             "objects/mask": FeatureSpec(example.BYTES, None, "feature"),
+             "objects/keypoints": FeatureSpec(example.FLOAT, None, "feature")}
+    values = access.values(example.serialize(features), specs)
+    target = targets.target(values, height, width, image_id=7)
+    assert target["image_id"] == 7
+    np.testing.assert_allclose(target["boxes"], [[0, 1, 2, 3], [0, 0, 6, 1]])
+    assert target["masks"].dtype == np.uint8 and target["masks"].shape == (2, height, width)
+    np.testing.assert_array_equal(target["masks"][0], first)
+    np.testing.assert_array_equal(target["masks"][1], second != 0)
+    assert target["area"].tolist() == [4.0, 6.0]  # the masks' pixels
+    assert target["keypoints"].dtype == np.float32 and target["keypoints"].shape == (2, 2, 3)
+    np.testing.assert_allclose(target["keypoints"][:, :, :2],
+                               [[[3, 2], [0, 0]], [[6, 1], [3, 0]]])
+    assert target["iscrowd"].tolist() == [0, 0]
+    one_mask = {**values, "objects/mask": values["objects/mask"][:1]}
+    with pytest.raises(tfrecorder.CorruptRecordError, match="1 masks for 2 boxes"):
+        targets.target(one_mask, height, width, image_id=7)

@@ -303,8 +303,10 @@ def _report_parser(sub) -> None:
                    help="comma-separated findings that make the exit code 3: "
                         "leaks, duplicates, conflicts, warnings, issues (any image "
                         "problem), or an image problem by name: dark, light, blurry, "
-                        "low_information, low_detail, grayscale, odd_aspect_ratio, odd_size "
-                        "(e.g. leaks,conflicts,dark)")
+                        "low_information, low_detail, grayscale, odd_aspect_ratio, odd_size; "
+                        "boxes (any box problem of a detection folder), or one by name: "
+                        "no_boxes, degenerate_box, tiny_box, box_outside, duplicate_box, "
+                        "mask_box_mismatch (e.g. leaks,conflicts,dark)")
 
 
 def _versions_parser(sub) -> None:

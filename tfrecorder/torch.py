@@ -21,7 +21,7 @@ import numpy as np
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import _extras, access
-from tfrecorder._readers import ahead
+from tfrecorder._readers import ahead, targets as _targets
 from tfrecorder._writer import image as _image
 from tfrecorder._errors import ConfigError, CorruptRecordError
 
@@ -41,9 +41,20 @@ class Dataset(torch.utils.data.Dataset):
     ``PIL.Image``, as torchvision's ``ImageFolder`` passes it, so torchvision transforms
     (``Resize``, ``ToTensor``...) work unchanged.
 
-    Any other conversion (tabular, multi-label, object detection) gives the record's
-    features as a dict of plain values (``access.values``), its image, if any, decoded
-    as above.
+    For object detection (and instance segmentation), ``ds[i]`` is ``(image, target)``
+    in torchvision's detection convention, which its detection models (Mask R-CNN...)
+    and ``transforms.v2`` take as they are: the image as above, and ``target`` a dict of
+    ``boxes`` (float32 ``[N, 4]``, ``x1, y1, x2, y2`` in pixels of the decoded image;
+    ``tv_tensors.BoundingBoxes`` where torchvision is installed), ``labels`` (int64),
+    ``image_id`` (COCO's id where the records keep it, else the position ``i``),
+    ``area`` (float32), ``iscrowd`` (int64), and ``masks`` (uint8 ``[N, H, W]``) and
+    ``keypoints`` (float32 ``[N, K, 3]``) where the records hold them
+    (``_readers.targets``). ``transforms``, if given, is called as
+    ``transforms(image, target)`` and its result returned (a ``transforms.v2``
+    pipeline moves the boxes with the image); ``transform`` still sees the image alone.
+    ``target_format="dict"`` gives the record's features as a dict of plain values
+    instead, as any other conversion (tabular, multi-label) does: ``access.values``,
+    its image, if any, decoded as above.
 
     A 16-bit image keeps its top 8 bits (``value >> 8``), as ``tfrecorder.load()``
     gives it.
@@ -67,7 +78,8 @@ class Dataset(torch.utils.data.Dataset):
     def __init__(self, tfrecord_dir: str, split: str = "train",
                  transform: Callable | None = None, *, version: int | None = None,
                  max_open_files: int = 64, cache_dir: str | None = None,
-                 cache_limit: int | str | None = None):
+                 cache_limit: int | str | None = None, target_format: str = "torchvision",
+                 transforms: Callable | None = None):
         self.reader = access.Reader(tfrecord_dir, split, version=version,
                                     max_open_files=max_open_files, cache_dir=cache_dir,
                                     cache_limit=cache_limit)
@@ -78,6 +90,15 @@ class Dataset(torch.utils.data.Dataset):
         self.label_names = manifest.label_names
         self.supervised = bool(self.image_key and self.label_key
                                and manifest.features[self.label_key].shape == [])
+        self.target_format = _targets.check_format(target_format)
+        self.transforms = transforms
+        # Detection records give torchvision's (image, target), boxes wrapped as
+        # BoundingBoxes where torchvision imports (looked for once, here).
+        # (A model_garden folder's records hold other keys: read as a dict.)
+        self.detection = bool(self.image_key and target_format == "torchvision"
+                              and manifest.layout == "tfrecorder"
+                              and _targets.is_detection(manifest.features))
+        self._boxes = _bounding_boxes() if self.detection else None
         if self.image_key:
             # Pillow and its format plugins imported here, once: DataLoader workers
             # forked from this process have them instead of each importing them.
@@ -101,13 +122,34 @@ class Dataset(torch.utils.data.Dataset):
             features = access.values(data, self.reader.manifest.features, keys)
         except CorruptRecordError as e:
             raise CorruptRecordError(f"{self.reader.view.where(i)}: {e}") from None
+        if self.detection:
+            return self._detection(features, i)
         if self.image_key in features:
             features[self.image_key] = self._image(features[self.image_key])
         if self.supervised:
             return features[self.image_key], features[self.label_key]
         return features
 
+    def _detection(self, features: dict, i: int):
+        decoded = self._decoded(features[self.image_key])
+        width, height = decoded.size
+        try:
+            found = _targets.target(features, height, width, int(i))
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"{self.reader.view.where(i)}: {e}") from None
+        target = {k: v if isinstance(v, int) else torch.from_numpy(v)
+                  for k, v in found.items()}
+        target["boxes"] = self._boxes(target["boxes"], height, width)
+        image = self._tensor(decoded)  # or transform(decoded), the image alone
+        if self.transforms is not None:
+            return self.transforms(image, target)
+        return image, target
+
     def _image(self, data: bytes):
+        return self._tensor(self._decoded(data))
+
+    def _decoded(self, data: bytes):
+        """The stored image decoded as an RGB ``PIL.Image``."""
         image = _image.open_stored(data)
         image.load()  # decodes; the in-memory file needs no closing
         if image.mode == "I" or image.mode.startswith("I;16"):  # 16-bit grey: top 8 bits
@@ -115,6 +157,10 @@ class Dataset(torch.utils.data.Dataset):
             image = _image.pil().fromarray(np.clip(wide, 0, 255).astype(np.uint8), "L")
         if image.mode != "RGB":  # convert() would copy even an RGB image
             image = image.convert("RGB")
+        return image
+
+    def _tensor(self, image):
+        """``transform(image)``, or the uint8 ``(3, height, width)`` tensor of it."""
         if self.transform is not None:
             return self.transform(image)
         return torch.from_numpy(np.array(image)).permute(2, 0, 1).contiguous()
@@ -213,6 +259,18 @@ class Sampler(torch.utils.data.Sampler):
         n = self.size - self.size % self.world_size if self.drop_last else self.size
         mine = n * (self.rank + 1) // self.world_size - n * self.rank // self.world_size
         return max(0, mine - self.start)
+
+
+def _bounding_boxes() -> Callable:
+    """What wraps a target's boxes: torchvision's ``tv_tensors.BoundingBoxes`` (XYXY, the
+    image's size as canvas) where torchvision imports, so that ``transforms.v2`` moves
+    them with the image; else the plain tensor."""
+    try:
+        from torchvision import tv_tensors
+    except ImportError:
+        return lambda boxes, height, width: boxes
+    return lambda boxes, height, width: tv_tensors.BoundingBoxes(
+        boxes, format="XYXY", canvas_size=(int(height), int(width)))
 
 
 def _warn_past_the_limit(reader: access.Reader, window: int) -> None:

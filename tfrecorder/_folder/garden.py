@@ -39,6 +39,7 @@ SOURCE_ID = "image/source_id"
 CLASS_LABEL = "image/class/label"
 # Detection's keys (``_inputs.detection``): written here by name, as the format owns them.
 _BBOX, _LABEL, _CROWD = "objects/bbox", "objects/label", "objects/is_crowd"
+_IMAGE_ID = "image_id"  # COCO's image id, which image/source_id carries here
 BOX_KEYS = ("image/object/bbox/ymin", "image/object/bbox/xmin",
             "image/object/bbox/ymax", "image/object/bbox/xmax")  # our bbox order
 OBJECT_LABEL = "image/object/class/label"
@@ -103,7 +104,7 @@ def features(ours: Mapping, ids: Sequence[int], names: Sequence[str], source: st
         height, width = (float(values.get(k, [0])[0]) for k in (IMAGE_HEIGHT, IMAGE_WIDTH))
         out[OBJECT_AREA] = example.float_feature(
             [(b[2] - b[0]) * height * (b[3] - b[1]) * width for b in boxes])
-        mapped = {*_IMAGE_KEYS, _BBOX, _LABEL, _CROWD}
+        mapped = {*_IMAGE_KEYS, _BBOX, _LABEL, _CROWD, _IMAGE_ID}
     else:
         mapped = set(_IMAGE_KEYS)
         if label_key in values:
@@ -128,7 +129,7 @@ def stored_specs(specs: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
         out[OBJECT_TEXT] = FeatureSpec(example.BYTES, None, "feature")
         out[OBJECT_CROWD] = FeatureSpec(example.INT64, None, "feature")
         out[OBJECT_AREA] = FeatureSpec(example.FLOAT, None, "feature")
-        mapped |= {_BBOX, _LABEL, _CROWD}
+        mapped |= {_BBOX, _LABEL, _CROWD, _IMAGE_ID}
     for key, spec in specs.items():
         if spec.role == "label" and key not in mapped:
             out[CLASS_LABEL] = spec

@@ -4,8 +4,10 @@ A COCO file lists ``images`` (``id``, ``file_name``, ``width``, ``height``),
 ``categories`` (``id``, ``name``) and ``annotations`` (``id``, ``image_id``,
 ``category_id``, ``bbox`` as ``[x, y, width, height]`` in pixels, ``iscrowd``). Its
 rows are those of an AutoML detection table, one per annotation, in
-``detection.COLUMNS`` and ``is_crowd``: the box divided by its image's width and height
-(the relative corners AutoML's CSVs give), the category's name as the label. An image
+``detection.COLUMNS``, ``is_crowd`` and ``image_id``: the box divided by its image's
+width and height (the relative corners AutoML's CSVs give), the category's name as the
+label, the image's id (-1 for an id that is not a whole number: torchvision and COCO's
+evaluator number images). An image
 without annotations is one row without a box, a record without boxes (TFDS keeps them
 too). An image's annotations come in the order of their ids, as TFDS's COCO builder
 takes them.
@@ -33,7 +35,7 @@ USED = {"": ("images", "annotations", "categories"),
         "annotations[].": ("id", "image_id", "category_id", "bbox", "iscrowd",
                            "segmentation", "keypoints", "num_keypoints"),
         "categories[].": ("id", "name", "keypoints", "skeleton")}
-COLUMNS = detection.COLUMNS + ["is_crowd", masks.COLUMN, keypoints.COLUMN]
+COLUMNS = detection.COLUMNS + ["is_crowd", masks.COLUMN, keypoints.COLUMN, "image_id"]
 #: How far (in pixels) a box may end past its image's edge and still be inside it: the
 #: rounding of the tool that wrote the file (640.004 for 640), not a real overshoot.
 #: Such a box is cut at the edge.
@@ -128,15 +130,16 @@ def rows(data: dict, path: str, split: str | None, folder: str,
         uri = storage.within(folder, image["file_name"])
         counts.image_ids[uri] = image["id"]
         counts.image_sizes[uri] = (image["width"], image["height"])
+        number = _whole(image["id"])
         annotations = by_image.get(key)
         if not annotations:
-            out.append((split, uri, None, None, None, None, None, None, None, None))
+            out.append((split, uri, None, None, None, None, None, None, None, None, number))
             ids.append(f"{path} image {image['id']}")
             continue
         annotations.sort(key=lambda t: _order(t[0]))
         for _, where, (label, box, crowd, geometry) in annotations:
             out.append((split, uri, label, *box, crowd, geometry.get(masks.COLUMN),
-                        geometry.get(keypoints.COLUMN)))
+                        geometry.get(keypoints.COLUMN), number))
             ids.append(where)
     return out, ids
 
@@ -173,6 +176,12 @@ def _key(value):
     """An id as a dict key: 3 and 3.0 are one id, "3" another (as JSON tells them)."""
     return ("n", float(value)) if isinstance(value, (int, float)) and not isinstance(
         value, bool) else ("s", str(value))
+
+
+def _whole(value) -> int:
+    """An image id as the ``image_id`` feature stores it: a whole number, or -1."""
+    key = _key(value)
+    return int(key[1]) if key[0] == "n" and key[1] == int(key[1]) else -1
 
 
 def _order(value):

@@ -34,13 +34,18 @@ BOX_FLAGS = {"is_crowd": "objects/is_crowd", "is_difficult": "objects/is_difficu
 #: becomes. A table holds one only where some annotation of the source has it
 #: (``Annotations.shapes``); then every box must.
 GEOMETRY = {masks.COLUMN: masks.MASK, keypoints.COLUMN: keypoints.KEYPOINTS}
+#: Per-image whole-number columns, the same on every row of an image, and the feature
+#: each becomes (one value per record): COCO's image id, so that a record can be matched
+#: to its annotation file (COCO's evaluator, torchvision's ``image_id``).
+IMAGE_COLUMNS = {"image_id": "image_id"}
 
 
 def columns(frame, shapes=()) -> list[str]:
-    """The columns of a detection table ``frame``: COLUMNS, its BOX_FLAGS columns, and
-    its GEOMETRY columns named in ``shapes``."""
+    """The columns of a detection table ``frame``: COLUMNS, its BOX_FLAGS columns, its
+    GEOMETRY columns named in ``shapes``, then its IMAGE_COLUMNS."""
     return (COLUMNS + [c for c in BOX_FLAGS if c in frame.columns]
-            + [c for c in GEOMETRY if c in shapes and c in frame.columns])
+            + [c for c in GEOMETRY if c in shapes and c in frame.columns]
+            + [c for c in IMAGE_COLUMNS if c in frame.columns])
 
 
 def _number(text) -> bool:
@@ -136,9 +141,11 @@ def check(frame, row_ids: Sequence, id_of: Mapping[str, int], problems: Problems
 
 
 def record(members: Sequence[int], boxes: Sequence, id_of: Mapping[str, int],
-           names: Sequence[str] = COLUMNS):
+           names: Sequence[str] = COLUMNS, values: Sequence | None = None):
     """The features and label ids of one image's record from its rows' boxes (in row
-    order; boxes whose label has no id are left out); ``names``: the table's columns."""
+    order; boxes whose label has no id are left out); ``names``: the table's columns,
+    ``values``: their values, one sequence per column, where IMAGE_COLUMNS are read
+    (from the image's first row)."""
     found = [boxes[i] for i in members if boxes[i] is not None and boxes[i][0] in id_of]
     ids = tuple(id_of[b[0]] for b in found)
     features = {
@@ -156,6 +163,9 @@ def record(members: Sequence[int], boxes: Sequence, id_of: Mapping[str, int],
             features[keypoints.KEYPOINTS] = example.float_feature(
                 [v for _, flat in points for v in flat])
             features[keypoints.NUM_KEYPOINTS] = example.int64_feature([n for n, _ in points])
+    for name in (c for c in names[len(COLUMNS):] if c in IMAGE_COLUMNS):
+        features[IMAGE_COLUMNS[name]] = example.int64_feature(
+            [int(values[names.index(name)][members[0]])])
     return features, ids
 
 
@@ -172,6 +182,8 @@ def feature_specs(names: Sequence[str] = COLUMNS) -> dict[str, FeatureSpec]:
         elif name == keypoints.COLUMN:
             features[keypoints.KEYPOINTS] = FeatureSpec(example.FLOAT, None, "feature")
             features[keypoints.NUM_KEYPOINTS] = FeatureSpec(example.INT64, None, "feature")
+        elif name in IMAGE_COLUMNS:
+            features[IMAGE_COLUMNS[name]] = FeatureSpec(example.INT64, [], "feature")
     return features
 
 

@@ -394,7 +394,8 @@ def _detection_check(names: list[str], shapes=frozenset()):
                       [[] for _ in columns], boxes)
         return _Chunk(block, row_splits, keys, columns, detection.feature_specs(columns),
                       {detection.LABEL: names}, table.base_dir,
-                      lambda members, b: detection.record(members, b.labels, id_of, columns),
+                      lambda members, b: detection.record(members, b.labels, id_of, columns,
+                                                         b.values),
                       True)
 
     return check

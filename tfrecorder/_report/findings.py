@@ -12,12 +12,14 @@ from typing import Any
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
 from tfrecorder._folder import layout, view
-from tfrecorder._report import measures, quality
+from tfrecorder._report import boxes, measures, quality
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 
 #: What ``--fail-on`` (``Report.found``) can name: the findings, every image problem
-#: together (``issues``), or each by its name.
-KINDS = ("leaks", "duplicates", "conflicts", "warnings", "issues", *measures.ISSUES)
+#: together (``issues``), or each by its name; a detection record's box problems
+#: (``boxes``) together (``boxes``) or each by its name.
+KINDS = ("leaks", "duplicates", "conflicts", "warnings", "issues", *measures.ISSUES,
+         "boxes", *boxes.ISSUES)
 #: Pairs and conflicts shown with thumbnails in a notebook; the rest are counted.
 HTML_ROWS = 12
 #: Records of one group shown, as a strip of thumbnails or on one line of text.
@@ -58,6 +60,9 @@ class Report:
       ``low_detail`` (too plain to match as a near duplicate), one row per record and
       problem with its ``score`` (0..1, lower is worse); those that need pixels only
       where the conversion decoded its images;
+      and for detection records their box problems (``boxes.ISSUES``: ``no_boxes``,
+      ``degenerate_box``, ``tiny_box``, ``box_outside``, ``duplicate_box``,
+      ``mask_box_mismatch``), one row per record and problem;
     - ``warnings``: Vertex AI's dataset warnings (few images for a label, imbalance);
     - ``counts``: every finding counted, also beyond what the file lists (``truncated``).
 
@@ -169,8 +174,9 @@ class Report:
         n = {"leaks": sum(c.get("leaks", {}).values()),
              "duplicates": sum(c.get("duplicates", {}).values()),
              "conflicts": c.get("conflicts", 0), "warnings": len(self.warnings),
-             "issues": sum(c.get("issues", {}).values()),
-             **{k: c.get("issues", {}).get(k, 0) for k in measures.ISSUES}}
+             "issues": sum(c.get("issues", {}).get(k, 0) for k in measures.ISSUES),
+             "boxes": sum(c.get("issues", {}).get(k, 0) for k in boxes.ISSUES),
+             **{k: c.get("issues", {}).get(k, 0) for k in measures.ISSUES + boxes.ISSUES}}
         unknown = [k for k in kinds if k not in n]
         if unknown:
             raise ConfigError(f"{', '.join(map(repr, unknown))}: not a finding of the data "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from tfrecorder._report import boxes
 from tfrecorder._report.matching import MAX_PAIRS
 from tfrecorder._report.measures import (
     MAX_DISTANCE,
@@ -110,6 +111,18 @@ class Looker:
             self.issue_counts[issue] = self.issue_counts.get(issue, 0) + 1
             if self.issue_counts[issue] <= MAX_PAIRS:
                 self.issues.append((issue, score, ref))
+
+    def add_boxes(self, ref: tuple, values: dict, width: int, height: int) -> dict:
+        """One detection record's box problems (``boxes.problems`` of its parsed
+        ``values``, for its stored image of ``width`` x ``height``), counted and listed
+        as its image's problems are; returned, for its rows file, so that an update
+        keeping the record keeps them (``add_size`` takes them back)."""
+        found = boxes.problems(values, height, width)
+        for issue, score in found.items():
+            self.issue_counts[issue] = self.issue_counts.get(issue, 0) + 1
+            if self.issue_counts[issue] <= MAX_PAIRS:
+                self.issues.append((issue, score, ref))
+        return found
 
     def extremes(self) -> list:
         """The SIZE_EXTREMES smallest and largest of ``sizes``: the only records of the

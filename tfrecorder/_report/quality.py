@@ -19,6 +19,7 @@ from typing import Any
 
 from tfrecorder._errors import shown_json
 from tfrecorder._folder.layout import split_order
+from tfrecorder._report import boxes
 from tfrecorder._report.looker import Looker
 from tfrecorder._report.matching import MAX_PAIRS, pair_order, ref_order
 from tfrecorder._report.measures import (HASH, ISSUES, MAX_DISTANCE, MIN_CORRELATION,
@@ -188,7 +189,7 @@ def _issues(shards: list, side) -> tuple[list, dict]:
                 if s.look is not None:
                     listed += [("odd_size", round(1 - min(1.0, abs(size - mid) / (gap or mid)), 4),
                                 ref) for size, ref in s.look.extremes() if odd(size)]
-    order = {name: i for i, name in enumerate(ISSUES)}
+    order = {name: i for i, name in enumerate(ISSUES + boxes.ISSUES)}
     listed = heapq.nsmallest(MAX_PAIRS, listed,
                              key=lambda x: (order.get(x[0], len(order)), ref_order(x[2])))
     out = []
@@ -196,7 +197,7 @@ def _issues(shards: list, side) -> tuple[list, dict]:
         entry = side(ref)
         entry.pop("labels", None)
         out.append({"issue": issue, "score": score, **entry})
-    return out, {k: counts[k] for k in ISSUES if counts.get(k)}
+    return out, {k: counts[k] for k in ISSUES + boxes.ISSUES if counts.get(k)}
 
 
 def _groups(exact: list, near: list, side) -> list[dict]:

@@ -401,10 +401,13 @@ def write(task: ShardTask, settings: WriteSettings,
                         stats.turned[:3] = [stats.turned[0] + 1, stats.turned[1] + len(unturned),
                                             stats.turned[2] + len(stored)]
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
-                sha, phash, sums, problems = look.add(
-                    (row.split, task.number, stats.num_examples, row.row,
-                     row.image_uri if written is None else written, tuple(row.labels)),
-                    info.width, info.height, measured, info.channels)
+                ref = (row.split, task.number, stats.num_examples, row.row,
+                       row.image_uri if written is None else written, tuple(row.labels))
+                sha, phash, sums, problems = look.add(ref, info.width, info.height, measured,
+                                                      info.channels)
+                if _BOXES in features:  # a detection record: its boxes' problems too
+                    problems = {**problems, **look.add_boxes(
+                        ref, _box_values(features), info.width, info.height)}
                 seen = dict(size=file_size, stamp=file_stamp, sha256=sha, phash=phash,
                             width=info.width, height=info.height, fmt=info.format,
                             hashed=look.near, px=sums, measured=wants_image,
@@ -462,6 +465,16 @@ def write(task: ShardTask, settings: WriteSettings,
             storage.makedirs(rows_dir)
         storage.write_atomic(storage.join(folder, stats.rows_file), rows.encode(lines))
     return stats, bad
+
+
+_BOXES = "objects/bbox"  # a detection record's feature (_inputs.detection)
+
+
+def _box_values(features: dict) -> dict:
+    """A detection record's box features parsed (``looker.Looker.add_boxes``): the
+    image is left out of the parse."""
+    small = {k: v for k, v in features.items() if k.startswith("objects/")}
+    return {k: list(v) for k, (_, v) in example.parse(example.serialize(small)).items()}
 
 
 def _in_garden_keys(features: dict, row, settings: WriteSettings, written: str | None) -> dict:
