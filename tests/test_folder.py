@@ -135,3 +135,33 @@ def test_a_folder_overwritten_since_it_was_opened_refuses_every_verb(tmp_path):
     now = tfrecorder.open(out)  # what is there now reads as it is, nothing updated
     assert now.version == 1 and _labels(now.read()) == _labels(again)
     assert now.verify().records == 5
+
+
+@pytest.mark.slow
+def test_an_update_decides_the_version_it_updates_once_with_the_folder_locked(
+        two_versions, monkeypatch):
+    # Another process publishes version 3 after the Folder (at version 2) was checked and
+    # before its update takes the lock: the update decides its parent under the lock,
+    # sees version 3 there, and refuses as a Folder opened at an earlier version does,
+    # rather than update a version the Folder never read.
+    from tfrecorder._inputs import arguments
+
+    out, first, second = two_versions
+    folder = tfrecorder.open(str(out))
+    makedirs, meanwhile = arguments.makedirs, {}
+
+    def published_meanwhile(output_dir):  # the last step before the lock is taken
+        if not meanwhile:  # the Folder's update's: once, not the nested update's
+            meanwhile["started"] = True
+            meanwhile["result"] = tfrecorder.convert(second.drop(index=[0]), str(out),
+                                                     mode="update")
+        makedirs(output_dir)
+
+    monkeypatch.setattr(arguments, "makedirs", published_meanwhile)
+    with pytest.raises(tfrecorder.ConfigError, match=r"latest version \(3\).*version 2"):
+        folder.update(first)
+    monkeypatch.undo()
+    assert meanwhile["result"].version == 3
+    now = tfrecorder.open(str(out))
+    assert now.version == 3 and now.manifest.parent == 2  # nothing published after it
+    assert _labels(now.read()) == _labels(second.drop(index=[0]))

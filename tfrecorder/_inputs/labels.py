@@ -116,6 +116,14 @@ def integer_names(ids) -> list[str]:
     return [str(i) for i in range(top + 1)]
 
 
+def label_feature(features: dict, label_column: str | None) -> str | None:
+    """The feature that holds a table's labels: its label column's, or a detection
+    table's boxes' labels (``objects/label``)."""
+    if label_column is None or label_column in features:
+        return label_column
+    return next((k for k, f in features.items() if f.role == "label"), label_column)
+
+
 def parse_labels_file(text: str) -> list[str]:
     """The names in a labels file, one per line (a trailing newline is optional).
 

@@ -15,6 +15,7 @@ import dataclasses
 from tfrecorder._errors import ConfigError
 from tfrecorder._folder import layout
 from tfrecorder._folder.manifest import Manifest
+from tfrecorder._inputs.labels import label_feature  # the label names an update reads by
 
 
 def check_updatable(output_dir: str, parent: Manifest, opts, features: dict,
@@ -88,11 +89,3 @@ def label_vocabulary(parent: Manifest, label_column: str | None, given):
     if given is not None or label_column is None:
         return given
     return list(parent.vocabularies.get(label_feature(parent.features, label_column), []))
-
-
-def label_feature(features: dict, label_column: str | None) -> str | None:
-    """The feature that holds a table's labels: its label column's, or a detection
-    table's boxes' labels (``objects/label``)."""
-    if label_column is None or label_column in features:
-        return label_column
-    return next((k for k, f in features.items() if f.role == "label"), label_column)

@@ -172,14 +172,14 @@ class Folder:
     @_pinned(after=False)
     def update(self, table, mode: str = "update", **options):
         """``tfrecorder.convert(table, folder, mode=mode)``: an update (or, with
-        ``mode="append"``, an append) of this version, the latest."""
-        from tfrecorder._convert import convert
+        ``mode="append"``, an append) of this version, which must still be the latest
+        when the update takes the folder's lock (``_versions.update``)."""
+        from tfrecorder._versions.update import of_folder
 
         if mode not in ("update", "append"):
             raise ConfigError(f"mode={mode!r}: a folder is updated with mode='update' or "
                               f"'append'; tfrecorder.convert writes a folder anew")
-        self._latest("update")
-        return convert(table, self.path, mode=mode, **options)
+        return of_folder(self._opened, table, mode, options)
 
     @_pinned(after=False)
     def compact(self, splits=None):
