@@ -184,6 +184,31 @@ def test_options_document_every_field_once_and_the_cli_offers_each():
     assert {"--no-progress", "--no-index", "--update", "--append"} <= flags
 
 
+def test_an_options_words_live_in_its_field_only():
+    """A flag's help and metavar are its field's (``option(cli={"help": ...})``): the
+    parser says nothing of an option itself, so its words cannot drift apart."""
+    from tfrecorder import _cli_parser, _option_fields
+
+    convert = _cli_parser.build_parser()._subparsers._group_actions[0].choices["convert"]
+    actions = {a.option_strings[0]: a for a in convert._actions if a.option_strings}
+    texts = []
+    for f in _option_fields.flag_fields(tfrecorder.Options):
+        cli = f.metadata["cli"]
+        flag = (cli.get("flags") or [f"--{f.name.replace('_', '-')}"])[0]
+        said = cli.get("help") or f.metadata["help"]
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        shown = str(default) + (f", {default >> 20} MiB" if f.name == "max_image_bytes" else "")
+        assert actions[flag].help == said.replace("{default}", shown), f.name
+        assert actions[flag].metavar == cli.get("metavar"), f.name
+        texts.append(said)
+    source = pathlib.Path(_cli_parser.__file__).read_text(encoding="utf-8")
+    literals = [n.value for n in ast.walk(ast.parse(source))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    for text in texts:  # no part of an option's help is written again in the parser
+        words = text.split("{default}")[0][:40]
+        assert not any(words in literal for literal in literals), words
+
+
 #: Import cycles between the package's modules that are there on purpose, each with why
 #: (an import kept inside a function to save start-up time is not a cycle by itself; only
 #: a loop back to where it started is). Written as ``_import_cycles`` writes them.
