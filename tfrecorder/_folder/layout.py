@@ -297,3 +297,36 @@ def labels_file(feature: str) -> str:
 def split_order(name: str) -> tuple[int, str]:
     """Sort key of split names: train, validation, test, then any other by name."""
     return (SPLITS.index(name) if name in SPLITS else len(SPLITS), name)
+
+
+# --- names spelled here only (a test looks for them anywhere else) --------------------
+
+#: The folder of index files (``index/<shard>.idx``), and an index file's suffix.
+INDEX_DIR = "index"
+INDEX_SUFFIX = ".idx"
+#: A run's list of the files it will put into the folder, in its own folder under TMP_DIR.
+LEDGER = "ledger.json"
+#: TFRecorder 2.0's shard names (``train-00000-of-00004.tfrecord.gz``), read, never written.
+LEGACY_SHARD = re.compile(
+    r"(?P<split>train|validation|val|test)-\d{5}-of-\d{5}\.tfrecord(?P<gz>\.gz)?")
+
+
+def number(k: int) -> str:
+    """A version's or a block's number as names write it: five digits, ``00002``."""
+    return f"{k:05d}"
+
+
+def version_dir(version: int) -> str:
+    """``versions/00002``: the folder of the files only ``version`` has."""
+    return f"{VERSIONS_DIR}/{number(version)}"
+
+
+def version_tag(version: int) -> str:
+    """``-v00002``: what follows the split in the names of the shards ``version`` wrote."""
+    return f"-v{number(version)}"
+
+
+def spill_block(split: str, k: int) -> str:
+    """``train.part-00003``: block ``k`` of a split's rows spilled to disk while a run
+    stages them (in the run's own folder)."""
+    return f"{split}.part-{number(k)}"

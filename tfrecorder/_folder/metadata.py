@@ -322,7 +322,7 @@ def _traces_of_a_conversion(output_dir: str) -> bool:
         names = [name.rstrip("/").rsplit("/", 1)[-1] for name in storage.listdir(output_dir)]
     except OSError:
         return True  # unreadable: say what is more likely, an unfinished conversion
-    ours = {layout.TMP_DIR, layout.LOCK, layout.ERRORS, "index"}
+    ours = {layout.TMP_DIR, layout.LOCK, layout.ERRORS, layout.INDEX_DIR}
     return any(name in ours or layout.ShardName.parse(name) is not None for name in names)
 
 
@@ -376,7 +376,7 @@ def tfds_template(s: SplitInfo) -> str | None:
         return None
     version = versions.pop()
     return (layout.TFDS_TEMPLATE if version == 1 else
-            layout.TFDS_TEMPLATE.replace("{SPLIT}", f"{{SPLIT}}-v{version:05d}"))
+            layout.TFDS_TEMPLATE.replace("{SPLIT}", "{SPLIT}" + layout.version_tag(version)))
 
 
 def tfds_dataset_info(m: Manifest) -> dict:

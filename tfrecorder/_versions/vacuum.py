@@ -76,7 +76,7 @@ def vacuum(tfrecord_dir: str, keep: int) -> Vacuumed:
             storage.remove(here(layout.version_manifest(k)))
         if not storage.is_remote(tfrecord_dir):
             for k, _ in dropped:
-                folder = here(layout.VERSIONS_DIR, f"{k:05d}")
+                folder = here(layout.version_dir(k))
                 if os.path.isdir(folder):
                     _remove_empty_tree(folder)
         return Vacuumed(tuple(k for k, _ in dropped), tuple(gone), size)
