@@ -235,7 +235,8 @@ def _versions_parser(sub) -> None:
     p = sub.add_parser(
         "versions", help="list the versions an output directory has published",
         description="List every version published in an output directory, oldest first: "
-                    "when, from what and how (convert, update, append), and per split the "
+                    "when, from what and how (create, overwrite, update, append, compact), and "
+                    "per split the "
                     "records added, retired and kept, and the records live in it.")
     p.add_argument("output_dir", help="a directory written by tfrecorder convert")
 

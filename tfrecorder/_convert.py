@@ -495,7 +495,7 @@ def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
         max_error_fraction=opts.max_error_fraction, image_options=image_options,
         fail_in_pipeline=cloud, near_duplicates=opts.near_duplicates,
         near_distance=opts.near_distance,
-        source=source_name(source), mode=opts.mode if opts.updates else "convert",
+        source=source_name(source), mode=opts.mode,
         key=opts.key,
         update=update, layout=opts.layout, class_ids=laid.get("class_ids", ()))
     sizing = (image.Sizing(opts.shorter_side, opts.jpeg_quality)

@@ -60,7 +60,7 @@ class DatasetSpec:
     # The version's story (Manifest.source, .mode, .key); ``update`` is the
     # ``updating.Update`` an update publishes, None for a conversion (version 1).
     source: str | None = None
-    mode: str = "convert"
+    mode: str = "create"
     key: str | None = None
     update: Any = None
     # The records' feature keys (garden.LAYOUTS), and for "model_garden" the class id

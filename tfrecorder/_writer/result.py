@@ -97,8 +97,8 @@ class ConversionResult(_Keys):
     #: The version published (the latest one, when ``unchanged``), and what it changed
     #: per split: ``{split: {"added": n, "retired": n, "kept": n}}``.
     version: int | None = None
-    #: How the version was made: "convert", "update", "append" or "compact" (None:
-    #: written before versions were)
+    #: How the version was made, in the words ``mode=`` takes: "create", "overwrite",
+    #: "update" or "append"; "compact" for a compaction (None: written before versions)
     mode: str | None = None
     changes: dict = dataclasses.field(default_factory=dict)
     #: An update that found nothing to change, and so wrote nothing.
