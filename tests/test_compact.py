@@ -86,7 +86,7 @@ def test_compact_rewrites_what_tfds_cannot_read_and_keeps_every_version(tmp_path
     # Nothing left to do: nothing published.
     again = tfrecorder.compact(str(out))
     assert again.version is None and "nothing to compact" in str(again)
-    assert tfrecorder.versions(str(out))["mode"].tolist() == ["convert", "update", "compact"]
+    assert tfrecorder.versions(str(out))["mode"].tolist() == ["create", "update", "compact"]
     # The rows files came along: an update with the same table finds nothing to change,
     # and one with an edit updates the compacted version.
     assert tfrecorder.convert(table, str(out), mode="update",

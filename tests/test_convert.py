@@ -302,7 +302,9 @@ def test_result_keeps_tfrecorder_keys_and_renders(tmp_path):
     df = pd.read_csv(os.path.join(SAMPLES, "data.csv"))
     df["image_uri"] = SAMPLES + "/" + df["image_uri"]
     result = df.tensorflow.to_tfr(out, runner="DirectRunner")
-    assert result["tfrecord_dir"] == out == result.output_dir
+    with pytest.warns(DeprecationWarning, match=r"write result\.output_dir") as caught:
+        assert result["tfrecord_dir"] == out == result.output_dir
+    assert {w.filename for w in caught} == {__file__}  # the user's line, not ours
     assert result["job_id"] == result.job_id and result.job_id.startswith("direct-")
     assert result["metrics"]["rows_written"] == 36
     assert sum(result.rows_per_split.values()) == 36 and set(result.rows_per_split) == {

@@ -31,9 +31,13 @@ def converted(samples_converted):
 def test_the_result_is_a_mapping_with_tfrecorders_keys(converted):
     result, out = converted
     assert "metrics" in result and "tfrecord_dir" in result and "nope" not in result
-    assert result["tfrecord_dir"] == str(out) and result["job_id"] == result.job_id
+    with pytest.warns(DeprecationWarning, match=r"result\.output_dir") as caught:
+        assert result["tfrecord_dir"] == str(out) == result.output_dir
+    assert [w.filename for w in caught] == [__file__]  # from this line, not tfrecorder's
+    assert result["job_id"] == result.job_id
     assert set(result.keys()) == {"tfrecord_dir", "job_id", "metrics"}
-    assert dict(result)["metrics"] == result.metrics and len(result) == 3
+    with pytest.warns(DeprecationWarning, match="tfrecord_dir"):  # dict() reads every key
+        assert dict(result)["metrics"] == result.metrics and len(result) == 3
     assert result.get("dataflow_url") is None and result.get("job_id") == result.job_id
     metrics = result["metrics"]
     assert (metrics["rows"], metrics["good_images"], metrics["bad_images"]) == (36, 36, 0)

@@ -184,6 +184,31 @@ def test_options_document_every_field_once_and_the_cli_offers_each():
     assert {"--no-progress", "--no-index", "--update", "--append"} <= flags
 
 
+def test_an_options_words_live_in_its_field_only():
+    """A flag's help and metavar are its field's (``option(cli={"help": ...})``): the
+    parser says nothing of an option itself, so its words cannot drift apart."""
+    from tfrecorder import _cli_parser, _option_fields
+
+    convert = _cli_parser.build_parser()._subparsers._group_actions[0].choices["convert"]
+    actions = {a.option_strings[0]: a for a in convert._actions if a.option_strings}
+    texts = []
+    for f in _option_fields.flag_fields(tfrecorder.Options):
+        cli = f.metadata["cli"]
+        flag = (cli.get("flags") or [f"--{f.name.replace('_', '-')}"])[0]
+        said = cli.get("help") or f.metadata["help"]
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        shown = str(default) + (f", {default >> 20} MiB" if f.name == "max_image_bytes" else "")
+        assert actions[flag].help == said.replace("{default}", shown), f.name
+        assert actions[flag].metavar == cli.get("metavar"), f.name
+        texts.append(said)
+    source = pathlib.Path(_cli_parser.__file__).read_text(encoding="utf-8")
+    literals = [n.value for n in ast.walk(ast.parse(source))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    for text in texts:  # no part of an option's help is written again in the parser
+        words = text.split("{default}")[0][:40]
+        assert not any(words in literal for literal in literals), words
+
+
 #: Import cycles between the package's modules that are there on purpose, each with why
 #: (an import kept inside a function to save start-up time is not a cycle by itself; only
 #: a loop back to where it started is). Written as ``_import_cycles`` writes them.
@@ -540,3 +565,58 @@ def test_pytest_hides_other_packages_deprecations_and_shows_every_warning_of_our
         assert shown in p.stdout
     assert "from tensorflow" not in p.stdout and "from apache_beam" not in p.stdout
     assert "multiprocessing" not in p.stdout
+
+
+#: Modules that number files of their own, not the output folder's, with why: they may
+#: write five-digit numbers without layout.py.
+OWN_NUMBERED_FILES = {
+    "_export/exporting.py": "an export's Parquet files (data/train-00000-of-00002.parquet)",
+    "_export/webdataset.py": "an export's tar files and sample keys (train-00000.tar)",
+    "_readers/inspection.py": "the image files inspect writes for a person (00000_cat.jpg)",
+}
+
+
+#: What a module that spells a name of the folder holds somewhere (others are not parsed).
+_MAY_SPELL = re.compile(r'05d|\\d\{5\}|ledger\.json|\.idx|"index')
+
+
+def _spelt_names(source: str) -> list[str]:
+    """The on-disk names ``source`` spells itself: a five-digit number format
+    (``f"{k:05d}"``) or pattern (``\\d{5}``), the ledger's or an index file's name, or
+    the index folder as a path (joined, a member of a set, assigned)."""
+    tree = _parsed(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        value, parent = node.value, parents.get(node)
+        as_path = (isinstance(parent, (ast.Set, ast.Assign))
+                   or isinstance(parent, ast.Call) and getattr(parent.func, "attr", None) == "join")
+        if (value == "05d" or r"\d{5}" in value or value in ("ledger.json", ".idx")
+                or value.startswith("index/") or (value == "index" and as_path)):
+            found.append(f"line {node.lineno}: {value!r}")
+    return found
+
+
+def test_the_folders_names_are_spelt_in_layout_only():
+    """File and folder names and their number formats are layout.py's: a module that
+    spells one itself could drift from what the readers parse."""
+    package = _package()
+    spelt = {}
+    for path in sorted(package.rglob("*.py")):
+        module = path.relative_to(package).as_posix()
+        if module != "_folder/layout.py" and module not in OWN_NUMBERED_FILES:
+            text = path.read_text(encoding="utf-8")
+            found = _spelt_names(text) if _MAY_SPELL.search(text) else []
+            if found:
+                spelt[module] = found
+    assert spelt == {}
+
+
+def test_the_spelling_search_finds_each_kind_of_name():
+    source = ('import os\nA = "index"\nB = f"{k:05d}"\nC = re.compile(r"x-\\d{5}")\n'
+              'D = os.path.join(out, "index")\nE = "ledger.json"\nF = {"index", "x"}\n'
+              'G = cli.add_parser("index")\nH = m.get("index")\n')
+    assert sorted(f.split(":")[0] for f in _spelt_names(source)) == [
+        "line 2", "line 3", "line 4", "line 5", "line 6", "line 7"]

@@ -185,7 +185,7 @@ def test_an_update_writes_only_what_changed_and_keeps_every_version(tf, tmp_path
         p for i, p in enumerate(paths) if i % 4)
     assert tfrecorder.versions(str(out))[["version", "mode", "train_added", "train_retired",
                                           "train_kept", "train_records"]].values.tolist() == [
-        [1, "convert", 9, 0, 0, 9], [2, "update", 3, 3, 6, 9]]
+        [1, "create", 9, 0, 0, 9], [2, "update", 3, 3, 6, 9]]
 
     # compare="content" opens every image: the garbage behind unchanged stamps shows.
     # Every row it sends through is garbage: over the error budget (of the whole table),
@@ -536,7 +536,7 @@ def test_the_command_line_updates_and_lists_versions(tmp_path, run_cli):
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert lines[0].split()[:4] == ["version", "published", "source", "mode"]
-    assert lines[1].split()[0] == "1" and "data.csv" in lines[1] and "convert" in lines[1]
+    assert lines[1].split()[0] == "1" and "data.csv" in lines[1] and "create" in lines[1]
     assert lines[2].split()[0] == "2" and "update" in lines[2] and len(lines) == 3
     appended = cli("convert", str(csv), str(out), "--append", "--no-progress")
     assert appended.returncode == 0 and "up to date" in appended.stdout
@@ -1799,3 +1799,16 @@ def test_a_runs_tag_follows_from_what_it_writes(tmp_path):
     assert set(a) == set(b)  # the same names, the same bytes but the publishing times
     assert {n: d for n, d in a.items() if ".tfrecord-" in n} == {
         n: d for n, d in b.items() if ".tfrecord-" in n}
+
+
+def test_a_version_says_how_it_was_made_in_the_words_mode_takes(samples_converted, tmp_path):
+    out, result = samples_converted()  # read only: copied before its manifests are edited
+    assert result.mode == "create" and tfrecorder.versions(out)["mode"].tolist() == ["create"]
+    # A folder written before says "convert" (or, before versions, nothing): read as create.
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    for name in (layout.MANIFEST, layout.version_manifest(1)):
+        m = json.loads((old / name).read_text())
+        m["mode"] = "convert"
+        (old / name).write_text(json.dumps(m))
+    assert tfrecorder.versions(str(old))["mode"].tolist() == ["create"]

@@ -7,84 +7,12 @@ each command does: ``_cli`` runs the commands, and the tests that check every op
 has its flag read the parser alone. Nothing here runs a command.
 
 Convert's flags come from ``Options``' fields, one each, in both spellings
-(``--num-shards`` and ``--num_shards``).
+(``--num-shards`` and ``--num_shards``), with the help and metavar their fields give.
 """
 
 from __future__ import annotations
 
 import argparse
-
-
-#: Each option's help in command-line words (flags, files, exit codes), and the name of
-#: its value; Options' own help speaks of Python values.
-_FLAG_HELP = {
-    "runner": ("RUNNER", "Beam runner: DirectRunner (this machine; the default), "
-               "DataflowRunner, or another Beam runner (FlinkRunner, SparkRunner, "
-               "PortableRunner, PrismRunner)"),
-    "num_shards": ("N", "shards per split: N for every split, or per split as "
-                   "train=8,validation=2,test=1; 0 (the default) sizes shards from the "
-                   "data, 64 MiB to 1 GiB each"),
-    "compression": (None, "write gzip-compressed shards (TFDS cannot read them, and "
-                    "images do not shrink); the default is uncompressed"),
-    "mode": (None, "create: into an empty or new OUTPUT_DIR (the default); overwrite: "
-             "replace what an earlier conversion wrote there; update: write what changed "
-             "since its latest version, as a new version (--update); append: only add "
-             "rows with a new key (--append)"),
-    "overwrite": (None, "--mode overwrite: replace what an earlier conversion wrote in "
-                  "OUTPUT_DIR (other files there are left alone); without it a non-empty "
-                  "OUTPUT_DIR is refused"),
-    "compare": (None, "with --update or --append, how a row's image is found changed: "
-                "stat, by its file's size and modification time (the default); content, "
-                "by the SHA-256 of its bytes"),
-    "label_vocabulary": ("FILE", "file of label names, one per line: line i gets id i "
-                         "(default: the table's labels, sorted)"),
-    "multi_label": (None, "one record per image with every label its rows give, even "
-                    "when only a few images are listed under two labels (without it, such "
-                    "a table is refused with those rows listed)"),
-    "near_duplicates": (None, "also report near duplicates (resized or re-encoded copies, "
-                        "by a perceptual hash) in quality.json; exact duplicates, conflicts "
-                        "and statistics are always reported"),
-    # The default is said where the flag is built, from the option's own.
-    "near_distance": ("BITS", "with --near-duplicates: two images whose hashes differ in "
-                      "at most BITS bits (0 to 16) are compared by their thumbnails, and "
-                      "listed when those agree too"),
-    "seed": ("SEED", "seed of the shuffle of rows into shards (default: 0)"),
-    "images_dir": ("DIR", "folder that relative image paths start from (a COCO file's "
-                   "file_names; default: the source file's folder); for COCO files per "
-                   "split, a folder per split as train=train2017/,validation=val2017/"),
-    "name": ("NAME", "dataset name that starts every shard's file name, "
-             "NAME-train.tfrecord-... (default: data)"),
-    "check": (None, "header: read each image's header and end (the default); decode: "
-              "decode every image (content, the old spelling of --compare content, is "
-              "deprecated)"),
-    "max_error_fraction": ("F", "fail (exit code 1, nothing published) when more than "
-                           "this share of rows is quarantined (default: 0.1); a run that "
-                           "writes nothing always fails"),
-    "max_image_bytes": ("BYTES", "quarantine image files larger than this, unread "
-                        "(default: 268435456, 256 MiB)"),
-    "shorter_side": ("N", "downscale images whose shorter side is longer than N pixels to "
-                     "N and re-encode them (aspect ratio kept, EXIF orientation applied); "
-                     "without it every image is stored as it is"),
-    "jpeg_quality": ("Q", "JPEG quality, 1 to 100, of images re-encoded for "
-                     "--shorter-side (default: 90)"),
-    "num_workers": ("N", "worker processes on this machine (default: one per core); with "
-                    "DataflowRunner, the initial number of workers"),
-    "job_label": ("LABEL", "DataflowRunner: a readable prefix of the job's name"),
-    "project": ("PROJECT", "Google Cloud project id (DataflowRunner)"),
-    "region": ("REGION", "Dataflow region, e.g. us-central1 (DataflowRunner)"),
-    "temp_location": ("GS_DIR", "gs:// folder for staged files (DataflowRunner; default: "
-                      "tfrecorder-tmp in the output's bucket)"),
-    "tfrecorder_wheel": ("WHEEL", "a tfrecorder wheel file to install on the workers "
-                         "instead of one built from this installation (DataflowRunner)"),
-    "wait": (None, "DataflowRunner: wait until the job ends and print its result "
-             "(default: print the job's id and console link, and return)"),
-    "write_index": (None, "write no index/<shard>.idx files (each record's offset and "
-                    "length, for record-level sharding, global shuffle and DALI); by "
-                    "default every uncompressed shard gets one, and tfrecorder index OUT "
-                    "adds them later"),
-    "progress": (None, "never draw the progress bar (it is drawn only when stderr is a "
-                 "terminal)"),
-}
 
 
 def _shards(value: str):
@@ -167,18 +95,14 @@ def _convert_parser(sub) -> None:
         flags = list(dict.fromkeys(flags + [flag.replace("-", "_").replace("__", "--", 1)
                                             for flag in flags]))
         cli.setdefault("default", f.default)
-        metavar, text = _FLAG_HELP.get(f.name, (None, f.metadata["help"]))
-        if f.name == "near_distance":
-            text = text.replace("(0 to 16)", f"(0 to 16, default {f.default})")
+        cli.pop("help", None)
         if f.name == "num_shards":
             cli["type"] = _shards
         if f.name == "images_dir":
             cli["type"] = _per_split_or_one
         if f.name == "mode":
             cli.update(action=_OneMode, default=None)  # None: not given, "create"
-        if metavar is not None and cli.get("action") is None and "choices" not in cli:
-            cli["metavar"] = metavar
-        p.add_argument(*flags, dest=f.name, help=text, **cli)
+        p.add_argument(*flags, dest=f.name, help=_option_fields.flag_help(f), **cli)
     p.add_argument("--update", dest="mode", action=_OneMode, const="update",
                    default=None, help="--mode update: write only the rows that changed "
                                       "since the folder's latest version, as a new version")
@@ -313,7 +237,8 @@ def _versions_parser(sub) -> None:
     p = sub.add_parser(
         "versions", help="list the versions an output directory has published",
         description="List every version published in an output directory, oldest first: "
-                    "when, from what and how (convert, update, append), and per split the "
+                    "when, from what and how (create, overwrite, update, append, compact), and "
+                    "per split the "
                     "records added, retired and kept, and the records live in it.")
     p.add_argument("output_dir", help="a directory written by tfrecorder convert")
 

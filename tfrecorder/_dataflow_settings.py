@@ -20,24 +20,38 @@ class Dataflow:
     refuses them (it would ignore them)."""
 
     project: str | None = option(
-        None, "Google Cloud project (DataflowRunner)", cli={},
+        None, "Google Cloud project (DataflowRunner)",
+        cli={"metavar": "PROJECT", "help": "Google Cloud project id (DataflowRunner)"},
         doc="the Google Cloud project id (required)")
     region: str | None = option(
-        None, "Dataflow region, e.g. us-central1 (DataflowRunner)", cli={},
+        None, "Dataflow region, e.g. us-central1 (DataflowRunner)",
+        cli={"metavar": "REGION",
+             "help": "Dataflow region, e.g. us-central1 (DataflowRunner)"},
         doc="the Dataflow region, e.g. `us-central1` (required)")
     temp_location: str | None = option(
         None, "gs:// folder for staging (DataflowRunner); default gs://<output bucket>/"
-        "tfrecorder-tmp", cli={}, doc=(
-            "a `gs://` folder for staging; default `gs://<output bucket>/tfrecorder-tmp`"))
+        "tfrecorder-tmp",
+        cli={"metavar": "GS_DIR",
+             "help": ("gs:// folder for staged files (DataflowRunner; default: "
+                      "tfrecorder-tmp in the output's bucket)")},
+        doc="a `gs://` folder for staging; default `gs://<output bucket>/tfrecorder-tmp`")
     tfrecorder_wheel: str | None = option(
         None, "a wheel to stage instead of the one built from this install (DataflowRunner)",
-        cli={}, doc="a wheel to stage instead of the one built from this install")
-    job_label: str | None = option(None, "DataflowRunner: a readable prefix of the job name",
-                                   cli={}, doc="a readable prefix of the job's name")
-    wait: bool = option(False, "DataflowRunner: block until the job ends, return the result",
-                        cli={"action": "store_true"}, doc=(
-                            "block until the job ends and return its `ConversionResult` "
-                            "(else a `DataflowJob` with `job_id`, `console_url`, `wait()`)"))
+        cli={"metavar": "WHEEL",
+             "help": ("a tfrecorder wheel file to install on the workers instead of one "
+                      "built from this installation (DataflowRunner)")},
+        doc="a wheel to stage instead of the one built from this install")
+    job_label: str | None = option(
+        None, "DataflowRunner: a readable prefix of the job name",
+        cli={"metavar": "LABEL", "help": "DataflowRunner: a readable prefix of the job's name"},
+        doc="a readable prefix of the job's name")
+    wait: bool = option(
+        False, "DataflowRunner: block until the job ends, return the result",
+        cli={"action": "store_true",
+             "help": ("DataflowRunner: wait until the job ends and print its result "
+                      "(default: print the job's id and console link, and return)")},
+        doc=("block until the job ends and return its `ConversionResult` (else a "
+             "`DataflowJob` with `job_id`, `console_url`, `wait()`)"))
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -45,7 +45,10 @@ class Options:
     runner: str = option(
         "DirectRunner", "Beam runner: DirectRunner (this machine), DataflowRunner, DaskRunner, "
         "or any other Beam runner (FlinkRunner, SparkRunner, PortableRunner, PrismRunner...)",
-        cli={}, doc=(
+        cli={"metavar": "RUNNER",
+             "help": ("Beam runner: DirectRunner (this machine; the default), DataflowRunner, "
+                      "or another Beam runner (FlinkRunner, SparkRunner, PortableRunner, "
+                      "PrismRunner)")}, doc=(
             '`"DirectRunner"` runs on this machine: in the calling process for inputs under '
             "20,000 rows or of one shard, else `num_workers` worker processes. In the calling "
             "process, pre-sizing, `near_duplicates` and `check=\"decode\"` decode images in "
@@ -54,7 +57,10 @@ class Options:
             "runner name works too ([runners.md](runners.md))"))
     num_shards: int | Mapping[str, int] = option(
         0, "shards per split, or a dict per split; 0 sizes them from the data (64 MiB - 1 GiB)",
-        cli={"type": int}, doc=(
+        cli={"type": int, "metavar": "N",
+             "help": ("shards per split: N for every split, or per split as "
+                      "train=8,validation=2,test=1; 0 (the default) sizes shards from the "
+                      "data, 64 MiB to 1 GiB each")}, doc=(
             'shards per split, or a dict `{"train": 8, "test": 1}` (split names in any '
             'spelling: `"TRAIN"`, `"VALIDATE"`; an unknown one is a `ConfigError`). `0` sizes '
             "them automatically: each shard at most 1 GiB and, where possible, at least "
@@ -65,14 +71,20 @@ class Options:
             "table gives the same files everywhere"))
     compression: str | None = option(
         None, "None or 'gzip' (TFDS cannot read gzip shards; images do not shrink)",
-        cli={"choices": ["gzip"]}, doc=(
+        cli={"choices": ["gzip"],
+             "help": ("write gzip-compressed shards (TFDS cannot read them, and images do not "
+                      "shrink); the default is uncompressed")}, doc=(
             '`"gzip"` writes `.gz` shards. TFDS cannot read them, and image bytes do not '
             "shrink"))
     mode: str = option(
         "create", "'create': into an empty folder; 'overwrite': replace what a conversion "
         "wrote there; 'update': write only the rows that changed since the folder's latest "
         "version, as a new version; 'append': only add new rows",
-        cli={"choices": list(MODES)}, doc=(
+        cli={"choices": list(MODES),
+             "help": ("create: into an empty or new OUTPUT_DIR (the default); overwrite: "
+                      "replace what an earlier conversion wrote there; update: write what "
+                      "changed since its latest version, as a new version (--update); append: "
+                      "only add rows with a new key (--append)")}, doc=(
             '`"create"` converts into an empty or new folder and refuses one that holds '
             'data (`OutputExistsError`). `"overwrite"` replaces what an earlier conversion '
             'wrote there and starts over at version 1 (see `overwrite`). `"update"` compares '
@@ -83,7 +95,10 @@ class Options:
             "rows whose key is new (`--append`). See [versions.md](versions.md)"))
     overwrite: bool = option(
         False, "the old spelling of mode='overwrite'",
-        cli={"action": "store_true"}, doc=(
+        cli={"action": "store_true",
+             "help": ("--mode overwrite: replace what an earlier conversion wrote in "
+                      "OUTPUT_DIR (other files there are left alone); without it a non-empty "
+                      "OUTPUT_DIR is refused")}, doc=(
             '`True` is the old spelling of `mode="overwrite"` (`--overwrite`, beside '
             '`--mode overwrite`); with `mode="update"` or `"append"` it is a `ConfigError`. '
             "Without it a non-empty output directory is refused (`OutputExistsError`). With "
@@ -101,7 +116,10 @@ class Options:
     compare: str = option(
         "stat", "how an update tells that a row's image changed: 'stat' by its size and "
         "modification time, 'content' by the SHA-256 of its bytes",
-        cli={"choices": list(COMPARES)}, doc=(
+        cli={"choices": list(COMPARES),
+             "help": ("with --update or --append, how a row's image is found changed: stat, by"
+                      " its file's size and modification time (the default); content, by the "
+                      "SHA-256 of its bytes")}, doc=(
             '`mode="update"` and `"append"` only: how a row whose key is stored is found '
             'changed. `"stat"` compares its image file\'s size and modification time with '
             'the stored ones; `"content"` reads every image of the table and compares the '
@@ -110,7 +128,9 @@ class Options:
             "spelling (a `DeprecationWarning`)"))
     label_vocabulary: Sequence[str] | str | None = option(
         None, "label names in id order, or a path to a file with one per line",
-        cli={"metavar": "FILE"}, doc=(
+        cli={"metavar": "FILE",
+             "help": ("file of label names, one per line: line i gets id i (default: the "
+                      "table's labels, sorted)")}, doc=(
             "the label names in id order, as a list or a path to a UTF-8 file with one name "
             "per line (a byte-order mark and CRLF line ends are fine; only `\\n` ends a line, "
             "as in the `label.labels.txt` a run writes, which is always accepted back). A "
@@ -119,7 +139,10 @@ class Options:
         None, "True: one record per image with every label its rows give; False: one "
         "label per image; None: from the table",
         cli={"flags": ["--multi-label"], "action": "store_const", "const": True,
-             "default": None}, doc=(
+             "default": None,
+             "help": ("one record per image with every label its rows give, even when only a "
+                      "few images are listed under two labels (without it, such a table is "
+                      "refused with those rows listed)")}, doc=(
             "`True` makes one record per image holding every label its rows (or list "
             "cells) give; `False` refuses an image listed with two labels. `None` (the "
             "default) takes a table with list cells, or with many images under several "
@@ -129,14 +152,20 @@ class Options:
             "turn every label into a list"))
     near_duplicates: bool = option(
         False, "also find near duplicates (resized or re-encoded copies) for the data report",
-        cli={"flags": ["--near-duplicates"], "action": "store_true"}, doc=(
+        cli={"flags": ["--near-duplicates"], "action": "store_true",
+             "help": ("also report near duplicates (resized or re-encoded copies, by a "
+                      "perceptual hash) in quality.json; exact duplicates, conflicts and "
+                      "statistics are always reported")}, doc=(
             "adds near duplicates to the data report (`quality.json`, `tfrecorder.report`): "
             "each image is decoded small and hashed (a 64-bit difference hash), and pairs "
             "within a few bits are listed, across splits as leaks; see docs/quality.md. "
             "Exact duplicates, conflicts and statistics are always reported"))
     near_distance: int = option(
         measures.MAX_DISTANCE, "bits within which two images' hashes make a near-duplicate candidate",
-        cli={"type": int, "metavar": "BITS"}, doc=(
+        cli={"type": int, "metavar": "BITS",
+             "help": ("with --near-duplicates: two images whose hashes differ in at most BITS "
+                      "bits (0 to 16, default {default}) are compared by their thumbnails, and"
+                      " listed when those agree too")}, doc=(
             "with `near_duplicates`, two images whose 64-bit hashes differ in at most this "
             "many bits are compared by their thumbnails, and listed when those agree too; "
             "0 to 16. Higher finds more distant copies (heavier re-encodes, grey or "
@@ -149,7 +178,12 @@ class Options:
             "to 1"))
     images_dir: str | Mapping[str, str] | None = option(
         None, "folder relative image paths start from (default: the source file's); a dict "
-        "per split for COCO files given per split", cli={"metavar": "DIR"}, doc=(
+        "per split for COCO files given per split",
+        cli={"metavar": "DIR",
+             "help": ("folder that relative image paths start from (a COCO file's "
+                      "file_names; default: the source file's folder); for COCO files per "
+                      "split, a folder per split as train=train2017/,validation=val2017/")},
+        doc=(
             "the folder (local or `gs://`) that relative image paths start from: a COCO "
             "file's `file_name`s, a CSV's or a JSON Lines file's paths, a DataFrame's. "
             "Without it they start from the file's own folder (the current one for a "
@@ -158,17 +192,26 @@ class Options:
             '(`{"train": "train2017/", "validation": "val2017/"}`; on the command line '
             "`train=train2017/,validation=val2017/`). A folder that does not exist is a "
             "`ConfigError`; an image directory source takes none"))
-    seed: int = option(0, "seed of the write-time shuffle", cli={"type": int},
-                       doc="seed of the write-time shuffle within each split")
+    seed: int = option(
+        0, "seed of the write-time shuffle",
+        cli={"type": int, "metavar": "SEED",
+             "help": "seed of the shuffle of rows into shards (default: {default})"},
+        doc="seed of the write-time shuffle within each split")
     name: str = option(
-        "data", "dataset name in file names (NAME-train.tfrecord-...)", cli={}, doc=(
+        "data", "dataset name in file names (NAME-train.tfrecord-...)",
+        cli={"metavar": "NAME",
+             "help": ("dataset name that starts every shard's file name, "
+                      "NAME-train.tfrecord-... (default: {default})")}, doc=(
             "the dataset name in file names, `[a-zA-Z]\\w*`; at most 182 characters (ASCII), "
             "so that every file a run writes, with the suffix a shard has while it is "
             "written, fits the 255 bytes a file name may have (179 with "
             '`compression="gzip"`)'))
     check: str = option(
         "header", "'header': parse headers and file ends; 'decode': decode every image",
-        cli={"choices": list(image.CHECK_OPTIONS)}, doc=(
+        cli={"choices": list(image.CHECK_OPTIONS),
+             "help": ("header: read each image's header and end (the default); decode: decode "
+                      "every image (content, the old spelling of --compare content, is "
+                      "deprecated)")}, doc=(
             '`"header"`: the header gives format, size and channels (read directly for '
             "JPEG, PNG, GIF and BMP, by Pillow for other formats), and the file's end is "
             "checked (JPEG end-of-image marker, PNG IEND chunk, GIF trailer, BMP size); no "
@@ -178,7 +221,11 @@ class Options:
             "(a `DeprecationWarning`)"))
     max_error_fraction: float = option(
         0.1, "fail the run when more than this share of rows is quarantined (a run that "
-        "writes nothing always fails)", cli={"type": float}, doc=(
+        "writes nothing always fails)",
+        cli={"type": float, "metavar": "F",
+             "help": ("fail (exit code 1, nothing published) when more than this share of "
+                      "rows is quarantined (default: {default}); a run that writes nothing "
+                      "always fails")}, doc=(
             "when more than this share of the rows is quarantined the run fails with "
             "`ConversionError` naming the counts, the first reasons and the errors file, and "
             "writes no manifest. A run in which every row is quarantined always fails. When "
@@ -186,12 +233,17 @@ class Options:
             "reading any image. Why 0.1: "
             "[reliability.md](reliability.md#runs-that-fail-or-are-killed)"))
     max_image_bytes: int = option(
-        256 << 20, "image files larger than this are quarantined unread", cli={"type": int},
+        256 << 20, "image files larger than this are quarantined unread",
+        cli={"type": int, "metavar": "BYTES",
+             "help": "quarantine image files larger than this, unread (default: {default})"},
         doc="image files larger than this are quarantined unread (`image file too large`)")
     shorter_side: int | None = option(
         None, "downscale images whose shorter side is longer than this to it (aspect kept, "
         "EXIF orientation applied) and re-encode them; None stores every image as it is",
-        cli={"type": int, "metavar": "N"}, doc=(
+        cli={"type": int, "metavar": "N",
+             "help": ("downscale images whose shorter side is longer than N pixels to N and "
+                      "re-encode them (aspect ratio kept, EXIF orientation applied); without "
+                      "it every image is stored as it is")}, doc=(
             "pre-size images: one whose shorter side is longer than this many pixels is "
             "turned upright by its EXIF orientation, downscaled so that its shorter side is "
             "this (aspect kept; a JPEG is decoded at the smallest DCT scale still at least "
@@ -203,12 +255,18 @@ class Options:
             "[loading.md](loading.md#faster-training)"))
     jpeg_quality: int = option(
         90, "JPEG quality of images re-encoded by shorter_side (1-100)",
-        cli={"type": int, "metavar": "Q"},
+        cli={"type": int, "metavar": "Q",
+             "help": ("JPEG quality, 1 to 100, of images re-encoded for --shorter-side "
+                      "(default: {default})")},
         doc="JPEG quality (1-100) of the images `shorter_side` re-encodes; only with it")
     write_index: bool = option(
         True, "write index/<shard>.idx beside every uncompressed shard (each record's "
         "offset and length: record-level sharding, global shuffle, DALI); False skips them",
-        cli={"flags": ["--no-index"], "action": "store_false"}, doc=(
+        cli={"flags": ["--no-index"], "action": "store_false",
+             "help": ("write no index/<shard>.idx files (each record's offset and length, for "
+                      "record-level sharding, global shuffle and DALI); by default every "
+                      "uncompressed shard gets one, and tfrecorder index OUT adds them later")},
+        doc=(
             "write `index/<shard>.idx` beside every shard, in the same step that writes the "
             "shard (one line per record: its byte offset and framed length; "
             "[format.md](format.md#index-files)). `load(shard=...)` and "
@@ -217,7 +275,9 @@ class Options:
             "skips them; `tfrecorder index OUT` adds them later"))
     num_workers: int = option(
         0, "DirectRunner worker processes (0: one per core); on Dataflow, the initial workers",
-        cli={"type": int}, doc=(
+        cli={"type": int, "metavar": "N",
+             "help": ("worker processes on this machine (default: one per core); with "
+                      "DataflowRunner, the initial number of workers")}, doc=(
             "DirectRunner worker processes; 0 means one per core. On Dataflow, passed as "
             "`--num_workers` (the initial workers). When given, also the least number of "
             "shards of a split large enough (see `num_shards`)"))
@@ -244,7 +304,9 @@ class Options:
             "(`<feature>.label_map.pbtxt`) beside the labels file; docs/detection.md"))
     progress: bool | None = option(
         None, "progress bar of a local run; None: on a terminal or in a notebook only",
-        cli={"flags": ["--no-progress"], "action": "store_false", "default": None}, doc=(
+        cli={"flags": ["--no-progress"], "action": "store_false", "default": None,
+             "help": ("never draw the progress bar (it is drawn only when stderr is a "
+                      "terminal)")}, doc=(
             "a progress bar of a local run (rows done of total, rate, time left); `None` "
             "shows it on a terminal or in a notebook only, `False` never"))
     def __post_init__(self):

@@ -25,12 +25,12 @@ from __future__ import annotations
 from typing import Iterable
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import records
+from tfrecorder._folder import layout, records
 from tfrecorder._errors import CorruptRecordError
 
 #: The folder of index files, inside the output directory.
-DIR = "index"
-SUFFIX = ".idx"
+DIR = layout.INDEX_DIR
+SUFFIX = layout.INDEX_SUFFIX
 
 
 def name(shard_file: str) -> str:

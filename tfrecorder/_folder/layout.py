@@ -186,7 +186,7 @@ def _version_part(version: int, tag: str) -> str:
     in version 1's."""
     if version <= 1:
         return ""
-    return f"-v{version:05d}" + (f"-{tag}" if tag else "")
+    return f"-v{number(version)}" + (f"-{tag}" if tag else "")
 
 
 # --- versions (docs/format.md, "Versions and the data report") ------------------------
@@ -202,13 +202,13 @@ ROWS_SUFFIX = ".rows.jsonl.gz"
 
 def version_manifest(version: int) -> str:
     """``versions/00002.json``: the manifest of ``version``, never rewritten."""
-    return f"{VERSIONS_DIR}/{version:05d}.json"
+    return f"{VERSIONS_DIR}/{number(version)}.json"
 
 
 def version_folder(version: int, tag: str = "") -> str:
     """``versions/00002-1a2b3c4d``: the folder of the files only ``version`` (written by
     the run of ``tag``) has; ``versions/00002`` without a tag."""
-    return f"{VERSIONS_DIR}/{version:05d}" + (f"-{tag}" if tag else "")
+    return f"{VERSIONS_DIR}/{number(version)}" + (f"-{tag}" if tag else "")
 
 
 def live_index(version: int, shard: str, tag: str = "") -> str:
@@ -343,3 +343,26 @@ def labels_file(feature: str) -> str:
 def split_order(name: str) -> tuple[int, str]:
     """Sort key of split names: train, validation, test, then any other by name."""
     return (SPLITS.index(name) if name in SPLITS else len(SPLITS), name)
+
+
+# --- names spelled here only (a test looks for them anywhere else) --------------------
+
+#: The folder of index files (``index/<shard>.idx``), and an index file's suffix.
+INDEX_DIR = "index"
+INDEX_SUFFIX = ".idx"
+#: A run's list of the files it will put into the folder, in its own folder under TMP_DIR.
+LEDGER = "ledger.json"
+#: TFRecorder 2.0's shard names (``train-00000-of-00004.tfrecord.gz``), read, never written.
+LEGACY_SHARD = re.compile(
+    r"(?P<split>train|validation|val|test)-\d{5}-of-\d{5}\.tfrecord(?P<gz>\.gz)?")
+
+
+def number(k: int) -> str:
+    """A version's or a block's number as names write it: five digits, ``00002``."""
+    return f"{k:05d}"
+
+
+def spill_block(split: str, k: int) -> str:
+    """``train.part-00003``: block ``k`` of a split's rows spilled to disk while a run
+    stages them (in the run's own folder)."""
+    return f"{split}.part-{number(k)}"

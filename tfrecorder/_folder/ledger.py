@@ -18,7 +18,7 @@ from tfrecorder import _storage as storage
 from tfrecorder._folder import layout
 
 
-LEDGER = "ledger.json"
+LEDGER = layout.LEDGER
 
 
 def new_run_id() -> str:

@@ -31,7 +31,6 @@ from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo
 FORMAT_VERSION = 0
 SCHEMA = "transformed_metadata/schema.pbtxt"
 VOCABULARY = "transform_fn/assets/vocab_compute_and_apply_vocabulary_vocabulary"
-_SHARD = re.compile(r"(?P<split>train|validation|val|test)-\d{5}-of-\d{5}\.tfrecord(?P<gz>\.gz)?")
 _SPLITS = {"train": "train", "validation": "validation", "val": "validation", "test": "test"}
 _FEATURE = re.compile(r'feature\s*\{\s*name:\s*"(?P<name>[^"]+)"\s*type:\s*(?P<type>[A-Z]+)')
 _DTYPES = {"BYTES": "bytes", "INT": "int64", "FLOAT": "float"}
@@ -64,7 +63,7 @@ def manifest(folder: str) -> Manifest:
     shards: dict[str, list[str]] = {}
     compression = None
     for name in storage.listdir(folder):
-        m = _SHARD.fullmatch(name)
+        m = layout.LEGACY_SHARD.fullmatch(name)
         if m:
             shards.setdefault(_SPLITS[m["split"]], []).append(name)
             compression = "gzip" if m["gz"] else compression

@@ -83,7 +83,8 @@ class Manifest:
     #: Format 2: the version's number (1 for a conversion), its parent's (None for 1),
     #: when it was published (UTC, ISO 8601; the only timestamp of a folder), what it
     #: was made from (``source``: the table's file name, or "DataFrame"), how
-    #: (``mode``: "convert", "update" or "append"), the match key, and the records each
+    #: (``mode``: "create", "overwrite", "update" or "append", the words ``mode=`` takes,
+    #: or "compact"; ``made_by`` reads older manifests' words), the match key, and the records each
     #: split gained, lost and kept (``{split: {"added", "retired", "kept"}}``).
     version: int | None = None
     parent: int | None = None
@@ -181,6 +182,13 @@ class Manifest:
             changes=d.get("changes"), layout=_layout(d.get("layout", "tfrecorder")),
             keypoints=d.get("keypoints"), tag=d.get("tag"),
         )
+
+    @property
+    def made_by(self) -> str:
+        """How the version was made, in today's words: ``mode``, where manifests written
+        before said "convert" for a conversion (create or overwrite, not told apart) and
+        those written before versions say nothing: both read as "create"."""
+        return "create" if self.mode in (None, "convert") else self.mode
 
     def to_bytes(self) -> bytes:
         """The text of ``tfrecorder.json``."""

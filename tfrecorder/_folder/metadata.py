@@ -60,7 +60,7 @@ class DatasetSpec:
     # The version's story (Manifest.source, .mode, .key); ``update`` is the
     # ``updating.Update`` an update publishes, None for a conversion (version 1).
     source: str | None = None
-    mode: str = "convert"
+    mode: str = "create"
     key: str | None = None
     update: Any = None
     # The records' feature keys (garden.LAYOUTS), and for "model_garden" the class id
@@ -325,7 +325,7 @@ def _traces_of_a_conversion(output_dir: str) -> bool:
         names = [name.rstrip("/").rsplit("/", 1)[-1] for name in storage.listdir(output_dir)]
     except OSError:
         return True  # unreadable: say what is more likely, an unfinished conversion
-    ours = {layout.TMP_DIR, layout.LOCK, layout.ERRORS, "index"}
+    ours = {layout.TMP_DIR, layout.LOCK, layout.ERRORS, layout.INDEX_DIR}
     return any(name in ours or layout.ShardName.parse(name) is not None for name in names)
 
 

@@ -36,7 +36,7 @@ def _remove_empty_index_dir(output_dir: str) -> None:
         return
     for k in storage.listdir(versions):
         folder = storage.join(versions, k)
-        sub = storage.join(folder, "index")
+        sub = storage.join(folder, layout.INDEX_DIR)
         if storage.isdir(sub) and not storage.is_link(sub) and not storage.listdir(sub):
             storage.remove(sub)
         if storage.isdir(folder) and not storage.is_link(folder) and not storage.listdir(folder):

@@ -42,7 +42,7 @@ def table(output_dir: str, opened) -> "Any":
     rows_, splits = [], []
     for k, m in found:
         row = {"version": k, "published": pd.Timestamp(m.published) if m.published else pd.NaT,
-               "source": m.source, "mode": m.mode or "convert"}
+               "source": m.source, "mode": m.made_by}
         changes = m.changes or {s: {"added": i.num_examples, "retired": 0, "kept": 0}
                                 for s, i in m.splits.items()}
         for split in set(changes) | set(m.splits):

@@ -8,15 +8,22 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from tfrecorder import _deprecation as deprecation
 from tfrecorder._folder import layout, metadata
 from tfrecorder._report import findings as _report
 from tfrecorder import _storage as storage
 from tfrecorder._folder.manifest import Manifest
 
 
+#: TFRecorder's keys that name one of the result's attributes: read, they warn that the
+#: attribute is the one name (``output_dir``), as every old spelling does.
+_OLD_KEYS = {"tfrecord_dir": "output_dir"}
+
+
 class _Keys(Mapping):
     """TFRecorder returned a dict; a result is also a read-only mapping with its keys:
-    ``result["tfrecord_dir"]``, ``"metrics" in result``, ``dict(result)``, ``.get()``."""
+    ``result["tfrecord_dir"]`` (the old spelling of ``result.output_dir``), ``"metrics"
+    in result``, ``dict(result)``, ``.get()``."""
 
     def _mapping(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -25,7 +32,14 @@ class _Keys(Mapping):
         mapping = self._mapping()
         if key not in mapping:
             raise KeyError(f"{key!r}; the keys are {sorted(mapping)}")
+        if key in _OLD_KEYS:
+            deprecation.warn(f'result["{key}"] is TFRecorder 2.0\'s name of '
+                             f"result.{_OLD_KEYS[key]}, the same value; write "
+                             f"result.{_OLD_KEYS[key]}")
         return mapping[key]
+
+    def __contains__(self, key) -> bool:  # a question about the keys reads no value
+        return key in self._mapping()
 
     def __iter__(self):
         return iter(self._mapping())
@@ -48,8 +62,9 @@ def human_bytes(n: int) -> str:
 class ConversionResult(_Keys):
     """What a conversion wrote.
 
-    It is also a mapping with TFRecorder's keys: ``tfrecord_dir``, ``job_id`` and
-    ``metrics`` (``rows``, ``good_images``, ``bad_images`` beside ours).
+    It is also a mapping with TFRecorder's keys: ``tfrecord_dir`` (``output_dir``'s old
+    name, with a DeprecationWarning), ``job_id`` and ``metrics`` (``rows``,
+    ``good_images``, ``bad_images`` beside ours).
     """
 
     output_dir: str
@@ -82,8 +97,8 @@ class ConversionResult(_Keys):
     #: The version published (the latest one, when ``unchanged``), and what it changed
     #: per split: ``{split: {"added": n, "retired": n, "kept": n}}``.
     version: int | None = None
-    #: How the version was made: "convert", "update", "append" or "compact" (None:
-    #: written before versions were)
+    #: How the version was made, in the words ``mode=`` takes: "create", "overwrite",
+    #: "update" or "append"; "compact" for a compaction (None: written before versions)
     mode: str | None = None
     changes: dict = dataclasses.field(default_factory=dict)
     #: An update that found nothing to change, and so wrote nothing.

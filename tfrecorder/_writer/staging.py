@@ -50,7 +50,7 @@ def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
             offset += len(block)
             order = np.argsort(shards, kind="stable")
             cuts = np.searchsorted(shards[order], np.arange(lay.count + 1))
-            block_file = f"{lay.split}.part-{k:05d}"
+            block_file = layout.spill_block(lay.split, k)
             data, at = [], 0
             for shard in range(lay.count):
                 picked = order[cuts[shard]:cuts[shard + 1]]
