@@ -213,8 +213,15 @@ def test_a_run_with_every_row_quarantined_leads_with_the_fix_and_counts_reasons(
         tfrecorder.convert(table, str(tmp_path / "out"))
     said = str(e.value)
     assert said.startswith("3 of 3 rows were quarantined: every row was quarantined, so "
-                           "nothing was written. Fix: convert those files to a format")
-    assert "Reasons: 3 not a readable image. First rows: row 0: " in said
+                           "nothing was written. Fix: convert the SVG files to PNG")
+    assert "Reasons: 3 SVG is not supported. First rows: row 0: " in said
+    # A file that is no image at all keeps the general reason and fix.
+    text = tmp_path / "a.jpg"
+    text.write_text("name,value\n")
+    with pytest.raises(tfrecorder.ConversionError) as e:
+        tfrecorder.convert(table.assign(image_uri=str(text)), str(tmp_path / "out3"))
+    assert "Fix: convert those files to a format" in str(e.value)
+    assert "Reasons: 3 not a readable image. First rows: row 0: " in str(e.value)
 
     # Relative paths from the wrong folder: --images-dir is the fix, said before the rows.
     (tmp_path / "sub").mkdir()

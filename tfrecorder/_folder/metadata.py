@@ -278,6 +278,8 @@ _FIXES = {
     "not a readable image": "convert those files to a format Pillow reads (JPEG, PNG, "
                             "WebP, GIF, BMP, TIFF; not SVG), or leave their rows out",
     "image file too large": "raise max_image_bytes (--max-image-bytes)",
+    "SVG is not supported": "convert the SVG files to PNG (cairosvg, Inkscape or a browser "
+                            "renders them at the size you train at), or leave their rows out",
 }
 
 

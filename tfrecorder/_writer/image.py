@@ -469,6 +469,13 @@ def _eight_bit(img):
     return img.convert("I").point(lambda v: v / 257 + 0.5).convert("L")
 
 
+def _is_svg(data: bytes) -> bool:
+    """Whether ``data`` is an SVG drawing (XML whose first element is ``<svg``)."""
+    head = data[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    return head.startswith(b"<svg") or (head.startswith((b"<?xml", b"<!doctype svg"))
+                                        and b"<svg" in head)
+
+
 def _prepare(data: bytes, check: str) -> tuple[bytes, ImageInfo]:
     if not data:
         raise ImageProblem("empty file (0 bytes)")
@@ -485,6 +492,9 @@ def _prepare(data: bytes, check: str) -> tuple[bytes, ImageInfo]:
     except Image.DecompressionBombError as e:
         raise ImageProblem(f"decompression bomb: {e}") from None
     except Exception as e:  # Pillow raises many types for "not an image"
+        if _is_svg(data):
+            raise ImageProblem("SVG is not supported (a vector drawing, which neither "
+                               "Pillow nor TensorFlow decodes: convert it to PNG)") from None
         raise ImageProblem(f"not a readable image ({type(e).__name__}: {e})") from None
     fmt = img.format or "unknown"
     width, height = img.size
