@@ -1,8 +1,10 @@
 """A model_garden folder read back by every reader and verb of ours, in our keys: the
 same values as the folder of our layout converted from the same source (a COCO file and
-an image table), boxes, label ids and image bytes included."""
+an image table), boxes, label ids and image bytes included; an update and a compaction
+of it too."""
 
 import os
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -192,6 +194,28 @@ def test_verify_report_and_dali_index_files_of_a_model_garden_folder(folders):
 
     for source in SPLITS:
         _both(folders, source, indexed)
+
+
+@pytest.mark.slow
+def test_an_update_and_a_compaction_of_a_model_garden_folder(folders, tmp_path):
+    table = folders["table"].copy()
+    table.loc[1, "label"] = "bird"  # one row relabelled
+    outs = {}
+    for layout in LAYOUTS:
+        outs[layout] = str(tmp_path / layout)
+        shutil.copytree(folders["table", layout], outs[layout])
+        updated = tfrecorder.convert(table, outs[layout], mode="update")
+        assert updated.version == 2
+        assert updated.changes["train"] == {"added": 1, "retired": 1, "kept": 3}
+    copies = {("table", layout): out for layout, out in outs.items()}
+    got = _both(copies, "table", lambda out: _features(out, "train", version=2))
+    names = metadata.read_manifest(outs["model_garden"]).label_names
+    assert names[got[table.image_uri[1].encode()]["label"]] == "bird"
+    with open(os.path.join(outs["model_garden"], "label.label_map.pbtxt")) as f:
+        assert 'name: "bird"' in f.read()
+    for out in outs.values():
+        assert tfrecorder.compact(out).version == 3
+    assert _both(copies, "table", lambda out: _features(out, "train", version=3)) == got
 
 
 def test_a_model_garden_record_of_unequal_box_lists_or_an_unknown_class_is_refused():
