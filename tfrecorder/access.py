@@ -50,7 +50,7 @@ from tfrecorder import _storage as storage
 from tfrecorder._readers import ahead, cache as _cache, keys as _keys, partition
 from tfrecorder._folder import example
 from tfrecorder._folder import records
-from tfrecorder._folder import layout, view as _view
+from tfrecorder._folder import layout, stored_keys, view as _view
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
 
 __all__ = ["Reader", "part", "permutation", "shard_order", "values", "window_for"]
@@ -375,7 +375,7 @@ class Reader:
         """Record ``i``'s features as plain values (see ``values``)."""
         data = self.record(i)
         try:
-            return values(data, self.manifest.features)
+            return values(data, self.manifest)
         except CorruptRecordError as e:
             raise CorruptRecordError(f"{self.view.where(i)}: {e}") from None
 
@@ -493,10 +493,11 @@ def _refuse_a_file(output_dir: str) -> None:
             f"folder (the one that holds {layout.MANIFEST}), not the table it was made from")
 
 
-def values(data: bytes, specs: dict[str, layout.FeatureSpec],
+def values(data: bytes, specs: "dict[str, layout.FeatureSpec] | _view.Manifest",
            keys: Collection[str] | None = None) -> dict:
     """A serialized ``tf.train.Example`` as plain values, shaped by the manifest's
-    feature ``specs``: a scalar bytes feature is ``bytes``, a scalar int64 or float
+    feature ``specs`` (or the Manifest, which reads a folder of either layout in our
+    keys: ``stored_keys``): a scalar bytes feature is ``bytes``, a scalar int64 or float
     feature an ``int`` or ``float``; a list feature is a NumPy array (``object`` of
     bytes, ``int64`` or ``float32``) of the declared shape, variable-length first
     dimension included (``[-1, 4]`` boxes -> shape ``(n, 4)``). Features the record
@@ -508,7 +509,9 @@ def values(data: bytes, specs: dict[str, layout.FeatureSpec],
         raise TypeError(f"keys={keys!r}: give a list of feature names, such as [{keys!r}]")
     out = {}
     # The kind of every feature read is checked against the manifest (example.parse).
-    for key, (dtype, vals) in example.parse(data, only=keys, specs=specs).items():
+    parsed = stored_keys.parse(data, specs, only=keys)
+    specs = getattr(specs, "features", specs)  # a Manifest's: ours, whatever its layout
+    for key, (dtype, vals) in parsed.items():
         spec = specs.get(key)
         if spec is None:
             out[key] = vals

@@ -119,7 +119,7 @@ class Dataset(torch.utils.data.Dataset):
         # and unchecked; the kinds of those two are checked against the manifest.
         keys = (self.image_key, self.label_key) if self.supervised else None
         try:
-            features = access.values(data, self.reader.manifest.features, keys)
+            features = access.values(data, self.reader.manifest, keys)
         except CorruptRecordError as e:
             raise CorruptRecordError(f"{self.reader.view.where(i)}: {e}") from None
         if self.detection:

@@ -179,7 +179,7 @@ def _live(key: dict) -> int:
 def _records(reader: access.Reader, shard: int):
     """The live records of ``shard`` as plain values, in file order."""
     start, stop = reader.view.starts[shard], reader.view.starts[shard + 1]
-    specs = reader.manifest.features
+    specs = reader.manifest  # either layout, in our keys (access.values)
     for first in range(start, stop, BATCH):
         for data in reader.records(range(first, min(first + BATCH, stop))):
             yield access.values(data, specs)

@@ -11,20 +11,61 @@ is TensorFlow image work on one record, apart from which records are read.
 
 from __future__ import annotations
 
-from tfrecorder._folder import layout, legacy
+from tfrecorder._folder import layout, legacy, stored_keys
 from tfrecorder._folder.manifest import Manifest
 
 
 def feature_spec(tf, manifest: Manifest) -> dict:
-    """The parsing spec of every feature, from the manifest."""
+    """The parsing spec of every feature, from the manifest: of the keys its records
+    are stored under (``stored_keys``), which ``in_our_keys`` gives back as ours."""
     dtypes = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
     spec = {}
-    for key, f in manifest.features.items():
+    form = stored_keys.form(manifest)
+    for key, f in (manifest.features if form is None else form.stored).items():
         if f.varlen:
             spec[key] = tf.io.VarLenFeature(dtypes[f.dtype])
         else:
             spec[key] = tf.io.FixedLenFeature(f.shape, dtypes[f.dtype])
     return spec
+
+
+def in_our_keys(tf, manifest: Manifest):
+    """A function of a record parsed with ``feature_spec`` giving its features in our
+    keys, as ``stored_keys`` does without TensorFlow (varlen ones as SparseTensors, as
+    ``tf.io`` parses ours); None for a folder stored in our keys. Made outside the
+    ``tf.data`` map: the class names' lookup table is made once."""
+    form = stored_keys.form(manifest)
+    if form is None:
+        return None
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant(list(form.ids), tf.string), tf.constant(list(form.ids.values()), tf.int64)),
+        default_value=-1)
+
+    def rebuild(ex):
+        out = {}
+        for key, (keys, how) in form.groups.items():
+            if how == stored_keys.RENAME:
+                out[key] = ex[keys[0]]
+            elif how == stored_keys.INTERLEAVE:  # [n] per coordinate -> [n * k], ours
+                lists = [tf.sparse.to_dense(ex[k]) for k in keys]
+                out[key] = _sparse(tf, tf.reshape(tf.stack(lists, axis=1), [-1]))
+            else:  # NAMES: class names -> our label ids
+                ids = table.lookup(tf.sparse.to_dense(ex[keys[0]]))
+                check = tf.debugging.assert_non_negative(
+                    ids, message=f"{keys[0]} holds a class that is no line of "
+                                 f"{form.labels_file}; the record was not written so by "
+                                 f"tfrecorder")
+                with tf.control_dependencies([check]):
+                    out[key] = _sparse(tf, tf.identity(ids))
+        return out
+
+    return rebuild
+
+
+def _sparse(tf, dense):
+    """A 1-D SparseTensor holding every value of 1-D ``dense`` (zeros included)."""
+    n = tf.shape(dense, out_type=tf.int64)[0]
+    return tf.SparseTensor(tf.expand_dims(tf.range(n), 1), dense, tf.expand_dims(n, 0))
 
 
 def _jpeg_ratio(tf, height, width, size):

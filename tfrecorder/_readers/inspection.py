@@ -18,9 +18,8 @@ import tempfile
 from typing import Iterator
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import example
 from tfrecorder._folder import records
-from tfrecorder._folder import index, layout, legacy, view
+from tfrecorder._folder import index, layout, legacy, stored_keys, view
 from tfrecorder._readers import preview
 from tfrecorder._folder import split_names
 from tfrecorder._errors import ConfigError, CorruptRecordError, IncompleteOutputError
@@ -250,7 +249,7 @@ def inspect_version(opened: view.Version, split: str = "train", num_records: int
     v = opened.view(name)
     for i, raw in zip(range(num_records), iter_records(v)):
         try:
-            feats = example.parse(raw, specs=manifest.features)
+            feats = stored_keys.parse(raw, manifest)  # in our keys, either layout
         except CorruptRecordError as e:  # a feature of another kind than declared
             raise CorruptRecordError(f"{v.where(i)}: {e}") from None
         row: dict = {"record": i}

@@ -24,7 +24,7 @@ from tfrecorder._folder import legacy, view
 from tfrecorder._folder.manifest import Manifest
 from tfrecorder._folder import split_names
 from tfrecorder._readers import cache as _cache, partition
-from tfrecorder._readers.decoding import _decoder, feature_spec
+from tfrecorder._readers.decoding import _decoder, feature_spec, in_our_keys
 from tfrecorder._readers.streams import (MAX_PARALLEL_READS, _counted_records,
                                          _pipeline_records, _same_conversion, _verified)
 
@@ -236,6 +236,7 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
     files = v.files
     compression = "GZIP" if manifest.compression == "gzip" else ""
     spec = feature_spec(tf, manifest)
+    ours = in_our_keys(tf, manifest)  # None where the records hold our keys
     image_key, label_key = manifest.image_key, manifest.label_key
     legacy_format = manifest.format_version == legacy.FORMAT_VERSION
     needed, decode_one = (_decoder(tf, image_size, channels, legacy_format) if decode
@@ -298,6 +299,8 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
 
     def parse_one(raw):
         ex = tf.io.parse_single_example(raw, spec)
+        if ours is not None:
+            ex = ours(ex)
         if decode_one is not None:
             ex[image_key] = decode_one({k: ex[k] for k in needed})
         return ex

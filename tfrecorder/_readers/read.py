@@ -21,7 +21,7 @@ import numpy as np
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder._folder import example
-from tfrecorder._folder import layout
+from tfrecorder._folder import layout, stored_keys
 from tfrecorder import access
 from tfrecorder._folder import view
 from tfrecorder._errors import ConfigError, CorruptRecordError
@@ -126,11 +126,11 @@ def _cells(reader: access.Reader, start: int, stop: int, columns: list[_Column],
            skip: frozenset) -> dict[str, list]:
     """The cells of records ``start`` to ``stop`` (exclusive) of ``reader``'s split."""
     stop = min(stop, len(reader))
-    specs = reader.manifest.features
+    manifest = reader.manifest
     parsed = []
     for i, raw in zip(range(start, stop), reader.records(range(start, stop))):
         try:
-            parsed.append(example.parse(raw, skip, specs=specs))
+            parsed.append(stored_keys.parse(raw, manifest, skip))
         except CorruptRecordError as e:  # a feature of another kind than declared
             raise CorruptRecordError(f"{reader.view.where(i)}: {e}") from None
     try:

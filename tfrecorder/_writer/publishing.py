@@ -196,9 +196,10 @@ def lost(run: RunFolder, version: int, clash: OSError | None, put=()) -> OutputB
 
 
 def _is_top(name: str) -> bool:
-    """A top file that describes the latest version: replaced only by publishing."""
+    """A top file that describes the latest version: replaced only by publishing. The
+    labels files, and the model_garden layout's label maps beside them (``garden``)."""
     return name in layout.LATEST_FILES or (
-        "/" not in name and name.endswith(layout.LABELS_SUFFIX))
+        "/" not in name and name.endswith((layout.LABELS_SUFFIX, layout.LABEL_MAP_SUFFIX)))
 
 
 def complete_latest(s: Survey) -> bool:
