@@ -289,3 +289,12 @@ def test_polygons_written_by_supervision_are_the_masks_pycocotools_draws(tmp_pat
     for png, polygon in zip(stored, polygons):
         assert (_png_pixels(png) == _pycocotools_mask(polygon, w, h)).all()
 
+
+def test_shorter_side_with_masks_is_refused(tmp_path):
+    pytest.importorskip("pycocotools")
+    root = _dataset(tmp_path / "ds")
+    (root / "labels" / "train" / "0.txt").write_text("0 0.1 0.1 0.3 0.1 0.2 0.4\n")
+    with pytest.raises(ConfigError, match=r"shorter_side=16 resizes the images, but the "
+                                          r"source's masks \(objects/mask\)"):
+        tfrecorder.convert(str(root), str(tmp_path / "out"), shorter_side=16)
+    assert not os.path.exists(tmp_path / "out" / "manifest.json")

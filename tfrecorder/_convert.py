@@ -474,10 +474,27 @@ def _layout_settings(opts: Options, table: spill.Spilled) -> dict:
                 source_ids=dict(getattr(found, "image_ids", None) or {}) or None)
 
 
+#: Features holding pixels drawn at their image's size, which pre-sizing would leave
+#: behind (``shorter_side`` turns the image, not them).
+SIZED_FEATURES = ("objects/mask",)
+
+
+def _refuse_resized_masks(opts: Options, table: spill.Spilled) -> None:
+    """ConfigError where ``shorter_side`` would resize images whose masks it cannot."""
+    held = [f for f in SIZED_FEATURES if f in table.features]
+    if opts.shorter_side is not None and held:
+        raise ConfigError(
+            f"shorter_side={opts.shorter_side} resizes the images, but the source's masks "
+            f"({', '.join(held)}) are drawn at each image's own size and would no longer "
+            f"fit it; leave shorter_side out and resize images and masks together after "
+            f"reading them")
+
+
 def _run(opts: Options, output_dir: str, run_id: str, before: survey.Survey,
          table: spill.Spilled, shards: list[str], schema, source,
          update=None, rows_in: int | None = None) -> runners.Run:
     """Where the run stages, writes and publishes, and how many workers write."""
+    _refuse_resized_masks(opts, table)
     cloud = opts.runner == "DataflowRunner"
     # On Dataflow the shard tasks are staged under the temp location, read by workers.
     task_dir = (storage.join(dataflow.temp_location(opts, output_dir), f"tasks-{run_id}")
