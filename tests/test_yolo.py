@@ -1,6 +1,6 @@
 """Ultralytics YOLO datasets: data.yaml's splits and names, labels mirrored from images/
-to labels/, background images kept, polygon rows as their bounding box, and every row
-that cannot be a box reported with its reason."""
+to labels/, background images kept, polygon rows as masks that pycocotools would draw,
+pose rows as keypoints, and every row that cannot be written reported with its reason."""
 
 import os
 
@@ -8,14 +8,14 @@ import pytest
 
 import tfrecorder
 from tfrecorder._errors import ConfigError, Problems, SchemaError
-from tfrecorder._inputs import annotations, yolo
+from tfrecorder._inputs import annotations, keypoints, masks, yolo
 from tfrecorder._inputs.annotations import Annotations
 from tfrecorder.access import Reader
 from tests.conftest import encode
 
 LABELS = {
     "0": ["0 0.5 0.5 0.2 0.4",                      # a box
-          "1 0.1 0.1 0.3 0.1 0.2 0.4",              # a polygon: its bounding box
+          "1 0.2 0.25 0.2 0.3",                     # a box
           "7 0.5 0.5 0.1 0.1",                      # class id 7: no such name
           "0 0.5 0.5 0 0.1",                        # zero area
           "0 0.95 0.5 0.2 0.2",                     # ends at 1.05: outside
@@ -68,11 +68,10 @@ def test_every_row_is_written_or_reported_with_its_reason(tmp_path):
     assert counts.read == 8 and counts.written == 4
     assert counts.reported == {annotations.UNKNOWN_CLASS: 1, annotations.ZERO_AREA: 1,
                                annotations.OUTSIDE: 1, annotations.MALFORMED: 1}
-    assert counts.as_boxes == {"polygon row(s)": 1}
     assert counts.first[0].startswith(f"{label_file}:3: unknown class (class id 7")
     assert str(counts) == ("annotations: 8 in, 4 written, 4 reported (1 malformed, "
-                           "1 outside the image, 1 unknown class, 1 zero area); 1 polygon "
-                           "row(s) written as its bounding box")
+                           "1 outside the image, 1 unknown class, 1 zero area)")
+    assert counts.shapes == set()   # neither polygons nor kpt_shape: boxes alone
 
 
 def test_names_as_a_list_and_splits_as_lists_of_images(tmp_path):
@@ -86,14 +85,83 @@ def test_names_as_a_list_and_splits_as_lists_of_images(tmp_path):
     assert data["split"] == ["train"] * 4 + ["test"]
 
 
-def test_pose_rows_are_their_boxes(tmp_path):
-    _dataset(tmp_path, extra="kpt_shape: [2, 3]\n")
+def test_pose_rows_are_boxes_and_keypoints(tmp_path):
+    _dataset(tmp_path, extra="kpt_shape: [2, 3]\nkpt_names: {0: [nose, tail]}\n")
     (tmp_path / "labels" / "train" / "0.txt").write_text(
-        "0 0.5 0.5 0.2 0.4 0.45 0.4 2 0.55 0.6 1\n0 0.5 0.5 0.2 0.4 0.45 0.4 2\n")
+        "0 0.5 0.5 0.2 0.4 0.45 0.4 2 0.55 0.6 1\n"
+        "0 0.5 0.5 0.2 0.4 0.45 0.4 2\n"          # 8 fields: neither form
+        "0 0.5 0.5 0.2 0.4 0.45 0.4 3 0 0 0\n"    # visibility 3
+        "1 0.5 0.5 0.2 0.2\n")                     # a box row: keypoints unlabelled
     data, _, counts = _read(tmp_path / "data.yaml")
     assert data["x_min"][0] == pytest.approx(0.4) and data["y_max"][0] == pytest.approx(0.7)
-    assert counts.as_boxes == {"pose row(s)": 1}
-    assert counts.reported == {annotations.MALFORMED: 1}   # 8 fields: neither form
+    assert keypoints.values(data["keypoints"][0]) == (2, [0.45, 0.4, 2, 0.55, 0.6, 1])
+    assert keypoints.values(data["keypoints"][1]) == (0, [0.0, 0.0, 0, 0.0, 0.0, 0])
+    assert counts.reported == {annotations.MALFORMED: 2}
+    assert "visibility 3 is not 0, 1 or 2" in "".join(counts.first)
+    assert counts.shapes == {"keypoints"} and data["mask"][0] is None
+    assert counts.keypoints == {"cat": {"keypoints": ["nose", "tail"], "skeleton": []},
+                                "dog": {"keypoints": ["0", "1"], "skeleton": []}}
+
+
+def test_pose_rows_without_visibility_are_labelled_but_at_zero(tmp_path):
+    _dataset(tmp_path, extra="kpt_shape: [2, 2]\n")
+    (tmp_path / "labels" / "train" / "0.txt").write_text("0 0.5 0.5 0.2 0.4 0.45 0.4 0 0\n")
+    data, _, _ = _read(tmp_path / "data.yaml")
+    assert keypoints.values(data["keypoints"][0]) == (1, [0.45, 0.4, 2, 0.0, 0.0, 0])
+
+
+def _pycocotools_mask(polygon, width, height):
+    """pycocotools' mask of a relative polygon on a ``width`` x ``height`` image, as
+    COCO's ``annToMask`` draws the same polygon given in pixels."""
+    import numpy as np
+    from pycocotools import mask as coco_mask
+
+    pixels = [v * (width if i % 2 == 0 else height) for i, v in enumerate(polygon)]
+    rle = coco_mask.merge(coco_mask.frPyObjects([pixels], height, width))
+    return np.asarray(coco_mask.decode(rle))
+
+
+def _png_pixels(data):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(data)))
+
+
+POLYGON = [0.1, 0.1, 0.6, 0.2, 0.4, 0.9, 0.15, 0.6]
+
+
+def test_polygon_rows_are_masks_drawn_as_pycocotools_draws_them(tmp_path):
+    pytest.importorskip("pycocotools")
+    _dataset(tmp_path)
+    (tmp_path / "labels" / "train" / "0.txt").write_text(
+        "1 " + " ".join(f"{v:.6f}" for v in POLYGON) + "\n"
+        "0 0.5 0.5 0.2 0.4\n")                     # a box among polygons: no mask
+    (tmp_path / "labels" / "train" / "1.txt").write_text("0 0.1 0.1 0.3 0.1 0.2 0.4\n")
+    data, _, counts = _read(tmp_path / "data.yaml")
+    assert counts.shapes == {"mask"}
+    assert counts.reported == {masks.NO_MASK: 2}   # and val's box row
+    assert "a box row, where other rows of the dataset are polygons" in counts.first[0]
+    assert [os.path.basename(u) for u in data["image_uri"]] == ["0.jpg", "1.jpg", "2.jpg",
+                                                                "v.jpg"]
+    assert (data["x_min"][0], data["y_max"][0]) == (pytest.approx(0.1), pytest.approx(0.9))
+    mask = _png_pixels(masks.png(data["mask"][0]))
+    assert mask.shape == (30, 40) and mask.sum() > 100   # the image's 40 x 30 pixels
+    assert (mask == _pycocotools_mask(POLYGON, 40, 30)).all()
+    assert data["mask"][2] is None and data["label"][2] is None   # background: no box
+
+
+def test_a_polygon_row_on_an_unreadable_image_is_reported(tmp_path):
+    pytest.importorskip("pycocotools")
+    _dataset(tmp_path)
+    (tmp_path / "images" / "train" / "0.jpg").write_bytes(b"not an image")
+    (tmp_path / "labels" / "train" / "0.txt").write_text("0 0.1 0.1 0.3 0.1 0.2 0.4\n")
+    data, _, counts = _read(tmp_path / "data.yaml")
+    assert counts.reported == {yolo.UNREADABLE: 1, masks.NO_MASK: 1}   # val's box row
+    assert counts.written == 0
+    assert data["label"][0] is None   # the image is a row still: the writer says why not
 
 
 def test_label_files_mirror_the_last_images_folder():
@@ -130,8 +198,7 @@ def test_convert_writes_a_record_per_image(tmp_path):
     result = tfrecorder.convert(str(root), str(tmp_path / "out"))
     lines = str(result).splitlines()
     where = lines.index("  annotations: 8 in, 4 written, 4 reported (1 malformed, 1 outside "
-                        "the image, 1 unknown class, 1 zero area); 1 polygon row(s) written "
-                        "as its bounding box")
+                        "the image, 1 unknown class, 1 zero area)")
     label_file = root / "labels" / "train" / "0.txt"
     assert lines[where + 1] == (f"    {label_file}:3: unknown class (class id 7 is not one "
                                 f"of data.yaml's names)")
@@ -183,3 +250,51 @@ def test_a_dataset_written_by_supervision(tmp_path):
             # written with 5 decimals: each corner within their rounding
             assert got == pytest.approx([x0 / w, y0 / h, x1 / w, y1 / h], abs=1e-5)
     assert result.rows_in == 4
+
+
+@pytest.mark.slow
+def test_polygons_written_by_supervision_are_the_masks_pycocotools_draws(tmp_path):
+    pytest.importorskip("pycocotools")
+    import numpy as np
+    import supervision as sv
+
+    from tests.conftest import supervision_dataset
+
+    dataset, _, (w, h) = supervision_dataset(tmp_path / "source")
+    first = dataset.image_paths[0]
+    boxes = dataset.annotations[first]
+    drawn = np.zeros((len(boxes), h, w), dtype=bool)
+    drawn[0, 4:20, 6:30] = True                     # a rectangle
+    drawn[1, 2:28, 2:12] = True                     # an L
+    drawn[1, 20:28, 2:36] = True
+    drawn[2, 5:25, 8:12] = True
+    dataset.annotations[first] = sv.Detections(xyxy=boxes.xyxy, mask=drawn,
+                                               class_id=boxes.class_id)
+    root = tmp_path / "yolo"
+    dataset.as_yolo(images_directory_path=str(root / "images" / "train"),
+                    annotations_directory_path=str(root / "labels" / "train"),
+                    data_yaml_path=str(root / "data.yaml"))
+    with open(root / "data.yaml", "a") as f:
+        f.write("train: images/train\n")
+    rows = (root / "labels" / "train" / "0.txt").read_text().splitlines()
+    polygons = [[float(v) for v in row.split()[1:]] for row in rows]
+    assert all(len(p) > 4 for p in polygons)        # supervision wrote polygons
+    result = tfrecorder.convert(str(root), str(tmp_path / "out"))
+    assert result.annotations.written == 3 and not result.annotations.reported
+    reader = Reader(str(tmp_path / "out"), "train")
+    by_name = {reader.features(i)["image_name"].decode(): reader.features(i)
+               for i in range(len(reader))}
+    stored = by_name["0.jpg"]["objects/mask"]
+    assert len(stored) == 3 and list(by_name["1.jpg"]["objects/mask"]) == []
+    for png, polygon in zip(stored, polygons):
+        assert (_png_pixels(png) == _pycocotools_mask(polygon, w, h)).all()
+
+
+def test_shorter_side_with_masks_is_refused(tmp_path):
+    pytest.importorskip("pycocotools")
+    root = _dataset(tmp_path / "ds")
+    (root / "labels" / "train" / "0.txt").write_text("0 0.1 0.1 0.3 0.1 0.2 0.4\n")
+    with pytest.raises(ConfigError, match=r"shorter_side=16 resizes the images, but the "
+                                          r"source's masks \(objects/mask\)"):
+        tfrecorder.convert(str(root), str(tmp_path / "out"), shorter_side=16)
+    assert not os.path.exists(tmp_path / "out" / "manifest.json")

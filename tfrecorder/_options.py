@@ -251,7 +251,8 @@ class Options:
             "it has transparency, PNG (8 bits per sample: a 16-bit image keeps its "
             "appearance, 65535 becoming 255 as TensorFlow decodes it; grey stays grey, grey "
             "with alpha stays so). Images at or below it are stored byte for byte. The "
-            "manifest and `dataset_info.json` record it. See "
+            "manifest and `dataset_info.json` record it. A source with masks (`objects/mask`) "
+            "is refused with it: they would stay at the images' first size. See "
             "[loading.md](loading.md#faster-training)"))
     jpeg_quality: int = option(
         90, "JPEG quality of images re-encoded by shorter_side (1-100)",

@@ -67,3 +67,10 @@ def values(value: str) -> tuple[int, list[float]]:
     """``(num_keypoints, flat x, y, v)`` of a ``column_value``."""
     visible, *flat = json.loads(value)
     return visible, flat
+
+
+def relative_value(flat: list) -> str:
+    """The column value of keypoints given relative already (YOLO's), as flat x, y, v
+    triples with v 0, 1 or 2."""
+    visible = sum(1 for v in flat[2::3] if v > 0)
+    return json.dumps([visible, *flat], separators=(",", ":"))

@@ -10,22 +10,31 @@ made ``labels`` and its extension ``.txt`` (Ultralytics' rule): one row per obje
 ``class x_center y_center width height``, relative to the image.
 
 Rows become those of an AutoML detection table (``detection.COLUMNS``), one per box.
-A polygon row (a segment, or an oriented box's four corners) becomes its bounding box,
-as Ultralytics does when it trains a detector on segment labels; a pose row
-(``kpt_shape`` in the YAML) its box, its keypoints left out; both are counted. An
-image without a label file, or with an empty one, is one row without a box: a record
-without boxes (YOLO's background images). A row that cannot be a box is reported to
-``Annotations`` with its reason, never dropped without a word.
+A polygon row (a segment, or an oriented box's four corners) is its bounding box and
+an instance mask (``masks``): the polygon in pixels of its image, whose size is read
+from the image's header (``sizes``), rasterised by pycocotools as a COCO segmentation
+is. In a dataset with polygon rows, a box row has no mask and is reported (``no
+segmentation``), as a COCO annotation without a segmentation is in a file where others
+have one. A pose row (``kpt_shape`` [K, 2 or 3] in the YAML) is its box and its K
+keypoints (``keypoints``), relative as written, their visibility as written (3 values)
+or 2 where labelled and 0 at (0, 0) (2 values); a box row of a pose dataset has its
+keypoints all unlabelled, as COCO writes them. An image without a label file, or with
+an empty one, is one row without a box: a record without boxes (YOLO's background
+images). A row that cannot be a box is reported to ``Annotations`` with its reason,
+never dropped without a word.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Iterator
 
 from tfrecorder import _storage as storage
-from tfrecorder._inputs import annotations as notes_of, detection, splits
+
+from tfrecorder._inputs import (annotations as notes_of, detection, keypoints, masks, sizes,
+                                splits)
 from tfrecorder._errors import Problem, Problems, SchemaError
 from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._inputs.image_tree import IMAGE_EXTENSIONS, is_litter
@@ -38,6 +47,8 @@ SPLIT_KEYS = ("train", "val", "test")
 #: coordinates are written with 5 or 6 decimals, and a corner is a centre plus half a
 #: size, each rounded. Such a corner is cut at the edge.
 EDGE = 1e-5
+#: The reason a polygon row is reported where its image's size cannot be read.
+UNREADABLE = "image size unreadable"
 
 
 def find(source) -> str | None:
@@ -58,34 +69,49 @@ def find(source) -> str | None:
 def read(path: str, size: int | None, problems: Problems,
          counts: Annotations | None = None) -> Iterator[tuple[str, dict, list]]:
     """The YOLO dataset of ``data.yaml`` at ``path`` as detection tables of at most
-    ``size`` rows (all in one when None): ``("detection", columns, row ids)``; row ids
+    ``size`` rows (all in one when None): ``("detection", COLUMNS, row ids)``; row ids
     are ``<label file>:<line>``, or the image's path for an image without boxes."""
     counts = counts if counts is not None else Annotations()
     counts.reset()
     config = _load(path)
     names = _names(config, path)
-    kpt = _keypoint_values(config, path)
+    kpt = _keypoint_shape(config, path)
     root = _root(config, path)
     if all(config.get(key) in (None, "", []) for key in SPLIT_KEYS):
         raise SchemaError([Problem(path, "train", None, (
             "no train, val or test; give each split's images (train: images/train), as "
             "Ultralytics needs them too"))])
-    rows: list = []
-    ids: list = []
+    # Every label file is read before the first row: whether the dataset has polygon
+    # rows decides whether a box row is written or reported (without a mask), and a
+    # table's geometry columns are those of all its rows.
+    listed = []
     for key in SPLIT_KEYS:
         if config.get(key) in (None, "", []):
             continue
-        split = splits.canonical(key)
         images = _images(config[key], key, root, path, problems)
-        labels = storage.each(_text, [label_path(i) for i in images],
-                              at_once=storage.is_remote(root))
-        for image, (label_file, text) in zip(images, labels):
-            found = _boxes(text, label_file, names, kpt, counts) if text else []
+        texts = storage.each(_text, [label_path(i) for i in images],
+                             at_once=storage.is_remote(root))
+        listed.append((splits.canonical(key), images, texts))
+    masked = any(text and _has_polygon(text, kpt) for _, _, texts in listed
+                 for _, text in texts)
+    if masked:
+        masks.require(path)
+    if kpt is not None:
+        counts.keypoints.update(_keypoint_schemas(config, names, kpt[0]))
+    rows: list = []
+    ids: list = []
+    for split, images, texts in listed:
+        shaped = [i for i, (_, t) in zip(images, texts) if masked and t and _has_polygon(t, kpt)]
+        measured = dict(zip(shaped, storage.each(sizes.of_file, shaped,
+                                                 at_once=storage.is_remote(root))))
+        for image, (label_file, text) in zip(images, texts):
+            found = (_boxes(text, label_file, names, kpt, counts,
+                            masked, measured.get(image)) if text else [])
             if not found:
-                rows.append((split, image, None, None, None, None, None))
+                rows.append((split, image, None, None, None, None, None, None, None))
                 ids.append(image)
-            for where, label, box in found:
-                rows.append((split, image, label, *box))
+            for where, label, box, mask, points in found:
+                rows.append((split, image, label, *box, mask, points))
                 ids.append(where)
             while size and len(rows) >= size:
                 yield _table(rows[:size], ids[:size])
@@ -154,8 +180,8 @@ def _whole(value) -> int | None:
     return None
 
 
-def _keypoint_values(config: dict, path: str) -> int | None:
-    """The values of a pose row's keypoints (``kpt_shape`` [keypoints, 2 or 3])."""
+def _keypoint_shape(config: dict, path: str) -> tuple[int, int] | None:
+    """``kpt_shape``: (keypoints per pose row, values per keypoint: 2 or 3)."""
     shape = config.get("kpt_shape")
     if shape is None:
         return None
@@ -163,7 +189,21 @@ def _keypoint_values(config: dict, path: str) -> int | None:
             _whole(v) is not None and _whole(v) > 0 for v in shape)) or shape[1] not in (2, 3):
         raise SchemaError([Problem(path, "kpt_shape", shape,
                                    "give [keypoints, values per keypoint (2 or 3)]")])
-    return shape[0] * shape[1]
+    return int(shape[0]), int(shape[1])
+
+
+def _keypoint_schemas(config: dict, names: dict[int, str], count: int) -> dict:
+    """Class name -> its keypoints' names and skeleton (the manifest's ``keypoints``):
+    ``kpt_names`` where data.yaml gives them (a list for every class, or ``{class id:
+    list}``), else the keypoints' numbers; YOLO gives no skeleton."""
+    given = config.get("kpt_names")
+    out = {}
+    for cid, name in names.items():
+        listed = given.get(cid) if isinstance(given, dict) else given
+        if not (isinstance(listed, list) and len(listed) == count):
+            listed = range(count)
+        out[name] = {"keypoints": [str(k) for k in listed], "skeleton": []}
+    return out
 
 
 def _root(config: dict, path: str) -> str:
@@ -228,10 +268,32 @@ def _text(label_file: str) -> tuple[str, str | None]:
         return label_file, None
 
 
-def _boxes(text: str, label_file: str, names: dict[int, str], kpt: int | None,
-           counts: Annotations) -> list[tuple[str, str, tuple]]:
-    """``(where, label, (x_min, y_min, x_max, y_max))`` of the rows of a label file that
-    are boxes; the others reported to ``counts``."""
+def _shape(coords: list, kpt: tuple[int, int] | None) -> str | None:
+    """What a row's values after its class are: "box", "pose", "polygon", or None."""
+    if len(coords) == 4:
+        return "box"
+    if kpt is not None and len(coords) == 4 + kpt[0] * kpt[1]:
+        return "pose"
+    if len(coords) >= 6 and len(coords) % 2 == 0:
+        return "polygon"
+    return None
+
+
+def _has_polygon(text: str, kpt: tuple[int, int] | None) -> bool:
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 5 and _shape(fields[1:], kpt) == "polygon":
+            return True
+    return False
+
+
+def _boxes(text: str, label_file: str, names: dict[int, str], kpt: tuple[int, int] | None,
+           counts: Annotations, masked: bool = False,
+           size: tuple[int, int] | None = None) -> list[tuple]:
+    """``(where, label, (x_min, y_min, x_max, y_max), mask, keypoints)`` of the rows of a
+    label file that are written (``mask``: ``masks.column_value`` where ``masked``,
+    ``keypoints``: ``keypoints.relative_value`` where ``kpt``); the others reported to
+    ``counts``. ``size``: the image's (width, height), read where it has polygons."""
     out = []
     for lineno, line in enumerate(text.splitlines(), 1):
         fields = line.split()
@@ -248,20 +310,19 @@ def _boxes(text: str, label_file: str, names: dict[int, str], kpt: int | None,
             counts.report(where, notes_of.MALFORMED, "a value that is not a finite number")
             continue
         cls, coords = values[0], values[1:]
-        shape = None
-        if len(coords) == 4:
-            x, y, w, h = coords
-        elif kpt is not None and len(coords) == 4 + kpt:
-            (x, y, w, h), shape = coords[:4], "pose row(s)"
-        elif len(coords) >= 6 and len(coords) % 2 == 0:
+        shape = _shape(coords, kpt)
+        if shape in ("box", "pose"):
+            x, y, w, h = coords[:4]
+        elif shape == "polygon":
             xs, ys = coords[0::2], coords[1::2]
             x, y = (min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2
             w, h = max(xs) - min(xs), max(ys) - min(ys)
-            shape = "polygon row(s)"
         else:
+            pose = (f", a pose row {5 + kpt[0] * kpt[1]} (kpt_shape {list(kpt)})"
+                    if kpt else "")
             counts.report(where, notes_of.MALFORMED, (
                 f"{len(fields)} fields; a box row has 5 (class x_center y_center width "
-                f"height), a polygon row an odd number from 7"))
+                f"height), a polygon row an odd number from 7{pose}"))
             continue
         if w < 0 or h < 0:
             counts.report(where, notes_of.MALFORMED, "a negative width or height")
@@ -279,11 +340,60 @@ def _boxes(text: str, label_file: str, names: dict[int, str], kpt: int | None,
         if box[2] <= box[0] or box[3] <= box[1]:
             counts.report(where, notes_of.ZERO_AREA)
             continue
-        if shape:
-            counts.as_boxes[shape] = counts.as_boxes.get(shape, 0) + 1
-        out.append((where, names[int(cls)], box))
+        mask = points = None
+        if masked:
+            mask, why = _mask(coords if shape == "polygon" else None, size)
+            if mask is None:
+                counts.report(where, *why)
+                continue
+        if kpt is not None:
+            points, why = _keypoints(coords[4:] if shape == "pose" else None, kpt)
+            if points is None:
+                counts.report(where, notes_of.MALFORMED, why)
+                continue
+            counts.shapes.add(keypoints.COLUMN)
+        if mask is not None:
+            counts.shapes.add(masks.COLUMN)
+        out.append((where, names[int(cls)], box, mask, points))
     return out
 
 
+def _mask(polygon: list | None, size: tuple[int, int] | None):
+    """``(masks.column_value, None)`` of a polygon row on an image of ``size``, or
+    ``(None, (reason, detail))``."""
+    if polygon is None:
+        return None, (masks.NO_MASK, "a box row, where other rows of the dataset are "
+                                     "polygons")
+    if size is None:
+        return None, (UNREADABLE, "its image's size cannot be read from its header")
+    width, height = size
+    pixels = [v * (width if i % 2 == 0 else height) for i, v in enumerate(polygon)]
+    return masks.column_value([pixels], height, width), None
+
+
+def _keypoints(values: list | None, kpt: tuple[int, int]):
+    """``(keypoints.relative_value, None)`` of a pose row's keypoint values (None: a row
+    without them, all unlabelled), or ``(None, why)``."""
+    count, per = kpt
+    if values is None:
+        return keypoints.relative_value([0.0] * (3 * count)), None
+    flat = []
+    for k in range(count):
+        x, y = values[k * per], values[k * per + 1]
+        if per == 3:
+            v = values[k * per + 2]
+            if v not in (0, 1, 2):
+                return None, f"keypoint {k}'s visibility {v:g} is not 0, 1 or 2"
+        else:  # no visibility: Ultralytics takes (0, 0) for a keypoint not labelled
+            v = 0 if x == 0 and y == 0 else 2
+        flat += [x, y, int(v)]
+    return keypoints.relative_value(flat), None
+
+
+#: The columns of a YOLO table: a detection table's, its masks and keypoints (empty but
+#: where the dataset has polygon rows or ``kpt_shape``: ``Annotations.shapes``).
+COLUMNS = detection.COLUMNS + [masks.COLUMN, keypoints.COLUMN]
+
+
 def _table(rows: list, ids: list) -> tuple[str, dict, list]:
-    return "detection", {c: [r[i] for r in rows] for i, c in enumerate(detection.COLUMNS)}, list(ids)
+    return "detection", {c: [r[i] for r in rows] for i, c in enumerate(COLUMNS)}, list(ids)

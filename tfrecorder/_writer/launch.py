@@ -287,12 +287,29 @@ def _layout_settings(opts, table: spill.Spilled) -> dict:
                 source_ids=dict(getattr(found, "image_ids", None) or {}) or None)
 
 
+#: Features holding pixels drawn at their image's size, which pre-sizing would leave
+#: behind (``shorter_side`` turns the image, not them).
+SIZED_FEATURES = ("objects/mask",)
+
+
+def _refuse_resized_masks(opts, table: spill.Spilled) -> None:
+    """ConfigError where ``shorter_side`` would resize images whose masks it cannot."""
+    held = [f for f in SIZED_FEATURES if f in table.features]
+    if opts.shorter_side is not None and held:
+        raise ConfigError(
+            f"shorter_side={opts.shorter_side} resizes the images, but the source's masks "
+            f"({', '.join(held)}) are drawn at each image's own size and would no longer "
+            f"fit it; leave shorter_side out and resize images and masks together after "
+            f"reading them")
+
+
 def prepare(opts, output_dir: str, run_id: str, before: survey.Survey,
             table: spill.Spilled, shards: list[str], schema, source,
             update=None, rows_in: int | None = None,
             in_process_max: int = IN_PROCESS_MAX_ROWS) -> runners.Run:
     """Where the run stages, writes and publishes, and how many workers write: below
     ``in_process_max`` records, the DirectRunner's one worker in this process."""
+    _refuse_resized_masks(opts, table)
     cloud = _cloud(opts)
     # On Dataflow the shard tasks are staged under the temp location, read by workers.
     task_dir = (storage.join(dataflow.temp_location(opts, output_dir), f"tasks-{run_id}")
