@@ -8,6 +8,8 @@
   ``datasets`` reads as it is (its features in the schema's metadata);
 - ``webdataset``: one shard's live records as a tar file in WebDataset's layout, and
   the ``wids`` index of each split's tar files;
+- ``objects``: a detection record's boxes as the Hub's detection sets hold them
+  (``objects``: COCO's pixel boxes, categories, masks, keypoints), for both formats;
 - ``card``: the dataset card, ``README.md``, with the configs the Hub reads;
 - ``croissant``: ``croissant.json``, the Croissant 1.1 description of the files.
 

@@ -8,12 +8,17 @@ struct), a record set of the label names, and the responsible-AI fields: what th
 gave (any ``rai:`` key of ``metadata``) and what only the folder knows, from its data
 report (duplicates and leaks between splits as ``rai:dataLimitations``) and its
 manifest (records per split and label as ``rai:dataCollectionRawData``).
+
+A detection export's record set has the ``objects`` column as a repeated field whose
+sub-fields are read from the struct's lists (``jsonPath``), so a record reads as a list
+of boxes, each with its pixels, category and what else is held of it.
 """
 
 from __future__ import annotations
 
 import json
 
+from tfrecorder._export import objects
 from tfrecorder._folder.manifest import Manifest
 from tfrecorder._folder import example
 
@@ -98,6 +103,15 @@ def _creator(creator):
 def _split_set(manifest: Manifest, split: str, columns: list[str]) -> dict:
     fields = []
     for key in columns:
+        if key in ("image_id", "width", "height"):
+            fields.append({"@type": "cr:Field", "@id": f"{split}/{key}", "name": key,
+                           "dataType": "sc:Integer", "source": {
+                               "fileSet": {"@id": f"parquet-{split}"},
+                               "extract": {"column": key}}})
+            continue
+        if key == "objects":
+            fields.append(_objects(manifest, split))
+            continue
         spec = manifest.features[key]
         source = {"fileSet": {"@id": f"parquet-{split}"}, "extract": {"column": key}}
         field = {"@type": "cr:Field", "@id": f"{split}/{key}", "name": key}
@@ -114,6 +128,34 @@ def _split_set(manifest: Manifest, split: str, columns: list[str]) -> dict:
     return {"@type": "cr:RecordSet", "@id": split, "name": split,
             "description": f"The {split} split: {manifest.splits[split].num_examples} records.",
             "field": fields}
+
+
+#: ``objects``' fields (``objects.fields``) -> their Croissant type.
+_OBJECT_TYPES = {"id": "sc:Integer", "area": "sc:Float", "bbox": "sc:Float",
+                 "category": "sc:Integer", "mask": "sc:ImageObject",
+                 "keypoints": "sc:Float", "num_keypoints": "sc:Integer"}
+
+
+def _objects(manifest: Manifest, split: str) -> dict:
+    """The ``objects`` column as a repeated field, one sub-field per list of the
+    struct: a record's boxes read as a list of ``{sub-field: value}``."""
+    subs = []
+    for name, feature in objects.fields(manifest).items():
+        at = f"{split}/objects/{name}"
+        transforms = [{"jsonPath": name}] + ([{"jsonPath": "bytes"}] if name == "mask" else [])
+        sub = {"@type": "cr:Field", "@id": at, "name": name,
+               "dataType": _OBJECT_TYPES.get(name, "sc:Boolean"),
+               "source": {"fileSet": {"@id": f"parquet-{split}"},
+                          "extract": {"column": "objects"}, "transform": transforms}}
+        if name in ("bbox", "keypoints"):  # a list of numbers per box
+            sub.update(isArray=True, arrayShape="-1")
+        if name == "mask":  # an image per box, each read on its own
+            sub["repeated"] = True
+        subs.append(sub)
+    return {"@type": "cr:Field", "@id": f"{split}/objects", "name": "objects",
+            "description": "The image's boxes: COCO's [x, y, width, height] in pixels, "
+                           "the category's id (label_names), and what else is held.",
+            "isArray": True, "arrayShape": "-1", "subField": subs}
 
 
 def _rai(manifest: Manifest, findings: dict | None) -> dict:

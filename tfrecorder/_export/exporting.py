@@ -16,7 +16,7 @@ import logging
 
 from tfrecorder import access
 from tfrecorder._errors import ConfigError
-from tfrecorder._export import card, croissant, parquet, target, webdataset
+from tfrecorder._export import card, croissant, objects, parquet, target, webdataset
 from tfrecorder._folder import view
 
 log = logging.getLogger(__name__)
@@ -64,8 +64,9 @@ def export(tfrecord_dir: str, dest: str, format: str = "parquet", *,
     ``license``, ``creator``, ``url``, and any Croissant ``rai:`` key. ``dest`` holds
     one export: exporting again replaces it, taking the files of unchanged shards as
     they are, and an export that fails leaves it as it was (docs/sharing.md).
-    ConfigError for an unknown format, a ``dest`` that holds other files, or a folder
-    of object-detection records.
+    An object-detection folder's boxes are exported as the Hub's detection sets hold
+    them (``objects``, COCO's pixel boxes). ConfigError for an unknown format or a
+    ``dest`` that holds other files.
     """
     return export_version(view.open_version(str(tfrecord_dir), version), dest, format,
                           metadata=metadata)
@@ -138,11 +139,13 @@ def _check(manifest, where: str, format: str) -> None:
     """ConfigError where the folder holds what no export writes yet."""
     boxes = [k for k, f in manifest.features.items()
              if f.role == "bbox" or k.startswith("objects/")]
-    if boxes:
+    if boxes and not objects.is_detection(manifest):
         raise ConfigError(
-            f"{where} holds object-detection features ({', '.join(sorted(boxes))}); "
-            f"format={format!r} exports classification and tabular folders only for "
-            f"now. Read the records with tfrecorder.read({where!r}) instead.")
+            f"{where} holds per-box features ({', '.join(sorted(boxes))}) without "
+            f"{objects.BBOX!r}; format={format!r} exports boxes from it only. Read the "
+            f"records with tfrecorder.read({where!r}) instead.")
+    if boxes:
+        objects.check(manifest, where)
 
 
 def _plan(opened: view.Version, format: str) -> dict[str, list[target.Planned]]:
@@ -165,10 +168,13 @@ def _write(format: str, reader: access.Reader, p: target.Planned, manifest,
     """The file ``p`` of the export, from the live records of its shard."""
     where = f"{source}, {reader.files[p.shard]}"
     records = _records(reader, p.shard)
+    def ids(place):  # of a detection record that stores no image_id
+        return objects.image_id(p.key["shard"], p.shard, place)
+
     if format == "parquet":
-        return parquet.write(records, manifest, where)
+        return parquet.write(records, manifest, where, ids)
     data, _ = webdataset.write(records, manifest,
-                               webdataset.key_prefix(p.split, p.key["shard"]), where)
+                               webdataset.key_prefix(p.split, p.key["shard"]), where, ids)
     return data
 
 

@@ -11,6 +11,11 @@ extension naming one of its fields. A record of ours is one sample:
 - ``{key}.json``: every other feature as JSON: the label's name (a multi-label record's
   ids and names), the tabular columns, and the name of each categorical id.
 
+A detection record has no ``.cls``: its ``.json`` holds ``image_id``, ``width``,
+``height`` and ``objects`` as the Parquet export's (``objects``: COCO's pixel boxes, the
+categories' ids and, as ``category_name``, their names), and each box's mask, where
+held, is the member ``{key}.mask.{i}.png`` (``i`` the box's place), the PNG as stored.
+
 Keys hold no dot, or a reader would cut them there. A key names the shard of ours the
 record comes from (its split, the version that wrote it, its number) and the record's
 place among the shard's live records, so keys stay unique across every tar of an export
@@ -33,6 +38,7 @@ import tarfile
 import numpy as np
 
 from tfrecorder._errors import SchemaError
+from tfrecorder._export import objects
 from tfrecorder._folder import layout
 from tfrecorder._folder.manifest import Manifest
 
@@ -70,27 +76,35 @@ def key_prefix(split: str, shard_file: str) -> str:
 def features(manifest: Manifest) -> dict:
     """What the files hold, for the export's settings: an export whose features differ
     reuses no file of the previous one."""
-    return {"label": manifest.label_key, "multi_label": manifest.multi_label,
-            "vocabularies": {k: list(v) for k, v in sorted(manifest.vocabularies.items())},
-            "features": sorted(_json_keys(manifest)), "image": manifest.image_key}
+    out = {"label": manifest.label_key, "multi_label": manifest.multi_label,
+           "vocabularies": {k: list(v) for k, v in sorted(manifest.vocabularies.items())},
+           "features": sorted(_json_keys(manifest)), "image": manifest.image_key}
+    if objects.is_detection(manifest):
+        out["objects"] = objects.fields(manifest)
+    return out
 
 
-def write(records, manifest: Manifest, prefix: str, where: str) -> tuple[bytes, int]:
+def write(records, manifest: Manifest, prefix: str, where: str,
+          ids=None) -> tuple[bytes, int]:
     """The tar file of ``records`` (their features as ``access.values`` gives them, in
     order), keyed ``{prefix}_{n:06d}``, as bytes; and the number of records.
-    ``where`` names the shard in errors."""
+    ``where`` names the shard in errors; ``ids(place)`` is the ``image_id`` of the
+    ``place``-th record of a detection folder that stores none."""
     sink = io.BytesIO()
     n = 0
     # USTAR: no PAX header (it would carry times); our names are far under its 100 bytes.
     with tarfile.open(fileobj=sink, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for n, values in enumerate(records, 1):
-            for member, data in sorted(sample(values, manifest, where).items()):
+            given = ids(n - 1) if ids else n - 1
+            for member, data in sorted(sample(values, manifest, where, given).items()):
                 _add(tar, f"{prefix}_{n - 1:06d}.{member}", data)
     return sink.getvalue(), n
 
 
-def sample(values: dict, manifest: Manifest, where: str) -> dict[str, bytes]:
-    """One record's members: ``{extension: bytes}``."""
+def sample(values: dict, manifest: Manifest, where: str,
+           image_id: int = 0) -> dict[str, bytes]:
+    """One record's members: ``{extension: bytes}``; ``image_id`` that of a detection
+    record that stores none."""
     out = {}
     image = manifest.image_key
     if image and values.get(image) is not None:
@@ -99,7 +113,16 @@ def sample(values: dict, manifest: Manifest, where: str) -> dict[str, bytes]:
         out[EXTENSIONS.get(kind.lower(), kind.lower() or "bin")] = bytes(values[image])
     label = manifest.label_key
     doc = {}
-    if label and label in values and not manifest.multi_label:
+    if objects.is_detection(manifest):
+        doc = objects.record(values, manifest, image_id, where)
+        boxes = doc["objects"]
+        for i, png in enumerate(boxes.pop("mask", [])):
+            out[f"mask.{i}.png"] = png
+        names = manifest.vocabularies.get(label) or []
+        boxes["category_name"] = [names[i] if 0 <= i < len(names) else None
+                                  for i in boxes["category"]]
+        label = None  # no .cls: the categories are in the objects
+    elif label and label in values and not manifest.multi_label:
         out["cls"] = str(int(values[label])).encode()
     for key in _json_keys(manifest):
         if key not in values:
@@ -128,7 +151,9 @@ def index(split: str, shards: list[tuple[str, int, int]]) -> bytes:
 def _json_keys(manifest: Manifest) -> list[str]:
     """The features the ``.json`` member holds: all but the image, and the label too
     (by its name; its id is the ``.cls``)."""
-    return [k for k in manifest.features if k != manifest.image_key and k not in LEFT_OUT]
+    taken = set(objects.taken(manifest)) if objects.is_detection(manifest) else set()
+    return [k for k in manifest.features
+            if k != manifest.image_key and k not in LEFT_OUT and k not in taken]
 
 
 def _add(tar: tarfile.TarFile, member: str, data: bytes) -> None:
