@@ -1,3 +1,6 @@
+"""load() and info(): a folder back as tf.data pipelines (tfrecorder/_readers/loading.py
+and decoding.py): splits, keys, decoded and resized images, label names."""
+
 import os
 
 import numpy as np

@@ -10,7 +10,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder._folder import index
-from tests.test_output_containment import _table
+from tests.test_containment import _table
 
 RECORDS, SHARDS = 2000, 64
 

@@ -620,3 +620,22 @@ def test_the_spelling_search_finds_each_kind_of_name():
               'G = cli.add_parser("index")\nH = m.get("index")\n')
     assert sorted(f.split(":")[0] for f in _spelt_names(source)) == [
         "line 2", "line 3", "line 4", "line 5", "line 6", "line 7"]
+
+
+def test_each_test_file_is_named_after_a_module_or_says_what_it_tests():
+    # tests/ as a map: test_X.py tests tfrecorder's module or wing X, or its docstring
+    # says which behaviour, across modules, it tests (docs/design.md, "The test suite").
+    modules = {p.stem for p in _package().rglob("*.py")} | {
+        p.name.lstrip("_") for p in _package().iterdir() if p.is_dir()}
+    modules |= {m.lstrip("_") for m in modules} | {"package"}
+    unmapped = []
+    for path in sorted(pathlib.Path(__file__).parent.glob("test_*.py")):
+        named = path.stem[len("test_"):]
+        if named in modules:
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        if not doc:
+            unmapped.append(path.name)
+    assert not unmapped, (f"test files named after no module and saying nothing of what "
+                          f"they test: {unmapped}; name one after its module, or give it a "
+                          f"docstring")

@@ -1,5 +1,6 @@
-"""The output directory: one writer at a time, nothing destroyed before a run is sound,
-only our own files replaced, and nothing left behind."""
+"""A run publishing into its output folder (the lock, survey, removal and publishing):
+one writer at a time, nothing destroyed before a run is sound, only our own files
+replaced, and nothing left behind."""
 
 import json
 import os
