@@ -18,7 +18,8 @@ and in turn: ``tfrecorder convert instances.json OUT`` (our layout), the same wi
 ``--yolo-vs-coco ROOT`` makes, once, 10,000 small JPEGs (64 x 48) with 1 to 5 boxes each,
 written as a YOLO dataset (``ROOT/yolo``: ``data.yaml``, ``images/{train,val,test}``,
 one label file per image) and as one COCO file (``ROOT/coco/instances.json`` over the
-same image files). Each round converts both with ``tfrecorder convert``.
+same image files, ``--images-dir ROOT/yolo``). Each round converts both with
+``tfrecorder convert``.
 
 Before every run its output folder is removed and the file system synced. Prints per
 writer the median wall time and peak memory (the whole process tree, sampled every 20
@@ -180,7 +181,7 @@ def make_yolo(root: str, count: int) -> tuple[str, str]:
         nrng = np.random.default_rng(i)
         pixels = nrng.integers(0, 256, (6, 8, 3), dtype=np.uint8).repeat(8, 0).repeat(8, 1)
         Image.fromarray(pixels).save(os.path.join(yolo, rel), "JPEG", quality=90)
-        images.append({"id": i + 1, "file_name": f"../yolo/{rel}", "width": w, "height": h})
+        images.append({"id": i + 1, "file_name": rel, "width": w, "height": h})
         rng = random.Random(i)
         lines = []
         for _ in range(rng.randint(1, 5)):
@@ -276,7 +277,8 @@ def main() -> None:
         root = os.path.abspath(args.yolo_vs_coco)
         yaml_path, coco = make_yolo(root, args.images or 10000)
         work = os.path.join(root, "out")
-        writers = {"coco": lambda out: [*ours, coco, out],
+        writers = {"coco": lambda out: [*ours, coco, out, "--images-dir",
+                                         os.path.dirname(yaml_path)],
                    "yolo": lambda out: [*ours, yaml_path, out]}
         against = "coco"
     if args.only:
