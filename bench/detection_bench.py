@@ -4,6 +4,8 @@ dataset against the same annotations in one COCO file. Whole processes, interlea
     python bench/detection_bench.py --coco-masks /tmp/det-masks --runs 5 \\
         [--photos /tmp/debs/usr/share]         # photos to crop from; else synthetic ones
     python bench/detection_bench.py --yolo-vs-coco /tmp/det-yolo --runs 5
+    mkdir /tmp/before && git archive REV tfrecorder | tar -x -C /tmp/before
+    python bench/detection_bench.py ... --before /tmp/before   # also the package at REV
 
 ``--coco-masks ROOT`` makes, once, 300 photos of about 640 x 480 under ``ROOT/images``
 (crops of the JPEGs and PNGs found under ``--photos``, scaled down to 640 px on their
@@ -206,10 +208,10 @@ def make_yolo(root: str, count: int) -> tuple[str, str]:
     return yaml_path, coco_path
 
 
-def run(cmd: list[str]) -> tuple[float, int]:
+def run(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
     """(wall seconds, peak resident bytes of the whole process tree)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     root = psutil.Process(proc.pid)
     peak = 0
     while proc.poll() is None:
@@ -227,7 +229,7 @@ def run(cmd: list[str]) -> tuple[float, int]:
     return wall, peak
 
 
-def rounds(writers: dict, work: str, runs: int, against: str) -> None:
+def rounds(writers: dict, work: str, runs: int, against: str, before: str | None) -> None:
     """Runs ``writers`` (name -> command of an output folder) in turn, ``runs`` times;
     prints medians and the per-round ratios to ``against``."""
     results: dict[str, list[tuple[float, int]]] = {w: [] for w in writers}
@@ -236,7 +238,10 @@ def rounds(writers: dict, work: str, runs: int, against: str) -> None:
             out = os.path.join(work, name.replace(" ", "_"))
             shutil.rmtree(out, ignore_errors=True)
             os.sync()
-            results[name].append(run(cmd(out)))
+            env = None
+            if name.startswith("before"):  # the package as it was, from --before
+                env = dict(os.environ, PYTHONPATH=before)
+            results[name].append(run(cmd(out), env))
         print(f"round {i + 1}: " + ", ".join(
             f"{n} {r[-1][0]:.2f} s" for n, r in results.items()), flush=True)
     print(f"\n{'writer':<28}{'wall (median)':>14}{'peak':>10}{'/ ' + against:>22}")
@@ -257,6 +262,9 @@ def main() -> None:
                     help="images (default 300 for --coco-masks, 10000 for --yolo-vs-coco)")
     ap.add_argument("--photos", default=None, help="folder of photos to crop from")
     ap.add_argument("--only", default=None, help="comma-separated writers to run")
+    ap.add_argument("--before", default=None, help=(
+        "a folder holding an earlier tfrecorder package (git archive REV tfrecorder | tar -x "
+        "-C DIR): its first writer runs with it too, in the same rounds"))
     args = ap.parse_args()
     ours = [sys.executable, "-m", "tfrecorder", "convert"]
     if args.coco_masks:
@@ -285,7 +293,10 @@ def main() -> None:
         keep = args.only.split(",")
         writers = {k: v for k, v in writers.items() if k in keep or k == against}
     os.makedirs(work, exist_ok=True)
-    rounds(writers, work, args.runs, against)
+    if args.before:
+        first = next(iter(writers))
+        writers = {f"before {first}": writers[first], **writers}
+    rounds(writers, work, args.runs, against, args.before)
 
 
 if __name__ == "__main__":
