@@ -154,3 +154,37 @@ def test_the_segmentation_is_no_longer_an_unused_key(tmp_path):
     assert "annotations[].segmentation" not in coco.unused_keys(_coco(MASKED))
     assert json.loads(masks.column_value([[1, 2, 3, 4, 5, 6]], 3, 4)) == [
         3, 4, [[1, 2, 3, 4, 5, 6]]]
+
+
+def _chunks(png):
+    """(kind, data) of each chunk of a PNG file after its signature."""
+    import struct
+
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    out, pos = [], 8
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos:pos + 4])
+        out.append((png[pos + 4:pos + 8], png[pos + 8:pos + 8 + length]))
+        pos += 12 + length
+    return out
+
+
+def test_a_mask_png_is_grey_8_bit_with_unfiltered_rows():
+    # Masks are mostly long runs of one value: no row filter helps them, and zlib's
+    # run-length strategy is fast on them, so every row is stored as it is (filter 0).
+    import struct
+    import zlib
+
+    value = masks.column_value([[10, 8, 50, 8, 50, 40, 10, 40], [2, 2, 6, 2, 4, 6]], 48, 64)
+    png = masks.png(value)
+    chunks = _chunks(png)
+    assert [kind for kind, _ in chunks] == [b"IHDR", b"IDAT", b"IEND"]
+    width, height, depth, colour = struct.unpack(">IIBB", chunks[0][1][:10])
+    assert (width, height, depth, colour) == (64, 48, 8, 0)
+    rows = np.frombuffer(zlib.decompress(chunks[1][1]), dtype=np.uint8).reshape(48, 65)
+    assert (rows[:, 0] == 0).all()
+    from pycocotools import mask as coco_mask
+
+    judge = coco_mask.decode(coco_mask.merge(coco_mask.frPyObjects(
+        [[10, 8, 50, 8, 50, 40, 10, 40], [2, 2, 6, 2, 4, 6]], 48, 64)))
+    assert np.array_equal(rows[:, 1:], judge) and judge.sum() > 1000
