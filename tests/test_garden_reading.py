@@ -111,8 +111,13 @@ def test_torch_and_grain_read_a_model_garden_folder_in_our_keys(folders):
         return _by_uri(source[i] for i in range(len(source)))
 
     def torch_items(out):
-        data = torch_data.Dataset(out, "train")
+        data = torch_data.Dataset(out, "train", target_format="dict")
         return _by_uri(data[i] for i in range(len(data)))
+
+    def torch_targets(out):  # torchvision's (image, target), in the records' order
+        data = torch_data.Dataset(out, "train")
+        return [(_plain(image), {k: _plain(v) for k, v in target.items()})
+                for image, target in (data[i] for i in range(len(data)))]
 
     def supervised(out):
         data = torch_data.Dataset(out, "train")
@@ -122,6 +127,8 @@ def test_torch_and_grain_read_a_model_garden_folder_in_our_keys(folders):
     for source in SPLITS:
         _both(folders, source, grain_items)
     _both(folders, "coco", torch_items)
+    ours, theirs = (torch_targets(folders["coco", layout]) for layout in LAYOUTS)
+    assert theirs == ours and any(t["boxes"] for _, t in ours)
     _both(folders, "table", supervised)
 
 

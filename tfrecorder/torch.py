@@ -94,9 +94,8 @@ class Dataset(torch.utils.data.Dataset):
         self.transforms = transforms
         # Detection records give torchvision's (image, target), boxes wrapped as
         # BoundingBoxes where torchvision imports (looked for once, here).
-        # (A model_garden folder's records hold other keys: read as a dict.)
+        # (access.values gives a model_garden folder's records in our keys too.)
         self.detection = bool(self.image_key and target_format == "torchvision"
-                              and manifest.layout == "tfrecorder"
                               and _targets.is_detection(manifest.features))
         self._boxes = _bounding_boxes() if self.detection else None
         if self.image_key:

@@ -39,13 +39,16 @@ SOURCE_ID = "image/source_id"
 CLASS_LABEL = "image/class/label"
 # Detection's keys (``_inputs.detection``): written here by name, as the format owns them.
 _BBOX, _LABEL, _CROWD = "objects/bbox", "objects/label", "objects/is_crowd"
-_IMAGE_ID = "image_id"  # COCO's image id, which image/source_id carries here
+IMAGE_ID = "image_id"  # COCO's image id, which image/source_id carries here
 BOX_KEYS = ("image/object/bbox/ymin", "image/object/bbox/xmin",
             "image/object/bbox/ymax", "image/object/bbox/xmax")  # our bbox order
 OBJECT_LABEL = "image/object/class/label"
 OBJECT_TEXT = "image/object/class/text"
 OBJECT_CROWD = "image/object/is_crowd"
 OBJECT_AREA = "image/object/area"
+#: One PNG per object (0 and 1), as Model Garden's ``create_coco_tf_record`` writes it.
+OBJECT_MASK = "image/object/mask"
+_MASK = "objects/mask"
 
 
 def label_map_file(feature: str) -> str:
@@ -104,7 +107,10 @@ def features(ours: Mapping, ids: Sequence[int], names: Sequence[str], source: st
         height, width = (float(values.get(k, [0])[0]) for k in (IMAGE_HEIGHT, IMAGE_WIDTH))
         out[OBJECT_AREA] = example.float_feature(
             [(b[2] - b[0]) * height * (b[3] - b[1]) * width for b in boxes])
-        mapped = {*_IMAGE_KEYS, _BBOX, _LABEL, _CROWD, _IMAGE_ID}
+        mapped = {*_IMAGE_KEYS, _BBOX, _LABEL, _CROWD, IMAGE_ID}
+        if _MASK in small:  # the PNGs as they are, uncopied
+            out[OBJECT_MASK] = small[_MASK]
+            mapped.add(_MASK)
     else:
         mapped = set(_IMAGE_KEYS)
         if label_key in values:
@@ -129,7 +135,10 @@ def stored_specs(specs: Mapping[str, FeatureSpec]) -> dict[str, FeatureSpec]:
         out[OBJECT_TEXT] = FeatureSpec(example.BYTES, None, "feature")
         out[OBJECT_CROWD] = FeatureSpec(example.INT64, None, "feature")
         out[OBJECT_AREA] = FeatureSpec(example.FLOAT, None, "feature")
-        mapped |= {_BBOX, _LABEL, _CROWD, _IMAGE_ID}
+        mapped |= {_BBOX, _LABEL, _CROWD, IMAGE_ID}
+        if _MASK in specs:
+            out[OBJECT_MASK] = specs[_MASK]
+            mapped.add(_MASK)
     for key, spec in specs.items():
         if spec.role == "label" and key not in mapped:
             out[CLASS_LABEL] = spec

@@ -10,6 +10,9 @@ rebuilt from the stored features its group names, in one of three ways:
 - ``RENAME``: one stored feature, values as they are (``image/encoded`` -> ``image``);
 - ``INTERLEAVE``: one stored list per coordinate, ours one flat list of tuples
   (``image/object/bbox/{ymin,xmin,ymax,xmax}`` -> ``objects/bbox``);
+- ``NUMBER``: a whole number written as text, back to the number (``image/source_id``
+  -> ``image_id``, COCO's image id, which the layout carries as its source id; -1 where
+  the text is no whole number, as ``image_id`` holds for such an id);
 - ``NAMES``: class names, one per object, back to our label ids, the lines of the
   labels file (``image/object/class/text`` -> ``objects/label``). The names, not the
   class ids, because the names are in every record and the ids of a COCO source are
@@ -23,6 +26,7 @@ Model Garden's keys by one line of ``OBJECTS``.
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from typing import Collection, Mapping
 
@@ -32,13 +36,14 @@ from tfrecorder._folder.layout import FeatureSpec, labels_file
 from tfrecorder._folder.manifest import Manifest
 from tfrecorder._folder import example
 
-RENAME, INTERLEAVE, NAMES = "rename", "interleave", "names"
+RENAME, INTERLEAVE, NAMES, NUMBER = "rename", "interleave", "names", "number"
 
 #: Per-object features: our key -> (Model Garden's keys, how ours is rebuilt from them).
 OBJECTS = {
     "objects/bbox": (garden.BOX_KEYS, INTERLEAVE),
     "objects/label": ((garden.OBJECT_TEXT,), NAMES),
     "objects/is_crowd": ((garden.OBJECT_CROWD,), RENAME),
+    "objects/mask": ((garden.OBJECT_MASK,), RENAME),
 }
 
 
@@ -65,6 +70,8 @@ class Form:
         label = manifest.label_key
         if garden.is_detection(specs):
             groups.update((k, g) for k, g in OBJECTS.items() if k in specs)
+            if garden.IMAGE_ID in specs:
+                groups[garden.IMAGE_ID] = ((garden.SOURCE_ID,), NUMBER)
             label = next((k for k, (_, how) in OBJECTS.items() if how == NAMES), label)
         elif label is not None:
             groups[label] = ((garden.CLASS_LABEL,), RENAME)
@@ -124,7 +131,12 @@ def _names(form: Form, keys, got):
     return example.INT64, ids
 
 
-_REBUILD = {RENAME: _rename, INTERLEAVE: _interleave, NAMES: _names}
+def _number(form: Form, keys, got):
+    return example.INT64, [int(v) if _WHOLE.fullmatch(v) else -1 for v in got[0][1]]
+
+
+_WHOLE = re.compile(rb"-?[0-9]+")
+_REBUILD = {RENAME: _rename, INTERLEAVE: _interleave, NAMES: _names, NUMBER: _number}
 
 # One Form per manifest read (a reader parses many records of one manifest); manifests
 # are kept with their Form, so that an id is never another manifest's.

@@ -46,6 +46,10 @@ def in_our_keys(tf, manifest: Manifest):
         for key, (keys, how) in form.groups.items():
             if how == stored_keys.RENAME:
                 out[key] = ex[keys[0]]
+            elif how == stored_keys.NUMBER:  # a whole number as text -> the number, or -1
+                text = ex[keys[0]]
+                whole = tf.strings.regex_full_match(text, "-?[0-9]+")
+                out[key] = tf.strings.to_number(tf.where(whole, text, "-1"), tf.int64)
             elif how == stored_keys.INTERLEAVE:  # [n] per coordinate -> [n * k], ours
                 lists = [tf.sparse.to_dense(ex[k]) for k in keys]
                 out[key] = _sparse(tf, tf.reshape(tf.stack(lists, axis=1), [-1]))
