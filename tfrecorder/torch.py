@@ -45,7 +45,8 @@ class Dataset(torch.utils.data.Dataset):
     in torchvision's detection convention, which its detection models (Mask R-CNN...)
     and ``transforms.v2`` take as they are: the image as above, and ``target`` a dict of
     ``boxes`` (float32 ``[N, 4]``, ``x1, y1, x2, y2`` in pixels of the decoded image;
-    ``tv_tensors.BoundingBoxes`` where torchvision is installed), ``labels`` (int64),
+    ``tv_tensors.BoundingBoxes`` where torchvision is installed), ``labels`` (int64,
+    from 1: ``label_names[label - 1]``, as 0 is the detectors' background),
     ``image_id`` (COCO's id where the records keep it, else the position ``i``),
     ``area`` (float32), ``iscrowd`` (int64), and ``masks`` (uint8 ``[N, H, W]``) and
     ``keypoints`` (float32 ``[N, K, 3]``) where the records hold them
