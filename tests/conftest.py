@@ -311,6 +311,37 @@ def convert_ids(out, n: int, num_shards: int, value: str = "x") -> str:
     return str(out)
 
 
+def new_venv(folder, inherit: bool = False) -> str:
+    """A virtual environment made in ``folder`` by the interpreter's own venv module, so
+    that none of this environment's packages leak in; its interpreter. It has no pip of
+    its own (ensurepip takes seconds): ``pip(python, ...)`` installs into it. With
+    ``inherit``, a ``.pth`` file puts this environment's site-packages after its own: what
+    is installed into it comes first, what it lacks is taken from here (pip too sees
+    those as installed, and installs only the rest)."""
+    import sysconfig
+
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = os.path.join(str(folder), "bin", "python")
+    if inherit:
+        theirs = subprocess.run([python, "-c", "import sysconfig; print("
+                                 "sysconfig.get_paths()['purelib'])"], check=True,
+                                capture_output=True, text=True).stdout.strip()
+        ours = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+        with open(os.path.join(theirs, "zz-inherited.pth"), "w") as f:
+            f.write("".join(f"{path}\n" for path in ours))
+    return python
+
+
+def pip(python: str, *args: str) -> str:
+    """This environment's pip run on the environment of ``python``; what it printed."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", python,
+                           "--disable-pip-version-check", *args], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 def timeless(path) -> bytes:
     """A file's bytes, but for what differs from one machine or day to the next: the
     time a manifest was published, the modification times of the images in rows files."""

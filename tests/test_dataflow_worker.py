@@ -6,7 +6,6 @@ container starts once it has installed the staged packages."""
 
 import os
 import subprocess
-import sys
 import zipfile
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 import tfrecorder
 from tfrecorder._folder import layout
 from tfrecorder._writer.wheel import DISTRIBUTION, build_wheel
-from tests.conftest import BUCKET, SAMPLES, timeless, timeless_data
+from tests.conftest import BUCKET, SAMPLES, new_venv, pip, timeless, timeless_data
 
 pytestmark = pytest.mark.slow  # creating the environment takes minutes (docs/runners.md)
 
@@ -26,27 +25,14 @@ def worker_env(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("worker")
     wheel = build_wheel(str(root / "staged"))  # as run_dataflow does
-    venv = root / "venv"
-    # The interpreter's own venv module: no site-packages of this environment leak in.
-    # Without pip of its own (ensurepip takes seconds): this environment's pip installs
-    # into it (--python), resolving from the wheel's metadata all the same.
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
+    # No site-packages of this environment leak in; this environment's pip installs into
+    # it, resolving from the wheel's metadata all the same.
+    python = new_venv(root / "venv")
     # --no-compile: the workers compile what they import, instead of pip compiling all of
     # Beam and its requirements up front.
-    _pip(python, "install", "--quiet", "--no-compile",
-         f"apache-beam=={apache_beam.__version__}", wheel)
+    pip(python, "install", "--quiet", "--no-compile",
+        f"apache-beam=={apache_beam.__version__}", wheel)
     return python, wheel
-
-
-def _pip(python: str, *args: str) -> str:
-    """This environment's pip run on the environment of ``python``; what it printed."""
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", python,
-                           "--disable-pip-version-check", *args], capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def _worker_options(python: str, folder) -> list[str]:
@@ -62,7 +48,7 @@ def _worker_options(python: str, folder) -> list[str]:
 
 def test_the_environment_holds_only_beam_and_the_wheels_requirements(worker_env):
     python, wheel = worker_env
-    frozen = _pip(python, "freeze").lower()
+    frozen = pip(python, "freeze").lower()
     names = {line.split("==")[0].split(" @ ")[0] for line in frozen.splitlines()}
     assert {"apache-beam", DISTRIBUTION, "pillow", "gcsfs", "google-crc32c"} <= names
     assert not names & {"tensorflow", "pandas", "tqdm", "dask"}

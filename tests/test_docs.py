@@ -13,7 +13,9 @@ report lists with its reason::
     <!-- test: skip (needs Google Cloud) -->
     <!-- test: needs: torch, grain -->       (runs when these modules import)
 
-Blocks that install packages or create environments must carry a skip marker.
+Blocks that install packages or create environments must carry a skip marker. Those of
+docs/detection.md that need torchvision, which does not install beside this environment's
+torch, run in tests/test_torchvision.py, in an environment of their own.
 """
 
 import os
@@ -320,13 +322,15 @@ def _environment(folder: str) -> dict:
 class _Python:
     """A Python process running ``_RUNNER`` in ``folder``: ``run(block)`` runs one saved
     block in it and waits for its exit code; ``close()`` ends the process and gives the
-    exit code and what it printed outside the blocks (at exit, for instance)."""
+    exit code and what it printed outside the blocks (at exit, for instance). The
+    interpreter is this one, or ``executable`` (another environment's)."""
 
-    def __init__(self, folder: str, env: dict):
+    def __init__(self, folder: str, env: dict, executable: str | None = None):
         self.folder = folder
         os.makedirs(os.path.join(folder, "blocks"), exist_ok=True)
         self.log = open(os.path.join(folder, "blocks", f"python-{id(self)}.err"), "w+")
-        self.proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(MAX_REPR)],
+        self.proc = subprocess.Popen([executable or sys.executable, "-c", _RUNNER,
+                                      str(MAX_REPR)],
                                      cwd=folder, env=env, text=True, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log)
 

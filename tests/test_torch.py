@@ -401,7 +401,8 @@ def test_detection_items_are_torchvisions_image_and_target(coco_out):
         np.testing.assert_allclose(target["boxes"].numpy(), np.array(
             [b[1] for b in boxes], dtype=np.float32).reshape(n, 4), atol=1e-4)
         assert target["labels"].dtype == torch.int64
-        assert [names[k] for k in target["labels"].tolist()] == [b[0] for b in boxes]
+        # from 1: 0 is the background class of torchvision's detectors
+        assert [names[k - 1] for k in target["labels"].tolist()] == [b[0] for b in boxes]
         assert target["image_id"] == image_id and isinstance(target["image_id"], int)
         assert target["area"].dtype == torch.float32
         np.testing.assert_allclose(target["area"].numpy(), [b[2] for b in boxes], rtol=1e-4)
@@ -494,6 +495,7 @@ def test_masks_and_keypoints_become_torchvisions_arrays():
     np.testing.assert_allclose(target["keypoints"][:, :, :2],
                                [[[3, 2], [0, 0]], [[6, 1], [3, 0]]])
     assert target["iscrowd"].tolist() == [0, 0]
+    assert target["labels"].tolist() == [3, 1]  # ids 2 and 0, from 1
     one_mask = {**values, "objects/mask": values["objects/mask"][:1]}
     with pytest.raises(tfrecorder.CorruptRecordError, match="1 masks for 2 boxes"):
         targets.target(one_mask, height, width, image_id=7)

@@ -45,13 +45,15 @@ class Dataset(torch.utils.data.Dataset):
     in torchvision's detection convention, which its detection models (Mask R-CNN...)
     and ``transforms.v2`` take as they are: the image as above, and ``target`` a dict of
     ``boxes`` (float32 ``[N, 4]``, ``x1, y1, x2, y2`` in pixels of the decoded image;
-    ``tv_tensors.BoundingBoxes`` where torchvision is installed), ``labels`` (int64),
+    ``tv_tensors.BoundingBoxes`` where torchvision is installed), ``labels`` (int64,
+    from 1: ``label_names[label - 1]``, as 0 is the detectors' background),
     ``image_id`` (COCO's id where the records keep it, else the position ``i``),
-    ``area`` (float32), ``iscrowd`` (int64), and ``masks`` (uint8 ``[N, H, W]``) and
-    ``keypoints`` (float32 ``[N, K, 3]``) where the records hold them
-    (``_readers.targets``). ``transforms``, if given, is called as
-    ``transforms(image, target)`` and its result returned (a ``transforms.v2``
-    pipeline moves the boxes with the image); ``transform`` still sees the image alone.
+    ``area`` (float32), ``iscrowd`` (int64), and ``masks`` (uint8 ``[N, H, W]``;
+    ``tv_tensors.Mask`` where torchvision is installed) and ``keypoints`` (float32
+    ``[N, K, 3]``) where the records hold them (``_readers.targets``). ``transforms``,
+    if given, is called as ``transforms(image, target)`` and its result returned (a
+    ``transforms.v2`` pipeline moves the boxes and masks with the image, not the
+    keypoints); ``transform`` still sees the image alone.
     ``target_format="dict"`` gives the record's features as a dict of plain values
     instead, as any other conversion (tabular, multi-label) does: ``access.values``,
     its image, if any, decoded as above.
@@ -92,12 +94,12 @@ class Dataset(torch.utils.data.Dataset):
                                and manifest.features[self.label_key].shape == [])
         self.target_format = _targets.check_format(target_format)
         self.transforms = transforms
-        # Detection records give torchvision's (image, target), boxes wrapped as
-        # BoundingBoxes where torchvision imports (looked for once, here).
+        # Detection records give torchvision's (image, target), boxes and masks wrapped
+        # as its tv_tensors where torchvision imports (looked for once, here).
         # (access.values gives a model_garden folder's records in our keys too.)
         self.detection = bool(self.image_key and target_format == "torchvision"
                               and _targets.is_detection(manifest.features))
-        self._boxes = _bounding_boxes() if self.detection else None
+        self._wrap = _tv_tensors() if self.detection else None
         if self.image_key:
             # Pillow and its format plugins imported here, once: DataLoader workers
             # forked from this process have them instead of each importing them.
@@ -138,7 +140,7 @@ class Dataset(torch.utils.data.Dataset):
             raise CorruptRecordError(f"{self.reader.view.where(i)}: {e}") from None
         target = {k: v if isinstance(v, int) else torch.from_numpy(v)
                   for k, v in found.items()}
-        target["boxes"] = self._boxes(target["boxes"], height, width)
+        target = self._wrap(target, height, width)
         image = self._tensor(decoded)  # or transform(decoded), the image alone
         if self.transforms is not None:
             return self.transforms(image, target)
@@ -260,16 +262,25 @@ class Sampler(torch.utils.data.Sampler):
         return max(0, mine - self.start)
 
 
-def _bounding_boxes() -> Callable:
-    """What wraps a target's boxes: torchvision's ``tv_tensors.BoundingBoxes`` (XYXY, the
-    image's size as canvas) where torchvision imports, so that ``transforms.v2`` moves
-    them with the image; else the plain tensor."""
+def _tv_tensors() -> Callable:
+    """What gives a target torchvision's types, ``(target, height, width) -> target``:
+    its boxes as ``tv_tensors.BoundingBoxes`` (XYXY, the image's size as canvas) and its
+    masks as ``tv_tensors.Mask`` where torchvision imports, so that ``transforms.v2``
+    moves both with the image (it leaves a plain tensor as it is); else the target as it
+    is. Keypoints stay plain: torchvision's ``KeyPoints`` hold no visibility."""
     try:
         from torchvision import tv_tensors
     except ImportError:
-        return lambda boxes, height, width: boxes
-    return lambda boxes, height, width: tv_tensors.BoundingBoxes(
-        boxes, format="XYXY", canvas_size=(int(height), int(width)))
+        return lambda target, height, width: target
+
+    def wrap(target: dict, height: int, width: int) -> dict:
+        target["boxes"] = tv_tensors.BoundingBoxes(
+            target["boxes"], format="XYXY", canvas_size=(int(height), int(width)))
+        if "masks" in target:
+            target["masks"] = tv_tensors.Mask(target["masks"])
+        return target
+
+    return wrap
 
 
 def _warn_past_the_limit(reader: access.Reader, window: int) -> None:

@@ -3,7 +3,8 @@
 torchvision's detection models (Faster and Mask R-CNN, RetinaNet, Keypoint R-CNN) and
 its ``transforms.v2`` take ``(image, target)``, where ``target`` holds ``boxes``
 (float32 ``[N, 4]``, corners ``x1, y1, x2, y2`` in pixels of the decoded image),
-``labels`` (int64 ``[N]``), ``image_id`` (an int), ``area`` (float32 ``[N]``),
+``labels`` (int64 ``[N]``, from 1: 0 is the background class those models add),
+``image_id`` (an int), ``area`` (float32 ``[N]``),
 ``iscrowd`` (int64 ``[N]``), and where the data has them ``masks`` (uint8
 ``[N, H, W]``) and ``keypoints`` (float32 ``[N, K, 3]``: x, y in pixels, visibility).
 Our records hold boxes relative, ``ymin, xmin, ymax, xmax``, flattened; this module
@@ -59,7 +60,9 @@ def target(values: Mapping, height: int, width: int, image_id: int) -> dict:
     boxes = flat[:, [1, 0, 3, 2]] * scale  # ymin, xmin, ymax, xmax -> x1, y1, x2, y2
     out = {
         "boxes": boxes,
-        "labels": _per_box(values, LABEL, n, np.int64),
+        # Our ids count from 0; torchvision's detectors take 0 as the background and
+        # leave its boxes out of the box and mask losses: label k is our id k - 1.
+        "labels": _per_box(values, LABEL, n, np.int64) + 1,
         "image_id": int(values.get(IMAGE_ID, image_id)),
         "iscrowd": (_per_box(values, CROWD, n, np.int64) if CROWD in values
                     else np.zeros(n, dtype=np.int64)),
