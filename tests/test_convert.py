@@ -54,9 +54,9 @@ SAMPLE_DIGESTS = {
     "rows/data-validation.tfrecord-00000-of-00001.rows.jsonl.gz":
         "abe745038759d9ca38da78a67f120f5296c075599c14b1c4e4c44c57fb4b2fe1",
     "tfrecorder.json":
-        "1df46cc136d414899409da8eff5f1c006f628696e9dc263df8417d8da0031d5b",
+        "780ee82f2df9d78fd85035007411ed7c67b9d0ffe7ad85d4d8196ed04ba00b85",
     "versions/00001.json":
-        "1df46cc136d414899409da8eff5f1c006f628696e9dc263df8417d8da0031d5b",
+        "780ee82f2df9d78fd85035007411ed7c67b9d0ffe7ad85d4d8196ed04ba00b85",
 }
 
 

@@ -408,6 +408,8 @@ DELIBERATE_LOOK_UPS: dict[str, str] = {
                                    "by access.Reader when the HTML is drawn",
     "_report.findings ..> _writer.image": "open_stored lives with the writer's image "
                                           "code until the header parsers move down",
+    "_report.boxes ..> _writer.image": "a mask's PNG is opened with the writer's image "
+                                       "code until the header parsers move down",
     "_report.measures ..> _writer.image": "pil, open_stored and the 8-bit conversion live "
                                           "with the writer's image code until they move down",
     "_folder.legacy ..> _writer.image": "pil decodes TFRecorder 2.0's pixels; it lives with "

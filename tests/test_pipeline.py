@@ -1,3 +1,4 @@
+import json
 import os
 
 import apache_beam as beam
@@ -7,7 +8,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tfrecorder._writer import pipeline, plan, shard, staging
 from tfrecorder._folder import example
-from tfrecorder._folder import ledger, metadata
+from tfrecorder._folder import layout, ledger, metadata
 from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._inputs.block import Row
 from tests.conftest import encode, read_split, stage_rows
@@ -99,6 +100,8 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
     tasks = stage_rows(rows, tmp_path / "tasks", num_shards=1)
     out = str(tmp_path / "out")
     os.makedirs(out)
+    with open(os.path.join(out, layout.LOCK), "w") as f:  # the run's, as a run holds it
+        json.dump({"run_id": "r1", "expires": 2e9}, f)
     spec = metadata.DatasetSpec(
         "d", None, {"label": FeatureSpec("int64", [], "label")}, {"label": ["even", "odd"]},
         len(rows), max_error_fraction=0.5)

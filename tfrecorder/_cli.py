@@ -270,7 +270,7 @@ def _published(output_dir: str) -> tuple | None:
     try:
         m = json.loads(storage.read_bytes(storage.join(output_dir, layout.MANIFEST)))
         return (m.get("version") or 1, m.get("generation"))
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):  # none, or damaged
         return None
 
 

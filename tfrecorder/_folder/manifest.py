@@ -83,8 +83,8 @@ class Manifest:
     #: Format 2: the version's number (1 for a conversion), its parent's (None for 1),
     #: when it was published (UTC, ISO 8601; the only timestamp of a folder), what it
     #: was made from (``source``: the table's file name, or "DataFrame"), how
-    #: (``mode``: "create", "overwrite", "update" or "append", the words ``mode=`` takes,
-    #: or "compact"; ``made_by`` reads older manifests' words), the match key, and the records each
+    #: (``mode``: "create" for version 1, written new or over another conversion,
+    #: "update" or "append", the words ``mode=`` takes, or "compact"; ``made_by`` reads older manifests' words), the match key, and the records each
     #: split gained, lost and kept (``{split: {"added", "retired", "kept"}}``).
     version: int | None = None
     parent: int | None = None

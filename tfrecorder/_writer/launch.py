@@ -330,7 +330,9 @@ def prepare(opts, output_dir: str, run_id: str, before: survey.Survey,
         max_error_fraction=opts.max_error_fraction, image_options=image_options,
         fail_in_pipeline=cloud, near_duplicates=opts.near_duplicates,
         near_distance=opts.near_distance,
-        source=source_name(source), mode=opts.mode,
+        # Version 1 starts a folder's history whether it replaced one or not: "create"
+        # (so the same table gives the same manifest into a new folder or over one).
+        source=source_name(source), mode="create" if opts.mode == "overwrite" else opts.mode,
         key=opts.key,
         update=update, layout=opts.layout, class_ids=laid.get("class_ids", ()),
         keypoints=getattr(table, "keypoints", None))
