@@ -1691,7 +1691,8 @@ def test_check_content_is_the_old_spelling_of_compare_content():
 @pytest.mark.slow
 def test_a_run_that_lost_its_lock_publishes_nothing_over_the_winner(tmp_path, monkeypatch):
     # An update stalls after moving its files into place, past its lock's expiry; a
-    # second update takes the lock over and publishes version 2; the first resumes.
+    # second update takes the lock over and publishes version 2; the first resumes. Each
+    # wrote version 2 under names of its own run's tag: the manifest decides.
     from tfrecorder._writer import publishing
 
     paths = _images(tmp_path / "img", 4)
@@ -1718,48 +1719,8 @@ def test_a_run_that_lost_its_lock_publishes_nothing_over_the_winner(tmp_path, mo
         tfrecorder.convert(loser_table, str(out), mode="update")
     assert "publishes nothing" in str(e.value)
     assert won["result"].version == 2 and "owl" not in won["result"].labels
-    after = _digests(out)
-    assert {n: after.get(n) for n in _listed(out, 2) | {"quality.json"}} == {
-        n: won["files"][n] for n in _listed(out, 2) | {"quality.json"}}
     assert tfrecorder.verify(str(out)).records == 4
     assert "owl" not in json.dumps(tfrecorder.report(str(out)).data)
-    monkeypatch.undo()
-    # The next run removes whatever the loser left, and goes on from the winner's.
-    third = tfrecorder.convert(winner_table, str(out), mode="update")
-    assert third.unchanged and third.version == 2
-    assert _digests(out) == won["files"]
-
-
-@pytest.mark.slow
-def test_of_two_updates_publishing_one_version_the_manifest_decides(tmp_path, monkeypatch):
-    # Two updates of different tables write version 2 under names of their own runs: the
-    # one stalled past its lock's expiry (after its shards are in place) finishes its
-    # files after the other published, and publishes nothing over it.
-    from tfrecorder._writer import publishing
-
-    paths = _images(tmp_path / "img", 4)
-    out = tmp_path / "out"
-    tfrecorder.convert(_table(paths), str(out))
-    more = _images(tmp_path / "img", 2, start=4)
-    loser_table = _table(paths + more[:1], labels=["cat", "dog", "cat", "dog", "owl"])
-    winner_table = _table(paths[1:] + more[1:])
-    won = {}
-    pause = publishing._remove_empty_index_dir  # publishing's step after the moves
-
-    def stalled(output_dir):
-        if not won:
-            won["started"] = True
-            lock = out / layout.LOCK
-            holder = json.loads(lock.read_text())
-            lock.write_text(json.dumps({**holder, "expires": 0}))  # renewals all failed
-            won["result"] = tfrecorder.convert(winner_table, str(out), mode="update")
-            won["files"] = _digests(out)
-        pause(output_dir)
-
-    monkeypatch.setattr(publishing, "_remove_empty_index_dir", stalled)
-    with pytest.raises(tfrecorder.OutputBusyError, match="version 2") as e:
-        tfrecorder.convert(loser_table, str(out), mode="update")
-    assert "publishes nothing" in str(e.value)
     monkeypatch.undo()
     winner = json.loads((out / layout.version_manifest(2)).read_text())
     assert re.fullmatch(r"[0-9a-f]{8}", winner["tag"])
@@ -1776,14 +1737,13 @@ def test_of_two_updates_publishing_one_version_the_manifest_decides(tmp_path, mo
     assert not any(winner["tag"] in n for n in loser_files)
     assert sorted(n for n in after if re.fullmatch(r"versions/\d{5}\.json", n)) == [
         "versions/00001.json", "versions/00002.json"]
-    assert tfrecorder.verify(str(out)).records == 4
-    # The next run removes what the loser left (its ledger lists it), and goes on from
-    # the winner's version.
+    # The next run removes whatever the loser left, and goes on from the winner's.
     third = tfrecorder.convert(winner_table, str(out), mode="update")
     assert third.unchanged and third.version == 2
     assert _digests(out) == won["files"]
 
 
+@pytest.mark.slow
 def test_a_runs_tag_follows_from_what_it_writes(tmp_path):
     # The same update of the same folder names its files alike; another table, not.
     paths = _images(tmp_path / "img", 4)
