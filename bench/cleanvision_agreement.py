@@ -132,7 +132,7 @@ def main() -> None:
     import pandas as pd
 
     table = pd.DataFrame({"split": "TRAIN", "image_uri": files, "label": "x"})
-    tfrecorder.convert(table, out, near_duplicates=True, overwrite=True,
+    tfrecorder.convert(table, out, near_duplicates=True, mode="overwrite",
                        max_error_fraction=0.5)
     report = tfrecorder.report(out)
     ours = {k: set(report.issues[report.issues["issue"] == k]["image_uri"]) for k in ISSUES}

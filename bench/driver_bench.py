@@ -71,7 +71,7 @@ start = time.perf_counter()
 import tfrecorder
 csv_path, out = sys.argv[1], sys.argv[2]
 job = tfrecorder.convert(csv_path, out, runner="DataflowRunner", project="bench",
-                         region="us-central1", overwrite=True,
+                         region="us-central1", mode="overwrite",
                          pipeline_options={"dry_run": True, "no_auth": True})
 wall = time.perf_counter() - start
 graph = len(job.job.proto_pipeline.SerializeToString())
@@ -84,7 +84,7 @@ _CHILD_DIRECTORY = """
 import json, resource, sys, time
 start = time.perf_counter()
 import tfrecorder
-result = tfrecorder.convert(sys.argv[1], sys.argv[2], overwrite=True, progress=False)
+result = tfrecorder.convert(sys.argv[1], sys.argv[2], mode="overwrite", progress=False)
 wall = time.perf_counter() - start
 assert result.rows_written == int(sys.argv[3]), result
 usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -110,7 +110,7 @@ with open("/proc/self/clear_refs", "w") as f:
 base = status("VmRSS")
 start = time.perf_counter()
 job = df.tensorflow.to_tfrecord(sys.argv[2], runner="DataflowRunner", project="bench",
-                                region="us-central1", overwrite=True,
+                                region="us-central1", mode="overwrite",
                                 pipeline_options={"dry_run": True, "no_auth": True})
 wall = time.perf_counter() - start
 added = status("VmHWM") - base

@@ -87,7 +87,7 @@ def _convert(corpus: str, shorter_side: int | None = None) -> str:
     out = os.path.join(corpus, "tfrecords" + (f"-{shorter_side}" if shorter_side else ""))
     if not os.path.exists(os.path.join(out, "tfrecorder.json")):
         start = time.perf_counter()
-        tfrecorder.convert(os.path.join(corpus, "data.csv"), out, overwrite=True,
+        tfrecorder.convert(os.path.join(corpus, "data.csv"), out, mode="overwrite",
                            shorter_side=shorter_side, progress=False)
         with open(out + ".seconds", "w") as f:
             f.write(f"{time.perf_counter() - start:.1f}")

@@ -190,7 +190,7 @@ def test_multi_label_and_box_lists_parse_as_tensorflow_parses_them(tf, tmp_path,
     assert boxes[b"0.jpg"].shape == (2, 4) and boxes[b"2.jpg"].shape == (0, 4)
 
     csv_path.write_text(f"TRAIN,{pics[0]},cat,dog\nTRAIN,{pics[1]},dog,,\n")
-    tfrecorder.convert(str(csv_path), out, overwrite=True)
+    tfrecorder.convert(str(csv_path), out, mode="overwrite")
     reader = access.Reader(out, "train")
     labels = {reader.features(i)["image_name"]: reader.features(i)["label"].tolist()
               for i in range(len(reader))}

@@ -170,7 +170,7 @@ def _dataflow(gcs, n_rows, **kw):
                                            "--max_num_workers=20",
                                            "--sdk_container_image=gcr.io/my-project/beam:1"])
     options.update(kw)
-    return tfrecorder.convert(df, f"gs://{BUCKET}/df-{n_rows}", overwrite=True, **options)
+    return tfrecorder.convert(df, f"gs://{BUCKET}/df-{n_rows}", mode="overwrite", **options)
 
 
 def _staged(job):

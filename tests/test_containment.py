@@ -54,7 +54,7 @@ def _craft(out, manifest: dict) -> None:
 
 def _converted(tmp_path, prefix="a", **kw):
     out = tmp_path / "out"
-    tfrecorder.convert(_table(tmp_path, prefix), str(out), num_shards=2, overwrite=True, **kw)
+    tfrecorder.convert(_table(tmp_path, prefix), str(out), num_shards=2, mode="overwrite", **kw)
     return out
 
 
@@ -72,7 +72,7 @@ def test_a_manifest_listing_paths_outside_is_refused_by_every_reader_and_by_over
         with pytest.raises(tfrecorder.IncompleteOutputError, match="not a shard name"):
             read(str(out))
     with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted.*not a shard name"):
-        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, mode="overwrite")
     victims()
 
 
@@ -106,7 +106,7 @@ def test_a_manifest_listing_another_index_file_is_refused_by_every_reader_and_by
         assert repr(entry) in message and expected in message
         assert "SECRET" not in message
     with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted.*index file"):
-        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, mode="overwrite")
     assert (out / "notes.txt").read_text() == "the user's notes"
     assert (tmp_path / "secret.txt").read_text() == "SECRET-FIRST-LINE\nmore\n"
     assert (out / expected).is_file()
@@ -207,7 +207,7 @@ def test_a_manifest_naming_a_file_of_no_feature_or_shard_it_declares_is_refused(
         with pytest.raises(tfrecorder.IncompleteOutputError, match=re.escape(said)):
             read(str(out))
     with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted.*" + said):
-        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, mode="overwrite")
     assert (out / theirs).read_text() == "the user's"
 
 
@@ -235,7 +235,7 @@ def test_vacuum_and_overwrite_leave_what_a_crafted_old_version_names(tmp_path, c
     with pytest.raises(tfrecorder.IncompleteOutputError, match=re.escape(str(old))):
         tfrecorder.versions(str(out))
     with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted.*" + said):
-        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, mode="overwrite")
     with pytest.raises(tfrecorder.IncompleteOutputError, match="cannot be updated.*" + said):
         tfrecorder.convert(_table(tmp_path, "a", n=9), str(out), mode="update")
     with pytest.raises(tfrecorder.IncompleteOutputError, match=re.escape(said)):
@@ -271,7 +271,7 @@ def test_a_shard_of_an_old_version_that_is_not_the_file_written_is_left_alone(tm
     tfrecorder.convert(_table(tmp_path, "a", n=8), str(out), mode="update",
                        label_vocabulary=["cat", "dog", "owl"])  # version 3
     _add_holdout(out / layout.version_manifest(2), theirs)
-    tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+    tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, mode="overwrite")
     assert (out / theirs).read_text() == "the user's"
 
 
@@ -288,7 +288,7 @@ def test_a_ledger_naming_files_of_no_conversion_here_removes_none(tmp_path, publ
     (run / ledger.LEDGER).write_text(json.dumps({"files": theirs}))
     for name in theirs:
         (out / name).write_text("the user's")
-    result = tfrecorder.convert(_table(tmp_path, "b"), str(out), overwrite=True)
+    result = tfrecorder.convert(_table(tmp_path, "b"), str(out), mode="overwrite")
     assert result.rows_written == 6 and layout.TMP_DIR not in os.listdir(out)
     assert all((out / name).read_text() == "the user's" for name in theirs)
 
@@ -302,7 +302,7 @@ def test_a_ledger_listing_paths_outside_removes_nothing_there(tmp_path, victims)
         "../victim.txt", "../victimdir", str(tmp_path / "victim.txt"), "/",
         "data-train.tfrecord-00000-of-00001"]}))
     (out / "data-train.tfrecord-00000-of-00001").write_bytes(b"left by the dead run")
-    result = tfrecorder.convert(_table(tmp_path, "a"), str(out), overwrite=True)
+    result = tfrecorder.convert(_table(tmp_path, "a"), str(out), mode="overwrite")
     assert result.rows_written == 6
     victims()
     assert layout.TMP_DIR not in os.listdir(out)  # the dead run's folder is gone
@@ -317,10 +317,10 @@ def test_a_run_folder_planted_as_a_link_is_never_written_or_emptied(tmp_path, vi
     os.symlink(tmp_path / "victimdir", out / planted)
     if planted == layout.TMP_DIR:
         with pytest.raises(tfrecorder.ConfigError, match="symbolic link.*Remove it"):
-            tfrecorder.convert(_table(tmp_path, "b"), str(out), overwrite=True)
+            tfrecorder.convert(_table(tmp_path, "b"), str(out), mode="overwrite")
         assert sorted(os.listdir(out)) == sorted(before + [layout.TMP_DIR])
     else:  # a run's folder that is a link is removed as a link
-        tfrecorder.convert(_table(tmp_path, "b"), str(out), overwrite=True)
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), mode="overwrite")
         assert not os.path.lexists(out / planted)
     victims()
 
@@ -332,7 +332,7 @@ def test_our_files_replaced_by_links_are_replaced_never_written_through(tmp_path
     out = _converted(tmp_path)
     os.remove(out / name)
     os.symlink(tmp_path / "victim.txt", out / name)
-    result = tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+    result = tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, mode="overwrite")
     assert result.rows_written == 6
     victims()
     assert not os.path.islink(out / name) and (out / name).is_file()
@@ -363,7 +363,7 @@ def test_an_index_folder_planted_as_a_link_is_refused_never_written_through(
         assert code == 2 and f"{out / 'index'} is a symbolic link" in err
     else:
         with pytest.raises(tfrecorder.ConfigError, match="symbolic link"):
-            tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+            tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, mode="overwrite")
     assert sorted(os.listdir(out)) == before and os.path.islink(out / "index")
     victims()
 
@@ -382,7 +382,7 @@ def test_index_files_and_the_manifest_at_links_are_replaced_never_written_throug
     if via == "index":
         tfrecorder.build_index(str(out))
     else:
-        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, overwrite=True)
+        tfrecorder.convert(_table(tmp_path, "b"), str(out), num_shards=2, mode="overwrite")
     assert (tmp_path / "elsewhere").read_bytes() == planted
     assert not os.path.islink(out / name) and (out / name).is_file()
     tfrecorder.verify(str(out))
@@ -445,5 +445,5 @@ def test_a_manifest_on_cloud_storage_naming_objects_outside_is_refused(gcs, tmp_
     with pytest.raises(tfrecorder.IncompleteOutputError, match="not a shard name"):
         tfrecorder.verify(out)
     with pytest.raises(tfrecorder.OutputExistsError, match="cannot be trusted"):
-        tfrecorder.convert(_table(tmp_path, "b"), out, overwrite=True)
+        tfrecorder.convert(_table(tmp_path, "b"), out, mode="overwrite")
     assert gcs.cat(f"{BUCKET}/victim.txt") == b"precious"

@@ -1,11 +1,13 @@
 """End to end: tables -> files on the DirectRunner -> read back with plain TensorFlow."""
 
+import dataclasses
 import gzip
 import hashlib
 import json
 import os
 import pathlib
 import shutil
+import warnings
 
 import pandas as pd
 import pytest
@@ -189,10 +191,10 @@ def test_missing_files_over_the_budget_stop_the_run_before_any_image_is_read(tmp
     assert not (out / "tfrecorder.json").exists()
 
     # Over a complete output, which stays: the errors file goes to the run's folder.
-    df.iloc[:4].tensorflow.to_tfrecord(str(out), overwrite=True)
+    df.iloc[:4].tensorflow.to_tfrecord(str(out), mode="overwrite")
     with pytest.raises(tfrecorder.ConversionError, match=r"3 of 8 rows .* listed in .*"
                        r"\.tfrecorder-tmp.*errors\.jsonl"):
-        df.tensorflow.to_tfrecord(str(out), overwrite=True)
+        df.tensorflow.to_tfrecord(str(out), mode="overwrite")
     assert tfrecorder.verify(str(out)).records == 4
 
     # Within the budget, those rows go through the run and are quarantined there.
@@ -278,11 +280,11 @@ def test_existing_output_is_refused_unless_overwrite(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(tfrecorder.OutputExistsError, match="notes.txt.*overwrite=True"):
+    with pytest.raises(tfrecorder.OutputExistsError, match="notes.txt.*mode='overwrite'"):
         tfrecorder.convert(csv, str(out))
     assert os.listdir(out) == ["notes.txt"]
-    tfrecorder.convert(csv, str(out), overwrite=True, num_shards=3)
-    tfrecorder.convert(csv, str(out), overwrite=True, num_shards=1)
+    tfrecorder.convert(csv, str(out), mode="overwrite", num_shards=3)
+    tfrecorder.convert(csv, str(out), mode="overwrite", num_shards=1)
     names = sorted(os.listdir(out))
     assert "notes.txt" in names  # not ours: left alone
     assert not any("-of-00003" in n for n in names)  # the old run's shards are gone
@@ -544,7 +546,13 @@ def test_one_mode_says_what_happens_to_the_folder(tmp_path):
         tfrecorder.convert(csv, str(out), mode="create")  # the default, named
     result = tfrecorder.convert(csv, str(out), mode="overwrite", num_shards=2)
     assert result.shards_per_split["train"] == 2
-    assert tfrecorder.Options(overwrite=True).mode == "overwrite"  # the old spelling
+    with pytest.warns(DeprecationWarning, match='old spelling of mode="overwrite"') as caught:
+        assert tfrecorder.Options(overwrite=True).mode == "overwrite"  # the old spelling
+    assert caught[0].filename == __file__  # from the user's line
+    with warnings.catch_warnings():  # beside its mode, or copied with it: no warning
+        warnings.simplefilter("error")
+        opts = tfrecorder.Options(mode="overwrite", overwrite=True)
+        dataclasses.replace(opts, num_shards=2)
     for mode in ("update", "append"):
         with pytest.raises(tfrecorder.ConfigError, match=f"mode='{mode}' and overwrite=True"):
             tfrecorder.convert(csv, str(out), mode=mode, overwrite=True)

@@ -189,7 +189,7 @@ def test_failure_budget_fails_the_run_and_leaves_no_manifest(tmp_path, image_tab
     with pytest.raises(tfrecorder.IncompleteOutputError):
         tfrecorder.load(str(out))
     result = tfrecorder.convert(_frame(good + bad), str(out), max_error_fraction=0.3,
-                                overwrite=True)
+                                mode="overwrite")
     assert result.rows_quarantined == 3
 
 
@@ -231,7 +231,7 @@ def test_half_written_files_of_ours_are_removed_and_the_users_kept(tmp_path, ima
     holder = json.dumps({"host": "elsewhere", "pid": 1, "runner": "DirectRunner",
                          "expires": 0})
     (out / ".tfrecorder.lock.0123456789ab.tmp").write_text(holder)  # a live maker's, maybe
-    result = tfrecorder.convert(_frame(good[:3]), str(out), overwrite=True)
+    result = tfrecorder.convert(_frame(good[:3]), str(out), mode="overwrite")
     assert result.rows_written == 3
     left = {p.relative_to(out).as_posix() for p in out.rglob("*.tmp")}
     assert left == {"rows/x.0123456789ab.tmp", *theirs, ".tfrecorder.lock.0123456789ab.tmp"}
@@ -252,7 +252,7 @@ def write_then_signal(file, parts, *rest):
         threading.Event().wait()
     return n
 records.write_record_segments = write_then_signal
-tfrecorder.convert(sys.argv[1], sys.argv[2], num_shards=4, overwrite=True, progress=False)
+tfrecorder.convert(sys.argv[1], sys.argv[2], num_shards=4, mode="overwrite", progress=False)
 """
 
 
@@ -307,7 +307,7 @@ def test_a_killed_run_leaves_nothing_that_looks_complete(tmp_path, image_table, 
         with pytest.raises(tfrecorder.IncompleteOutputError):
             tfrecorder.load(str(out))
         assert _final_shards(out) == []  # shards get their names only when the run ends
-    tfrecorder.convert(str(csv_path), str(out), num_shards=4, overwrite=True)
+    tfrecorder.convert(str(csv_path), str(out), num_shards=4, mode="overwrite")
     assert sorted(os.listdir(out)) == sorted(os.listdir(clean))
     assert _tree(out) == _tree(clean)
     for name in _tree(clean):  # (but for the time each was published)

@@ -146,7 +146,7 @@ def test_a_worker_killed_mid_run_gives_a_whole_output_or_a_clean_failure(dask_cl
         try:
             outcome["result"] = tfrecorder.convert(
                 frame, str(out), runner="DaskRunner", num_shards=24, check="decode",
-                overwrite=True,
+                mode="overwrite",
                 pipeline_options={"dask_client_address": dask_cluster.address})
         except Exception as e:  # the failure is part of what the test checks
             outcome["error"] = e

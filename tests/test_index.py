@@ -180,11 +180,11 @@ def test_overwrite_replaces_the_index_files_and_removes_their_folder(tmp_path):
     out = str(tmp_path / "out")
     tfrecorder.convert(DATA, out, num_shards=3)
     assert len(_index_dir(out)) == 9
-    tfrecorder.convert(DATA, out, num_shards=1, overwrite=True)
+    tfrecorder.convert(DATA, out, num_shards=1, mode="overwrite")
     assert _index_dir(out) == sorted(
         os.path.basename(f) for f in metadata.read_manifest(out).index_files())
     assert len(_index_dir(out)) == 3
-    tfrecorder.convert(DATA, out, compression="gzip", overwrite=True)
+    tfrecorder.convert(DATA, out, compression="gzip", mode="overwrite")
     assert index.DIR not in os.listdir(out)  # no index files: the folder went with them
     assert tfrecorder.verify(out).records == 36
 
@@ -207,7 +207,7 @@ def test_a_users_index_folder_is_not_ours(tmp_path):
     (out / index.DIR).mkdir(parents=True)
     (out / index.DIR / "mine.txt").write_text("mine")
     with pytest.raises(tfrecorder.OutputExistsError, match="index"):
-        tfrecorder.convert(DATA, str(out), overwrite=True)
+        tfrecorder.convert(DATA, str(out), mode="overwrite")
     assert os.listdir(out) == [index.DIR]
 
 

@@ -41,8 +41,8 @@ def test_inspect_refuses_unknown_splits(out):
 
 
 @pytest.mark.parametrize("damage,error,words", [
-    ("missing", tfrecorder.IncompleteOutputError, ["is missing", "overwrite=True"]),
-    ("a folder", tfrecorder.CorruptRecordError, ["is a folder", "overwrite=True"]),
+    ("missing", tfrecorder.IncompleteOutputError, ["is missing", "mode='overwrite'"]),
+    ("a folder", tfrecorder.CorruptRecordError, ["is a folder", "mode='overwrite'"]),
 ])
 def test_verify_names_a_shard_that_is_missing_or_a_folder(out, tmp_path, damage, error, words):
     import shutil

@@ -50,7 +50,7 @@ def _replace_here(csv: str, out: str, shards: int = SHARDS) -> None:
     same process would refresh for them, so one test shows it across processes and the
     others save the new process's start. Readers of ``gs://``, whose file system caches
     listings per process, always meet a replacement from another process."""
-    tfrecorder.convert(csv, out, overwrite=True, num_shards=shards, progress=False)
+    tfrecorder.convert(csv, out, mode="overwrite", num_shards=shards, progress=False)
 
 
 @pytest.mark.slow
@@ -110,7 +110,7 @@ def test_a_cache_path_serves_each_split_part_and_conversion_its_own_records(tmp_
     assert names() == whole  # replayed from the cache files: the same, split by split
     parts = [names(split="train", shard=(i, 2))["one"] for i in range(2)]
     assert sorted(parts[0] + parts[1]) == whole["train"] and not set(parts[0]) & set(parts[1])
-    tfrecorder.convert(table("b", ["TRAIN"] * 4), out, num_shards=2, overwrite=True)
+    tfrecorder.convert(table("b", ["TRAIN"] * 4), out, num_shards=2, mode="overwrite")
     assert names() == {"train": [f"b{i}.jpg" for i in range(4)]}
 
 
@@ -199,7 +199,7 @@ def test_a_dataset_never_mixes_two_conversions(tmp_path, tf):
     first_epoch = _labels_read(ds)
     assert len(first_epoch) == 6
     tfrecorder.convert(_table(tmp_path, "b", labels=("ant", "bee", "cow", "doe", "eel", "fox")),
-                       str(out), num_shards=3, overwrite=True)
+                       str(out), num_shards=3, mode="overwrite")
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match="replaced by another conversion.*Call load\\(\\) again"):
         _labels_read(ds)

@@ -109,7 +109,7 @@ def test_over_the_error_budget_no_manifest_is_written(tmp_path):
     assert not os.path.exists(tmp_path / layout.MANIFEST)
     assert os.path.exists(tmp_path / layout.ERRORS)
     assert not any(n.endswith(("00001", "00002")) for n in os.listdir(out))  # nothing published
-    with pytest.raises(IncompleteOutputError, match="overwrite=True"):
+    with pytest.raises(IncompleteOutputError, match="mode='overwrite'"):
         metadata.read_manifest(str(tmp_path))
 
 
@@ -152,7 +152,7 @@ def test_tfds_reads_every_record_of_a_dataset_holding_a_gif(tf, tmp_path):
     assert {n: shape for n, (_, shape) in got.items()} == {
         "a.gif": (8, 12, 3), "b.gif": (16, 24, 3), "c.jpg": (16, 24, 3), "d.png": (16, 24, 3)}
     del files["a.gif"], files["b.gif"]  # without a GIF, TFDS decodes the images itself
-    tfrecorder.convert(df.iloc[2:], str(out), overwrite=True)
+    tfrecorder.convert(df.iloc[2:], str(out), mode="overwrite")
     images = [ex["image"] for ex in tfds.builder_from_directory(str(out)).as_dataset(split="train")]
     assert [(i.dtype.name, tuple(i.shape)) for i in images] == [("uint8", (16, 24, 3))] * 2
 

@@ -125,7 +125,7 @@ def test_a_live_lock_refuses_at_once_and_names_the_run(tmp_path):
     out = tmp_path / "out"
     _lock_file(out, run_id="abc123", pid=os.getpid(), host=os.uname().nodename)
     with pytest.raises(tfrecorder.OutputBusyError, match=r"run abc123 \(DirectRunner, process") as e:
-        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), mode="overwrite")
     assert isinstance(e.value, tfrecorder.OutputExistsError)
     assert os.listdir(out) == [layout.LOCK]  # nothing written
 
@@ -141,7 +141,7 @@ def test_a_stale_lock_is_taken_over(tmp_path, holder):
         holder = {**identity(), "pid": _dead_pid()}
     out = tmp_path / "out"
     _lock_file(out, **holder)
-    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), mode="overwrite")
     assert result.rows_written == 36 and layout.LOCK not in os.listdir(out)
 
 
@@ -205,7 +205,7 @@ def test_a_process_that_is_only_invisible_from_here_keeps_its_lock(tmp_path, hol
     _lock_file(out, **{**identity(), "pid": _dead_pid(), **holder})
     before = (out / layout.LOCK).read_bytes()
     with pytest.raises(tfrecorder.OutputBusyError, match="run other"):
-        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), mode="overwrite")
     assert os.listdir(out) == [layout.LOCK] and (out / layout.LOCK).read_bytes() == before
 
 
@@ -221,12 +221,12 @@ def test_a_malformed_lock_is_busy_while_young_and_taken_over_once_provably_expir
     lock = out / layout.LOCK
     lock.write_text(content)
     with pytest.raises(tfrecorder.OutputBusyError, match="cannot read") as e:
-        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), mode="overwrite")
     assert str(lock) in str(e.value)
     assert os.listdir(out) == [layout.LOCK]
     old = time.time() - LOCK_TTL - 5
     os.utime(lock, (old, old))  # nobody rewrote it for longer than a lock lives
-    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), mode="overwrite")
     assert result.rows_written == 36
     assert not [e for e in os.listdir(out) if e.startswith(layout.LOCK)]
 
@@ -238,7 +238,7 @@ def test_a_folder_at_the_locks_name_is_busy_and_never_moved(tmp_path):
     old = time.time() - 10 * LOCK_TTL
     os.utime(out / layout.LOCK, (old, old))
     with pytest.raises(tfrecorder.OutputBusyError, match="is a folder"):
-        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), mode="overwrite")
     assert os.listdir(out) == [layout.LOCK]
     assert (out / layout.LOCK / "keep").read_text() == "mine"
 
@@ -347,7 +347,7 @@ def test_every_check_runs_before_the_previous_output_is_touched(tmp_path, previo
     (tmp_path / "b.jpg").write_bytes(encode(seed=2))
     kwargs = make(tmp_path)
     with pytest.raises(error, match=match):
-        tfrecorder.convert(kwargs.pop("source"), str(out), overwrite=True, **kwargs)
+        tfrecorder.convert(kwargs.pop("source"), str(out), mode="overwrite", **kwargs)
     assert _snapshot(out) == before and sorted(os.listdir(out)) == _top(before)
 
 
@@ -359,14 +359,14 @@ def test_a_run_that_fails_leaves_the_previous_output_as_it_was(tmp_path, previou
         open(p, "wb").write(encode(seed=i))
     df = _df(good + [str(tmp_path / f"gone{i}.jpg") for i in range(3)])
     with pytest.raises(tfrecorder.ConversionError, match="3 of 6 rows") as e:
-        tfrecorder.convert(df, str(out), overwrite=True)
+        tfrecorder.convert(df, str(out), mode="overwrite")
     assert _snapshot(out) == before  # every file of the previous output, byte for byte
     assert len(read_split(tf, out)) == 36 and tfrecorder.verify(str(out)).records == 36
     # The failed run's errors are kept in its own folder, which the error names.
     path = str(e.value).split("listed in ")[1].rstrip(".")
     assert path.startswith(str(out / layout.TMP_DIR)) and len(open(path).readlines()) == 3
     # The next run clears that folder.
-    tfrecorder.convert(df, str(out), overwrite=True, max_error_fraction=0.5)
+    tfrecorder.convert(df, str(out), mode="overwrite", max_error_fraction=0.5)
     assert layout.TMP_DIR not in os.listdir(out)
 
 
@@ -376,7 +376,7 @@ def test_overwrite_replaces_only_what_a_conversion_wrote(tmp_path, previous):
     # Files of the user's, one named like a shard of ours but listed by no manifest.
     (out / "notes.txt").write_text("mine")
     (out / "other-train.tfrecord-00000-of-00001").write_bytes(b"not ours")
-    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True,
+    result = tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), mode="overwrite",
                                 num_shards=1)
     m = metadata.read_manifest(str(out))
     assert result.shards_per_split["train"] == 1
@@ -408,7 +408,7 @@ def test_a_users_file_that_a_run_would_replace_is_refused(tmp_path):
     out.mkdir()
     (out / "data-test.tfrecord-00000-of-00001").write_bytes(b"my own records")
     with pytest.raises(tfrecorder.OutputExistsError, match="which no tfrecorder manifest lists"):
-        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), overwrite=True)
+        tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(out), mode="overwrite")
     assert os.listdir(out) == ["data-test.tfrecord-00000-of-00001"]
 
 
@@ -445,7 +445,7 @@ def test_a_garbage_or_partial_manifest_is_one_clear_error(tmp_path, text):
     (out / layout.MANIFEST).write_text(text)
     for read in (tfrecorder.load, tfrecorder.info, tfrecorder.verify, tfrecorder.inspect):
         with pytest.raises(tfrecorder.IncompleteOutputError,
-                           match="not a complete tfrecorder manifest.*overwrite=True"):
+                           match="not a complete tfrecorder manifest.*mode='overwrite'"):
             read(str(out))
 
 
@@ -520,13 +520,13 @@ def test_an_overwrite_that_lost_its_lock_removes_nothing_the_winner_published(
             won["started"] = True
             lock = out / layout.LOCK
             lock.write_text(json.dumps({**json.loads(lock.read_text()), "expires": 0}))
-            won["result"] = tfrecorder.convert(winner_table, str(out), overwrite=True)
+            won["result"] = tfrecorder.convert(winner_table, str(out), mode="overwrite")
             won["files"] = _snapshot(out)
         return look(output_dir, *args)
 
     monkeypatch.setattr(publishing, "survey", stalled)
     with pytest.raises(tfrecorder.OutputBusyError, match="no longer holds"):
-        tfrecorder.convert(_table(tmp_path, "loser", 5, ["c"]), str(out), overwrite=True)
+        tfrecorder.convert(_table(tmp_path, "loser", 5, ["c"]), str(out), mode="overwrite")
     assert won["result"].rows_written == 4
     assert _snapshot(out) == won["files"]
     assert tfrecorder.verify(str(out)).records == 4

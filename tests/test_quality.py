@@ -252,7 +252,7 @@ def test_quality_json_is_listed_and_replaced_by_overwrite(table, tmp_path):
     tfrecorder.convert(str(table), str(out))
     manifest = json.loads((out / "tfrecorder.json").read_text())
     assert manifest["quality"] == "quality.json"
-    tfrecorder.convert(str(table), str(out), overwrite=True, near_duplicates=True)
+    tfrecorder.convert(str(table), str(out), mode="overwrite", near_duplicates=True)
     assert json.loads((out / "quality.json").read_text())["near_duplicates"] is not None
     tfrecorder.verify(str(out))
 
@@ -449,7 +449,7 @@ def test_a_damaged_report_is_named_with_its_fix(table, tmp_path, run_cli):
         (out / "quality.json").write_bytes(damaged)
         with pytest.raises(tfrecorder.IncompleteOutputError, match="not a data report") as e:
             tfrecorder.report(str(out))
-        assert str(out / "quality.json") in str(e.value) and "overwrite=True" in str(e.value)
+        assert str(out / "quality.json") in str(e.value) and "mode='overwrite'" in str(e.value)
         done = run_cli("report", out, "--fail-on", "leaks")
         assert done.returncode == 2 and done.stderr.startswith("Error: ")
         assert "Traceback" not in done.stderr
@@ -478,7 +478,7 @@ def test_a_damaged_report_is_named_with_its_fix(table, tmp_path, run_cli):
         assert str(e.value) == (
             f"{out / 'quality.json'}: not a data report ({told}); the folder is not whole: "
             f"`tfrecorder verify {out}` checks the rest; convert the table again with "
-            f"overwrite=True to write the report anew")
+            f"mode='overwrite' to write the report anew")
         done = run_cli("report", out)
         assert done.returncode == 2 and done.stderr == f"Error: {e.value}\n"
     (out / "quality.json").write_text('{"pairs": ' + "[" * 100_000 + "]" * 100_000 + "}")

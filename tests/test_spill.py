@@ -228,7 +228,7 @@ def test_nothing_is_left_of_the_spill(tmp_path, monkeypatch, tiny_chunks):
     lock = acquire(out, ledger.new_run_id(), "DirectRunner", LOCK_TTL)
     try:
         with pytest.raises(tfrecorder.OutputBusyError):
-            tfrecorder.convert(csv, out, overwrite=True)
+            tfrecorder.convert(csv, out, mode="overwrite")
     finally:
         lock.release()
     assert os.listdir(spill_root) == []

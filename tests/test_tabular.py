@@ -112,7 +112,7 @@ def test_schema_from_a_json_file_and_its_mistakes(tmp_path):
     r = tfrecorder.convert(_titanic()[["split", "Fare", "Age"]], out, schema=str(path))
     assert r.rows_written == 5
     with pytest.raises(tfrecorder.ConfigError, match="'Fare': unknown type 'Floaty'"):
-        tfrecorder.convert(_titanic(), out, schema={"Fare": "Floaty"}, overwrite=True)
+        tfrecorder.convert(_titanic(), out, schema={"Fare": "Floaty"}, mode="overwrite")
     with pytest.raises(tfrecorder.ConfigError, match=r"\['a', 'b'\].*label role"):
         Schema({"a": types.StringLabel, "b": types.IntegerLabel})
 

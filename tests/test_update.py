@@ -336,7 +336,7 @@ def test_what_an_update_cannot_do_is_refused_before_anything_is_written(tmp_path
             for s in info["shards"]:
                 del s["rows"]
         (out / name).write_text(json.dumps(m))
-    with pytest.raises(tfrecorder.ConfigError, match="before rows files.*overwrite=True"):
+    with pytest.raises(tfrecorder.ConfigError, match="before rows files.*mode='overwrite'"):
         tfrecorder.convert(_table(paths), str(out), mode="update")
 
 
@@ -348,7 +348,7 @@ def test_overwrite_starts_over_at_version_one(tmp_path):
     tfrecorder.convert(_table(paths[:3]), str(out), mode="update")
     assert (out / "versions" / "00002.json").exists()
     (out / "notes.txt").write_text("mine")
-    result = tfrecorder.convert(_table(paths[1:]), str(out), overwrite=True)
+    result = tfrecorder.convert(_table(paths[1:]), str(out), mode="overwrite")
     assert result.version == 1
     assert sorted(os.listdir(out / "versions")) == ["00001.json"]
     assert not any("-v0" in n for n in os.listdir(out))
@@ -880,7 +880,7 @@ def test_a_rows_file_is_one_object_per_line_or_refused(tmp_path):
         assert str(e.value) == (
             f"{tmp_path / 'x.rows.jsonl.gz'}: not a rows file (line 2: {told}); the folder "
             f"is damaged: `tfrecorder verify` checks its records; convert again with "
-            f"overwrite=True to write the rows files anew")
+            f"mode='overwrite' to write the rows files anew")
     with pytest.raises(tfrecorder.CorruptRecordError, match="the rows file is missing"):
         rows.read(str(tmp_path / "none.rows.jsonl.gz"))
 

@@ -31,7 +31,7 @@ def _csv(tmp_path, text: bytes, name="t.csv"):
 
 
 def _convert(tmp_path, path, **kw):
-    return tfrecorder.convert(path, str(tmp_path / "out"), overwrite=True, **kw)
+    return tfrecorder.convert(path, str(tmp_path / "out"), mode="overwrite", **kw)
 
 
 @pytest.mark.slow  # a conversion end to end

@@ -353,7 +353,7 @@ def test_overwrite_removes_every_file_of_every_version_and_nothing_else(tf, vers
     assert {"versions/00001.json", "versions/00002.json", NEW_SHARD, index.name(NEW_SHARD),
             f"rows/{NEW_SHARD}.rows.jsonl.gz"} <= ours
     assert any(n.startswith("versions/00002/index/") for n in ours)
-    tfrecorder.convert(DATA, out, num_shards=2, overwrite=True)
+    tfrecorder.convert(DATA, out, num_shards=2, mode="overwrite")
     left = sorted(os.path.relpath(os.path.join(r, f), out)
                   for r, _, fs in os.walk(out) for f in fs)
     assert "notes.txt" in left
@@ -483,7 +483,7 @@ def test_a_version_listing_names_tfrecorder_does_not_write_is_refused(versioned,
     assert "versions" in survey.survey(out).foreign()
     with pytest.raises(tfrecorder.OutputExistsError):
         tfrecorder.convert(DATA, out, num_shards={"train": 3, "validation": 1, "test": 1},
-                           overwrite=True)
+                           mode="overwrite")
 
 
 def test_a_version_of_a_folder_that_holds_no_conversion_says_so(tmp_path):

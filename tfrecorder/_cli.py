@@ -33,6 +33,9 @@ def _run_convert(args, beam_flags) -> int:
     from tfrecorder._convert import convert
 
     options = {f.name: getattr(args, f.name) for f in _option_fields.flag_fields(Options)}
+    if options.get("overwrite") and options.get("mode") in (None, "create"):
+        # --overwrite is --mode overwrite's short form, not the library's old spelling
+        options["mode"], options["overwrite"] = "overwrite", False
     _check_beam_flags(beam_flags)
     if args.from_vertex:
         from tfrecorder._inputs.vertex import from_vertex

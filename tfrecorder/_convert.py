@@ -43,7 +43,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     ``options=Options(...)`` (then no other option may be given; None means not given).
 
     ``mode`` says what happens to what ``output_dir`` holds: ``"create"`` (the default)
-    refuses a folder with data, ``"overwrite"`` (``overwrite=True``) replaces it,
+    refuses a folder with data, ``"overwrite"`` replaces it,
     ``"update"`` compares the table with the latest version (by ``key``) and publishes a
     new version holding only what changed, ``"append"`` only adds rows with a new key
     (docs/versions.md).

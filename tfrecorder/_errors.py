@@ -6,7 +6,7 @@ also from the builtin that fits, so ``except ValueError`` keeps working::
     TFRecorderError
      ├── SchemaError(ValueError)             the input table has problems; .problems lists them
      ├── ConfigError(ValueError)             options that cannot work together
-     ├── OutputExistsError(FileExistsError)  the output directory holds data; pass overwrite=True
+     ├── OutputExistsError(FileExistsError)  the output directory holds data; pass mode="overwrite"
      │    └── OutputBusyError                another conversion is writing that directory now
      ├── IncompleteOutputError(FileNotFoundError)  no complete tfrecorder.json: no run finished
      ├── CorruptRecordError(OSError)         a shard fails its checksum or lost records
@@ -128,7 +128,7 @@ class ConfigError(TFRecorderError, ValueError):
 
 
 class OutputExistsError(TFRecorderError, FileExistsError):
-    """The output directory already holds files and ``overwrite=True`` was not given."""
+    """The output directory already holds files and ``mode="overwrite"`` was not given."""
 
 
 class OutputBusyError(OutputExistsError):

@@ -408,6 +408,9 @@ class Options:
                               f"versions there, overwrite starts over at version 1; give "
                               f"one of them (overwrite=True is mode='overwrite')")
         if self.overwrite:  # create is the default: overwrite=True says more
+            if self.mode != "overwrite":  # spelled the old way, not copied beside its mode
+                deprecation.warn('overwrite=True is the old spelling of mode="overwrite"; '
+                                 'give mode="overwrite" (it works the same)')
             object.__setattr__(self, "mode", "overwrite")
         object.__setattr__(self, "overwrite", self.mode == "overwrite")
 

@@ -140,7 +140,7 @@ def _parse_whole(data: bytes, *, count: int | None, size: int | None,
 #: version's live records: nothing else knows them).
 _REBUILD = {False: "rebuild the index with `tfrecorder index`",
             True: "the version's live index is damaged; read another version, or convert "
-                  "again with overwrite=True"}
+                  "again with mode='overwrite'"}
 #: What to do about a damaged live index.
 LIVE_DAMAGED = _REBUILD[True]
 

@@ -230,7 +230,7 @@ def damaged(path: str, error: Exception) -> IncompleteOutputError:
     if path.rstrip("/").rsplit("/", 1)[-1] == layout.MANIFEST:
         return IncompleteOutputError(
             f"{path} is not a complete tfrecorder manifest ({why}); the conversion that "
-            f"wrote it did not finish cleanly. Convert again with overwrite=True.")
+            f"wrote it did not finish cleanly. Convert again with mode='overwrite'.")
     return IncompleteOutputError(
         f"{path} is not a manifest tfrecorder wrote ({why}), so nothing it lists is read "
         f"or removed. Put back the file tfrecorder wrote, or convert into another folder")

@@ -357,7 +357,7 @@ def read_manifest(output_dir: str) -> Manifest:
                 f"(its output_dir), or convert into this one first.") from None
         raise IncompleteOutputError(
             f"{output_dir} has no {MANIFEST}: no conversion finished there (it may have been "
-            f"interrupted, or still be running). Convert again with overwrite=True."
+            f"interrupted, or still be running). Convert again with mode='overwrite'."
         ) from None
     try:
         return Manifest.from_bytes(data)

@@ -277,7 +277,7 @@ def _line_of(entries: list[dict], field: str, ok) -> str | None:
 
 
 _FIX = ("the folder is damaged: `tfrecorder verify` checks its records; convert again "
-        "with overwrite=True to write the rows files anew")
+        "with mode='overwrite' to write the rows files anew")
 
 
 def key_text(value) -> str:

@@ -255,7 +255,7 @@ def check_target(s: Survey, overwrite: bool, planned: Iterable[str],
                 f"of --update), which leaves files tfrecorder did not write alone.")
         raise OutputExistsError(
             f"output directory {s.output_dir} already holds {len(entries)} entries ({shown}). "
-            f"Pass mode='overwrite' (overwrite=True; --overwrite in the CLI) to replace "
+            f"Pass mode='overwrite' (--overwrite in the CLI) to replace "
             f"tfrecorder's files there, mode='update' (--update) to publish what changed as "
             f"a new version, or give an empty directory.")
     planned = set(planned)

@@ -106,10 +106,10 @@ def shard_records(path: str, compression: str | None) -> Iterator[bytes]:
         opened = storage.open_file(path, "rb")
     except IsADirectoryError:
         raise CorruptRecordError(f"{path} is a folder where the manifest lists a shard file; "
-                                 f"convert again with overwrite=True") from None
+                                 f"convert again with mode='overwrite'") from None
     except FileNotFoundError:
         raise IncompleteOutputError(f"{path}: the manifest lists this shard, but it is "
-                                    f"missing; convert again with overwrite=True") from None
+                                    f"missing; convert again with mode='overwrite'") from None
     with opened as raw:
         f = gzip.GzipFile(fileobj=raw, mode="rb") if compression == "gzip" else raw
         try:
@@ -181,7 +181,7 @@ def verify_version(opened: view.Version) -> Verification:
             if shard.num_bytes > 0 and size != shard.num_bytes:
                 raise records.CorruptRecordError(
                     f"{path}: {size} bytes, the manifest says {shard.num_bytes}: it is not "
-                    f"the shard this version published; convert again with overwrite=True")
+                    f"the shard this version published; convert again with mode='overwrite'")
             if shard.index:  # the index the manifest lists must describe the shard exactly
                 index.check(index.read(tfrecord_dir, shard.file), framed,
                             index.path(tfrecord_dir, shard.file))

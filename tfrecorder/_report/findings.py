@@ -500,7 +500,7 @@ def report_version(opened: view.Version, cache=None) -> Report:
     output_dir, manifest, version = opened.output_dir, opened.manifest, opened.number
     if not manifest.quality:
         raise ConfigError(f"{output_dir} was converted without a data report (quality.json); "
-                          f"convert it again with overwrite=True to get one")
+                          f"convert it again with mode='overwrite' to get one")
     data = read(output_dir, manifest.quality)
     if data.get("version", 1) != (manifest.version or 1):
         # Version 1 names the folder's quality.json, which every later version replaces.
@@ -517,7 +517,7 @@ def read(output_dir: str, name: str) -> dict:
     wrong field and the fix where it is missing, not JSON or not such a report."""
     path = storage.inside(output_dir, name)
     fix = (f"the folder is not whole: `tfrecorder verify {output_dir}` checks the rest; "
-           "convert the table again with overwrite=True to write the report anew")
+           "convert the table again with mode='overwrite' to write the report anew")
     try:
         data = json.loads(storage.read_bytes(path))
     except FileNotFoundError:

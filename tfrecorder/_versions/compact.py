@@ -154,7 +154,7 @@ def _plan(output_dir: str, parent: Manifest, info: SplitInfo, version: int,
     if missing:
         raise ConfigError(f"{output_dir}: shard {missing[0]} has no rows file (a folder "
                           f"written before format 2); convert it again with "
-                          f"overwrite=True instead")
+                          f"mode='overwrite' instead")
     live_bytes = sum(x.num_bytes * x.live_examples // max(1, x.num_examples)
                      for x in info.shards)
     count = plan.shard_count(live_bytes, info.num_examples)

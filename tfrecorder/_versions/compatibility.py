@@ -22,7 +22,7 @@ def check_updatable(output_dir: str, parent: Manifest, opts, features: dict,
                     vocabularies: dict, label_column: str | None) -> None:
     """ConfigError, before anything is written, when ``output_dir``'s latest version
     cannot be updated with this table and these options."""
-    fix = ("convert once with mode='overwrite' (overwrite=True, --overwrite) to start over "
+    fix = ("convert once with mode='overwrite' (--overwrite) to start over "
            "at version 1, or write to another folder")
     missing = [s.file for info in parent.splits.values() for s in info.shards if not s.rows]
     if missing:
@@ -33,8 +33,7 @@ def check_updatable(output_dir: str, parent: Manifest, opts, features: dict,
         raise ConfigError(
             f"{output_dir} holds gzip shards: an update retires records through index "
             f"files, which gzip shards cannot have; use mode='append' (which only adds), "
-            f"or convert once without compression with mode='overwrite' (overwrite=True, "
-            f"--overwrite)")
+            f"or convert once without compression with mode='overwrite' (--overwrite)")
     if opts.mode == "update" and any(not s.index for info in parent.splits.values()
                                      for s in info.shards):
         raise ConfigError(

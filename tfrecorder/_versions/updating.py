@@ -361,7 +361,7 @@ def _check_hashed(output_dir: str, parent: Manifest, every: list) -> None:
                 f"its record of row {e.get('row')!r} ({e.get('image_uri', e.get('key'))}) "
                 "has no perceptual hash and thumbnail, so new rows could not be compared with the records "
                 "the update keeps. Convert the whole table again with near_duplicates=True "
-                "and overwrite=True (CLI: --near-duplicates --overwrite), or update "
+                "and mode='overwrite' (CLI: --near-duplicates --overwrite), or update "
                 "without near_duplicates")
 
 
