@@ -32,7 +32,7 @@ from tfrecorder._writer import image
 QUALITY = 95
 #: Roles of the features that place something on the pixels (``layout.FeatureSpec``):
 #: boxes; masks and keypoints are stored only beside them (``_inputs.detection``).
-GEOMETRY_ROLES = frozenset({"bbox"})
+GEOMETRY_ROLES = frozenset({"bbox", "mask"})
 
 _TAG = 0x0112
 _APP1 = 0xE1
