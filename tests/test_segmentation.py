@@ -129,3 +129,105 @@ def test_only_one_8_bit_channel_of_ids_is_a_mask(mode, words):
     assert reason.startswith(class_mask.NOT_IDS) and words in reason
     assert class_mask.problem(_png(_ids(16, 24)), 24, 16) is None
     assert class_mask.problem(b"GIF89a" + bytes(40), 24, 16).startswith(class_mask.NOT_IDS)
+
+
+@pytest.fixture(scope="module")
+def segmented(tmp_path_factory):
+    """A segmentation DataFrame converted in each layout: (its folder, {layout: out})."""
+    folder = tmp_path_factory.mktemp("segmented")
+    rows = segmentation_table(str(folder), bad=False)
+    frame = pd.DataFrame([{**r, "image_uri": str(folder / r["image_uri"]),
+                           "mask_uri": str(folder / r["mask_uri"])} for r in rows])
+    outs = {}
+    for layout in ("tfrecorder", "model_garden"):
+        outs[layout] = str(folder / layout)
+        tfrecorder.convert(frame, outs[layout], layout=layout,
+                           label_vocabulary=["background", "cat", "dog"])
+    return folder, outs
+
+
+def _mask_of(folder, image_uri: str) -> bytes:
+    with open(os.path.join(str(folder), os.path.basename(image_uri).replace(
+            ".png", "_mask.png")), "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("layout", ["tfrecorder", "model_garden"])
+def test_read_and_access_give_the_mask_png(segmented, layout):
+    from tfrecorder import access
+
+    folder, outs = segmented
+    table = tfrecorder.read(outs[layout], "train")
+    assert len(table) == 3
+    for uri, mask in zip(table["image_uri"], table["segmentation_mask"]):
+        assert mask == _mask_of(folder, uri)
+    reader = access.Reader(outs[layout], "train")
+    values = access.values(reader.records([0])[0], reader.manifest)
+    assert values["segmentation_mask"] == _mask_of(folder, values["image_uri"].decode())
+    assert values["segmentation_mask_format"] == b"png"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["tfrecorder", "model_garden"])
+def test_load_decodes_the_mask_to_class_ids(segmented, layout, tf):
+    folder, outs = segmented
+    for ex in tfrecorder.load(outs[layout], "train"):
+        mask = ex["segmentation_mask"].numpy()
+        assert mask.dtype == np.uint8 and mask.shape == (16, 24, 1)
+        i = int(os.path.basename(ex["image_uri"].numpy().decode())[3])
+        assert (mask[..., 0] == _ids(16, 24, i)).all()
+        assert ex["image"].shape == (16, 24, 3)
+    resized = next(iter(tfrecorder.load(outs[layout], "train", image_size=(8, 12),
+                                        batch_size=3)))
+    assert resized["segmentation_mask"].shape == (3, 8, 12, 1)
+    assert resized["segmentation_mask"].dtype == tf.uint8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["tfrecorder", "model_garden"])
+def test_torch_gives_image_and_mask_as_torchvision_takes_them(segmented, layout):
+    torch = pytest.importorskip("torch")
+    import tfrecorder.torch as tt
+
+    folder, outs = segmented
+    ds = tt.Dataset(outs[layout], "train")
+    image, mask = ds[0]
+    assert image.shape == (3, 16, 24) and image.dtype == torch.uint8
+    assert mask.shape == (16, 24) and mask.dtype == torch.int64
+    names = tt.Dataset(outs[layout], "train", target_format="dict")[0]
+    i = int(os.path.basename(names["image_uri"].decode())[3])
+    assert mask.numpy().tolist() == _ids(16, 24, i).tolist()
+
+
+@pytest.mark.slow
+def test_torchvision_transforms_move_the_mask_with_the_image(segmented):
+    tv_tensors = pytest.importorskip("torchvision.tv_tensors")
+    import tfrecorder.torch as tt
+    from torchvision.transforms import v2
+
+    folder, outs = segmented
+    image, mask = tt.Dataset(outs["tfrecorder"], "train")[0]
+    assert isinstance(mask, tv_tensors.Mask)
+    _, flipped = tt.Dataset(outs["tfrecorder"], "train",
+                            transforms=v2.RandomHorizontalFlip(p=1.0))[0]
+    assert flipped.numpy().tolist() == mask.numpy()[:, ::-1].tolist()
+
+
+@pytest.mark.slow
+def test_model_garden_segmentation_decoder_reads_our_records(segmented, tf):
+    from official.vision.dataloaders import segmentation_input
+
+    folder, outs = segmented
+    decoder = segmentation_input.Decoder()
+    files = [os.path.join(outs["model_garden"], f)
+             for f in sorted(os.listdir(outs["model_garden"])) if "-train.tfrecord" in f]
+    got = [decoder.decode(r) for r in tf.data.TFRecordDataset(files)]
+    assert len(got) == 3
+    for record in got:
+        label = tf.io.decode_image(record["image/segmentation/class/encoded"],
+                                   channels=1).numpy()
+        assert label.shape == (16, 24, 1)
+        assert (int(record["image/height"]), int(record["image/width"])) == (16, 24)
+        assert sorted(np.unique(label).tolist()) == [0, 1, 2]
+    masks = sorted(r["image/segmentation/class/encoded"].numpy() for r in got)
+    assert masks == sorted(_mask_of(folder, f"img{i}.png") for i in range(3))
