@@ -231,3 +231,44 @@ def test_model_garden_segmentation_decoder_reads_our_records(segmented, tf):
         assert sorted(np.unique(label).tolist()) == [0, 1, 2]
     masks = sorted(r["image/segmentation/class/encoded"].numpy() for r in got)
     assert masks == sorted(_mask_of(folder, f"img{i}.png") for i in range(3))
+
+
+@pytest.mark.slow
+def test_parquet_export_holds_the_mask_as_an_image_column(segmented, tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder, outs = segmented
+    dest = tmp_path / "hf"
+    tfrecorder.export(outs["tfrecorder"], str(dest))
+    loaded = datasets.load_dataset(str(dest), cache_dir=str(tmp_path / "hf-cache"))
+    train = loaded["train"]
+    assert isinstance(train.features["segmentation_mask"], datasets.Image)
+    decoded = train[0]["segmentation_mask"]  # a PIL image, as the Hub's viewer shows it
+    assert decoded.size == (24, 16) and decoded.mode == "L"
+    raw = train.cast_column("segmentation_mask", datasets.Image(decode=False))
+    raw = raw.cast_column("image", datasets.Image(decode=False))
+    got = sorted(r["segmentation_mask"]["bytes"] for r in raw)
+    assert got == sorted(_mask_of(folder, f"img{i}.png") for i in range(3))
+    mlc = pytest.importorskip("mlcroissant")
+    dataset = mlc.Dataset(jsonld=str(dest / "croissant.json"))
+    first = next(iter(dataset.records("train")))
+    assert first["train/segmentation_mask"].size == (24, 16)  # read as an image
+
+
+@pytest.mark.slow
+def test_webdataset_export_holds_the_mask_as_its_own_png_member(segmented, tmp_path):
+    import tarfile
+
+    folder, outs = segmented
+    dest = tmp_path / "wds"
+    done = tfrecorder.export(outs["tfrecorder"], str(dest), format="webdataset")
+    members = {}
+    for name in done.files:
+        if name.startswith("train"):
+            with tarfile.open(dest / name) as tar:
+                members.update({m.name: tar.extractfile(m).read() for m in tar.getmembers()})
+    masks = sorted(v for k, v in members.items() if k.endswith(".mask.png"))
+    assert masks == sorted(_mask_of(folder, f"img{i}.png") for i in range(3))
+    meta = [json.loads(v) for k, v in members.items() if k.endswith(".json")]
+    assert all("segmentation_mask" not in m for m in meta)
