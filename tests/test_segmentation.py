@@ -272,3 +272,23 @@ def test_webdataset_export_holds_the_mask_as_its_own_png_member(segmented, tmp_p
     assert masks == sorted(_mask_of(folder, f"img{i}.png") for i in range(3))
     meta = [json.loads(v) for k, v in members.items() if k.endswith(".json")]
     assert all("segmentation_mask" not in m for m in meta)
+
+
+@pytest.mark.slow
+def test_an_exif_turned_photo_is_stored_as_shown_beside_its_mask(tmp_path, tf):
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = 6  # turn a quarter clockwise to show: 24 x 16 stored, 16 x 24 shown
+    photo = io.BytesIO()
+    Image.open(io.BytesIO(encode(size=(24, 16)))).save(photo, "JPEG", exif=exif)
+    (tmp_path / "photo.jpg").write_bytes(photo.getvalue())
+    (tmp_path / "photo_mask.png").write_bytes(_png(_ids(24, 16)))  # drawn as shown
+    frame = pd.DataFrame({"split": ["TRAIN"], "image_uri": [str(tmp_path / "photo.jpg")],
+                          "mask_uri": [str(tmp_path / "photo_mask.png")]})
+    out = str(tmp_path / "out")
+    result = tfrecorder.convert(frame, out)
+    assert result.rows_quarantined == 0
+    (record,) = read_split(tf, out, "train")
+    assert (record["image_width"], record["image_height"]) == ([16], [24])
+    assert tf.io.decode_jpeg(record["image"][0]).shape == (24, 16, 3)
