@@ -292,3 +292,20 @@ def test_an_exif_turned_photo_is_stored_as_shown_beside_its_mask(tmp_path, tf):
     (record,) = read_split(tf, out, "train")
     assert (record["image_width"], record["image_height"]) == ([16], [24])
     assert tf.io.decode_jpeg(record["image"][0]).shape == (24, 16, 3)
+
+
+@pytest.mark.slow
+def test_an_update_keeps_unchanged_records_and_the_class_names(tmp_path):
+    rows = segmentation_table(str(tmp_path), bad=False)
+    frame = pd.DataFrame([{**r, "image_uri": str(tmp_path / r["image_uri"]),
+                           "mask_uri": str(tmp_path / r["mask_uri"])} for r in rows])
+    out = str(tmp_path / "out")
+    tfrecorder.convert(frame.iloc[:2], out, label_vocabulary=["background", "cat", "dog"])
+    result = tfrecorder.convert(frame, out, mode="update")
+    assert result.changes["train"] == {"added": 1, "retired": 0, "kept": 2}
+    assert tfrecorder.info(out).vocabularies == {
+        "segmentation_mask": ["background", "cat", "dog"]}
+    assert len(tfrecorder.read(out)) == 4
+    frame.loc[0, "mask_uri"] = frame.loc[1, "mask_uri"]  # another mask: rewritten
+    result = tfrecorder.convert(frame, out, mode="update")
+    assert result.changes["train"] == {"added": 1, "retired": 1, "kept": 2}

@@ -262,7 +262,9 @@ def row_settings(opts, table: spill.Spilled, schema) -> dict:
     hold: where its image's value is, its label names, its key, its other features."""
     image_column = schema.column("image")
     label_column = schema.column("label")
-    roles = {schema.column(r) for r in ("image", "split", "label", "mask")}
+    # A mask's path stays one of the "other features": an update tells a row whose
+    # mask is another file by it.
+    roles = {schema.column(r) for r in ("image", "split", "label")}
     columns = list(table.columns)
     return dict(
         image_column=columns.index(image_column) if image_column in columns else None,
