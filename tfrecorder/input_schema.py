@@ -5,7 +5,7 @@
 """
 
 from tfrecorder import types
-from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA, Schema
+from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA, SEGMENTATION_CSV_SCHEMA, Schema
 
 #: TFRecorder's names for the default AutoML image classification schema and its map.
 image_csv_schema = IMAGE_CSV_SCHEMA
@@ -14,5 +14,5 @@ image_csv_schema_map = {"split": types.SplitKey, "image_uri": types.ImageUri,
 #: TFRecorder's type alias of a schema map.
 SchemaMapType = dict
 
-__all__ = ["IMAGE_CSV_SCHEMA", "Schema", "SchemaMapType", "image_csv_schema",
+__all__ = ["IMAGE_CSV_SCHEMA", "SEGMENTATION_CSV_SCHEMA", "Schema", "SchemaMapType", "image_csv_schema",
            "image_csv_schema_map"]

@@ -54,6 +54,10 @@ class Dataset(torch.utils.data.Dataset):
     if given, is called as ``transforms(image, target)`` and its result returned (a
     ``transforms.v2`` pipeline moves the boxes and masks with the image, not the
     keypoints); ``transform`` still sees the image alone.
+    For semantic segmentation, ``ds[i]`` is ``(image, mask)``: the image as above and
+    the mask's class ids as an int64 ``[H, W]`` tensor (``tv_tensors.Mask`` where
+    torchvision is installed, so that ``transforms(image, mask)``, a ``transforms.v2``
+    pipeline, crops and flips it with the image), torchvision's segmentation convention.
     ``target_format="dict"`` gives the record's features as a dict of plain values
     instead, as any other conversion (tabular, multi-label) does: ``access.values``,
     its image, if any, decoded as above.
@@ -100,6 +104,9 @@ class Dataset(torch.utils.data.Dataset):
         self.detection = bool(self.image_key and target_format == "torchvision"
                               and _targets.is_detection(manifest.features))
         self._wrap = _tv_tensors() if self.detection else None
+        self.segmentation = bool(self.image_key and target_format == "torchvision"
+                                 and _targets.is_segmentation(manifest.features))
+        self._mask = _mask() if self.segmentation else None
         if self.image_key:
             # Pillow and its format plugins imported here, once: DataLoader workers
             # forked from this process have them instead of each importing them.
@@ -125,6 +132,8 @@ class Dataset(torch.utils.data.Dataset):
             raise CorruptRecordError(f"{self.reader.view.where(i)}: {e}") from None
         if self.detection:
             return self._detection(features, i)
+        if self.segmentation:
+            return self._segmentation(features, i)
         if self.image_key in features:
             features[self.image_key] = self._image(features[self.image_key])
         if self.supervised:
@@ -145,6 +154,19 @@ class Dataset(torch.utils.data.Dataset):
         if self.transforms is not None:
             return self.transforms(image, target)
         return image, target
+
+    def _segmentation(self, features: dict, i: int):
+        decoded = self._decoded(features[self.image_key])
+        width, height = decoded.size
+        try:
+            ids = _targets.class_ids(features[_targets.SEGMENTATION_MASK], height, width)
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"{self.reader.view.where(i)}: {e}") from None
+        mask = self._mask(torch.from_numpy(ids))
+        image = self._tensor(decoded)
+        if self.transforms is not None:
+            return self.transforms(image, mask)
+        return image, mask
 
     def _image(self, data: bytes):
         return self._tensor(self._decoded(data))
@@ -281,6 +303,16 @@ def _tv_tensors() -> Callable:
         return target
 
     return wrap
+
+
+def _mask() -> Callable:
+    """What wraps a segmentation mask: torchvision's ``tv_tensors.Mask`` where
+    torchvision imports, else the plain tensor."""
+    try:
+        from torchvision import tv_tensors
+    except ImportError:
+        return lambda ids: ids
+    return tv_tensors.Mask
 
 
 def _warn_past_the_limit(reader: access.Reader, window: int) -> None:

@@ -4,6 +4,7 @@
 |--------------------|---------|---------------------------------------------------------|
 | ``SplitKey``       | split   | none: picks the split (train / validation / test)       |
 | ``ImageUri``       | image   | ``image`` bytes and ``image_*`` facts of the file       |
+| ``MaskUri``        | mask    | ``segmentation_mask``: the PNG of class ids, its bytes  |
 | ``Label``          | label   | int64 id; whole numbers pass through, else a vocabulary |
 | ``StringLabel``    | label   | int64 id in the sorted vocabulary of the values         |
 | ``IntegerLabel``   | label   | int64, the value itself                                 |
@@ -82,6 +83,14 @@ class ImageUri(ColumnType):
     """A path or ``gs://`` URI of an image file; relative paths resolve against the CSV's folder."""
 
     role = "image"
+    dtype = "bytes"
+
+
+class MaskUri(ColumnType):
+    """A path or ``gs://`` URI of a segmentation mask: a one-channel 8-bit PNG of class
+    ids, one per pixel, of its row's image's size; relative paths resolve as images do."""
+
+    role = "mask"
     dtype = "bytes"
 
 

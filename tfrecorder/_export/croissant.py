@@ -115,7 +115,7 @@ def _split_set(manifest: Manifest, split: str, columns: list[str]) -> dict:
         spec = manifest.features[key]
         source = {"fileSet": {"@id": f"parquet-{split}"}, "extract": {"column": key}}
         field = {"@type": "cr:Field", "@id": f"{split}/{key}", "name": key}
-        if spec.role == "image":
+        if spec.role in ("image", "mask"):  # a segmentation mask is an image too
             source["transform"] = {"jsonPath": "bytes"}
             field["dataType"] = "sc:ImageObject"
         else:

@@ -8,6 +8,9 @@ columns as ``ClassLabel`` of their vocabulary, and plain values for the rest. Th
 features are written into the schema's metadata under ``b"huggingface"``, where
 ``datasets`` looks for them before it infers anything.
 
+A semantic segmentation record's ``segmentation_mask`` is an ``Image`` column too, as
+the Hub's segmentation sets hold their ``annotation``/``label`` mask PNGs.
+
 A detection record is laid out as the Hub's detection sets are (``objects``):
 ``image_id``, ``width`` and ``height`` as columns, and ``objects``, a struct of one list
 per field holding each box's pixels, category and what else we hold of it.
@@ -65,7 +68,7 @@ def hf_features(manifest: Manifest) -> dict:
             out[key] = objects.fields(manifest) if key == "objects" else made[key]
             continue
         spec = manifest.features[key]
-        if spec.role == "image":
+        if spec.role in ("image", "mask"):  # a segmentation mask: the Hub's Image too
             out[key] = {"_type": "Image"}
             continue
         names = manifest.vocabularies.get(key)
@@ -116,7 +119,7 @@ def write(records, manifest: Manifest, where: str, ids=None) -> bytes:
     # The image bytes are already compressed (JPEG, PNG, ...): compressing them again,
     # keeping a dictionary of them or their min/max statistics would cost time for
     # nothing.
-    plain = [k for k in keys if k != image]
+    plain = [k for k in keys if k != image and k != layout.SEGMENTATION_MASK]
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(
             sink, arrow, compression="snappy",
@@ -160,6 +163,11 @@ def _table(batch: list[dict], keys: list[str], manifest: Manifest, arrow, where:
                      else None for v in batch]
             arrays.append(pa.StructArray.from_arrays(
                 [pa.array(got, pa.binary()), pa.array(names, pa.string())],
+                fields=list(arrow.field(key).type)))
+            continue
+        if spec.role == "mask":  # the PNG's bytes, as Image's struct; no file name
+            arrays.append(pa.StructArray.from_arrays(
+                [pa.array(got, pa.binary()), pa.array([None] * len(got), pa.string())],
                 fields=list(arrow.field(key).type)))
             continue
         if spec.dtype == example.BYTES:

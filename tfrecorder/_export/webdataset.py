@@ -15,6 +15,7 @@ A detection record has no ``.cls``: its ``.json`` holds ``image_id``, ``width``,
 ``height`` and ``objects`` as the Parquet export's (``objects``: COCO's pixel boxes, the
 categories' ids and, as ``category_name``, their names), and each box's mask, where
 held, is the member ``{key}.mask.{i}.png`` (``i`` the box's place), the PNG as stored.
+A semantic segmentation record's mask of class ids is the member ``{key}.mask.png``.
 
 Keys hold no dot, or a reader would cut them there. A key names the shard of ours the
 record comes from (its split, the version that wrote it, its number) and the record's
@@ -111,6 +112,8 @@ def sample(values: dict, manifest: Manifest, where: str,
         kind = values.get(layout.IMAGE_FORMAT, b"")
         kind = kind.decode("ascii", "replace") if isinstance(kind, bytes) else str(kind)
         out[EXTENSIONS.get(kind.lower(), kind.lower() or "bin")] = bytes(values[image])
+    if values.get(layout.SEGMENTATION_MASK) is not None:  # the PNG of class ids
+        out["mask.png"] = bytes(values[layout.SEGMENTATION_MASK])
     label = manifest.label_key
     doc = {}
     if objects.is_detection(manifest):
@@ -152,6 +155,7 @@ def _json_keys(manifest: Manifest) -> list[str]:
     """The features the ``.json`` member holds: all but the image, and the label too
     (by its name; its id is the ``.cls``)."""
     taken = set(objects.taken(manifest)) if objects.is_detection(manifest) else set()
+    taken.add(layout.SEGMENTATION_MASK)  # its own member, .mask.png
     return [k for k in manifest.features
             if k != manifest.image_key and k not in LEFT_OUT and k not in taken]
 

@@ -19,8 +19,8 @@ import hashlib
 from typing import Mapping, Sequence
 
 from tfrecorder._folder.layout import (
-    IMAGE, IMAGE_FORMAT, IMAGE_HEIGHT, IMAGE_NAME, IMAGE_WIDTH, LABEL_MAP_SUFFIX, FeatureSpec,
-    escape)
+    IMAGE, IMAGE_FORMAT, IMAGE_HEIGHT, IMAGE_NAME, IMAGE_WIDTH, LABEL_MAP_SUFFIX,
+    SEGMENTATION_MASK, SEGMENTATION_MASK_FORMAT, FeatureSpec, escape)
 from tfrecorder._folder import example
 
 DEFAULT = "tfrecorder"
@@ -34,6 +34,10 @@ _IMAGE_KEYS = {
     IMAGE_HEIGHT: "image/height",
     IMAGE_WIDTH: "image/width",
     IMAGE_NAME: "image/filename",
+    # A semantic segmentation record's mask, which Model Garden keeps beside its image
+    # (``segmentation_input.Decoder`` reads the PNG of class ids).
+    SEGMENTATION_MASK: "image/segmentation/class/encoded",
+    SEGMENTATION_MASK_FORMAT: "image/segmentation/class/format",
 }
 SOURCE_ID = "image/source_id"
 CLASS_LABEL = "image/class/label"
@@ -93,7 +97,8 @@ def features(ours: Mapping, ids: Sequence[int], names: Sequence[str], source: st
     their keys."""
     out = {MG: ours[key] for key, MG in _IMAGE_KEYS.items() if key in ours}
     out[SOURCE_ID] = example.bytes_feature([source])
-    small = {k: v for k, v in ours.items() if k != IMAGE}  # the image is never parsed
+    # the image and a mask are never parsed
+    small = {k: v for k, v in ours.items() if k not in (IMAGE, SEGMENTATION_MASK)}
     values = {k: list(v) for k, (_, v) in example.parse(example.serialize(small)).items()}
     if _BBOX in values:
         flat = values[_BBOX]

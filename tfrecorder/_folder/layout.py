@@ -80,6 +80,11 @@ IMAGE_FEATURES = {
     IMAGE_CHANNELS: example.INT64,
 }
 
+#: A semantic segmentation record's mask: its PNG of class ids (one 8-bit channel, the
+#: image's size), stored as the file's bytes; and that file's format ("png").
+SEGMENTATION_MASK = "segmentation_mask"
+SEGMENTATION_MASK_FORMAT = "segmentation_mask_format"
+
 
 @dataclasses.dataclass(frozen=True)
 class FeatureSpec:

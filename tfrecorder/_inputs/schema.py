@@ -43,13 +43,17 @@ class Schema(Mapping[str, types.ColumnType]):
             cols[name] = kind
         if not cols:
             raise ConfigError("the schema has no columns")
-        for role in ("image", "split", "label"):
+        for role in ("image", "split", "label", "mask"):
             named = [n for n, t in cols.items() if t.role == role]
             if len(named) > 1:
                 raise ConfigError(
                     f"schema columns {named} all have the {role} role; keep one of them"
                 )
         has_image = any(kind.role == "image" for kind in cols.values())
+        mask = next((n for n, t in cols.items() if t.role == "mask"), None)
+        if mask is not None and not has_image:
+            raise ConfigError(f"schema column {mask!r} is a MaskUri, the mask of each row's "
+                              f"image, but no column is an ImageUri; add the image column")
         for name, kind in cols.items():
             # The ImageUri column may be called ``image`` or ``image_uri``: its values
             # become those features. Any other column of an image feature's name would
@@ -104,7 +108,7 @@ class Schema(Mapping[str, types.ColumnType]):
         return f"Schema({self._cols!r})"
 
     def column(self, role: str) -> str | None:
-        """The name of the column with ``role`` ("image", "split", "label"), if any."""
+        """The name of the column with ``role`` ("image", "split", "label", "mask"), if any."""
         return next((n for n, t in self._cols.items() if t.role == role), None)
 
 
@@ -153,4 +157,11 @@ def from_json(spec) -> Schema:
 #: AutoML Vision's single-label image classification table.
 IMAGE_CSV_SCHEMA = Schema(
     {"split": types.SplitKey, "image_uri": types.ImageUri, "label": types.Label}
+)
+
+#: A semantic segmentation table: each image's mask, a PNG of class ids
+#: (``types.MaskUri``). Taken for a CSV or DataFrame with a ``mask_uri`` column and no
+#: label (``sources.schema_of``).
+SEGMENTATION_CSV_SCHEMA = Schema(
+    {"split": types.SplitKey, "image_uri": types.ImageUri, "mask_uri": types.MaskUri}
 )

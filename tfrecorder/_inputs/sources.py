@@ -25,7 +25,7 @@ from tfrecorder._errors import ConfigError, Problems
 from tfrecorder._inputs.annotations import Annotations
 from tfrecorder._inputs.csv_file import csv_chunks
 from tfrecorder._inputs.image_tree import directory_chunks
-from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA, Schema
+from tfrecorder._inputs.schema import IMAGE_CSV_SCHEMA, SEGMENTATION_CSV_SCHEMA, Schema
 from tfrecorder._inputs.table import ColumnFrame, Table, match_columns
 
 
@@ -40,6 +40,36 @@ def read(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None) 
     problems.raise_if_any()
     (table,) = tables
     return table
+
+
+#: The column that makes a table given without a schema a segmentation table.
+MASK_COLUMN = "mask_uri"
+#: Bytes of a CSV read to see its header.
+HEADER_BYTES = 1 << 16
+
+
+def schema_of(source, schema: Schema, header="infer", names=None) -> Schema:
+    """The schema ``source`` is read in: ``schema``, except that a CSV file (its header)
+    or a DataFrame with a ``mask_uri`` column and no ``label`` one, given the default
+    schema, is a segmentation table (``SEGMENTATION_CSV_SCHEMA``)."""
+    import pandas as pd
+
+    if schema is not IMAGE_CSV_SCHEMA:
+        return schema
+    if names is not None:
+        given = list(names)
+    elif isinstance(source, pd.DataFrame):
+        given = list(source.columns)
+    elif (header == "infer" and isinstance(source, (str, os.PathLike))
+            and storage.exists(os.fspath(source)) and not storage.isdir(os.fspath(source))
+            and yolo.find(source) is None and json_files.find(source) is None):
+        with storage.open_file(os.fspath(source), "rb") as f:
+            first = f.read(HEADER_BYTES).decode("utf-8-sig", "replace").splitlines()[:1]
+        given = next(csv.reader(first), [])
+    else:
+        return schema
+    found = {str(c).strip().lower() for c in given}
+    return SEGMENTATION_CSV_SCHEMA if MASK_COLUMN in found and "label" not in found else schema
 
 
 def chunks(source, schema: Schema = IMAGE_CSV_SCHEMA, header="infer", names=None,

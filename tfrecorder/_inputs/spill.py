@@ -252,6 +252,10 @@ def _read(source, schema, header, names, *, label_vocabulary, split_fractions, p
             if extend_vocabulary and label_vocabulary is not None and label_col in found.distinct:
                 label_vocabulary = _extended(list(label_vocabulary), found.distinct[label_col])
             fixed = labels.fix_vocabularies(schema, found.distinct, label_vocabulary)
+            mask_col = schema.column("mask")
+            if mask_col is not None and label_col is None and label_vocabulary is not None:
+                # A segmentation table's classes: the names of the mask's ids 0..N-1.
+                fixed[mask_col] = labels.Fixed(list(label_vocabulary), {})
             check = _table_check(schema, fixed, fractions, found.multi, stored_splits)
         if found.kind != "detection" and not found.multi:
             spilled = _spill(cache.replay(), check, per_chunk, _Writer(look))

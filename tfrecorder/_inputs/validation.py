@@ -148,6 +148,8 @@ def _check(frame, row_ids: Sequence, schema: Schema, *, base_dir, fixed, multi) 
             _encode_fixed_lists(cols, col, fixed[col], problems)
         elif kind.role == "label":
             _encode_fixed_labels(cols, col, fixed[col], problems)
+        elif kind.role == "mask":
+            _check_masks(cols, col, base_dir, problems, fixed.get(col))
         elif kind.role not in ("split", "image"):
             encode_column(cols, col, kind, problems, fixed.get(col))
     problems.raise_if_any()
@@ -209,6 +211,29 @@ def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
             continue
         cols.keys[i] = v.strip()
         cols.uris[i] = storage.resolve(v.strip(), base_dir)
+
+
+def _check_masks(cols: _Columns, col: str, base_dir: str | None, problems: Problems,
+                 fixed: labels.Fixed | None) -> None:
+    """Each row's mask path, resolved as image paths are, in ``layout.SEGMENTATION_MASK``
+    until the writer reads the file there and stores its bytes instead; ``fixed``: the
+    class names of the mask's ids (``label_vocabulary``), where given."""
+    paths = cols.encoded[layout.SEGMENTATION_MASK] = [None] * len(cols.row_ids)
+    for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[col])):
+        if labels.is_null(v) or not isinstance(v, str):
+            reason = ("empty mask URI; give every row the path or gs:// URI of its mask PNG"
+                      if labels.is_null(v) else "not a string; give a path or gs:// URI")
+            problems.add(rid, col, labels.jsonable(v), reason)
+            continue
+        reason = storage.check_scheme(v.strip())
+        if reason is not None:
+            problems.add(rid, col, v, reason)
+            continue
+        paths[i] = storage.resolve(v.strip(), base_dir)
+    cols.features[layout.SEGMENTATION_MASK] = FeatureSpec(example.BYTES, [], "mask")
+    cols.features[layout.SEGMENTATION_MASK_FORMAT] = FeatureSpec(example.BYTES, [], "feature")
+    if fixed is not None:
+        cols.vocabularies[layout.SEGMENTATION_MASK] = list(fixed.names)
 
 
 def _encode_fixed_labels(cols: _Columns, col: str, fixed: labels.Fixed,

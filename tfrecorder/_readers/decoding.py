@@ -37,9 +37,11 @@ def in_our_keys(tf, manifest: Manifest):
     form = stored_keys.form(manifest)
     if form is None:
         return None
+    # A folder without class names (a segmentation table's) has no names to look up,
+    # and TensorFlow refuses an empty table.
     table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
         tf.constant(list(form.ids), tf.string), tf.constant(list(form.ids.values()), tf.int64)),
-        default_value=-1)
+        default_value=-1) if form.ids else None
 
     def rebuild(ex):
         out = {}
@@ -159,6 +161,18 @@ def _with_channels(tf, img, channels: int):
         return convert
 
     return tf.switch_case(tf.shape(img)[-1] - 1, [stored_as(c) for c in (1, 2, 3, 4)])
+
+
+def decode_mask(tf, data, image_size):
+    """A segmentation mask's PNG as its class ids: uint8 ``[H, W, 1]``, the shape Model
+    Garden's segmentation decoder gives; with ``image_size``, resized to it by nearest
+    neighbour (ids are never blended), as the image is."""
+    ids = tf.ensure_shape(tf.io.decode_png(data, channels=1), [None, None, 1])
+    if image_size is None:
+        return ids
+    out = tf.image.resize(ids, image_size, method="nearest")
+    out.set_shape([*image_size, 1])
+    return tf.cast(out, tf.uint8)
 
 
 def _opaque(tf, rgb):

@@ -20,11 +20,11 @@ import numpy as np
 
 from tfrecorder import _extras
 from tfrecorder._errors import ConfigError
-from tfrecorder._folder import legacy, view
+from tfrecorder._folder import layout, legacy, view
 from tfrecorder._folder.manifest import Manifest
 from tfrecorder._folder import split_names
 from tfrecorder._readers import cache as _cache, partition
-from tfrecorder._readers.decoding import _decoder, feature_spec, in_our_keys
+from tfrecorder._readers.decoding import _decoder, decode_mask, feature_spec, in_our_keys
 from tfrecorder._readers.streams import (MAX_PARALLEL_READS, _counted_records,
                                          _pipeline_records, _same_conversion, _verified)
 
@@ -98,7 +98,10 @@ def load(
     (``(dataset, info)`` with ``with_info=True``). Elements are dicts of features, or
     ``(image, label)`` pairs with ``as_supervised=True``. Images are decoded to uint8
     ``HxWxC`` (``channels`` 1, 3 or 4); with ``image_size=(h, w)`` they are resized to
-    float32 ``h x w x C`` (values 0..255), as Keras' image loaders do. Raises
+    float32 ``h x w x C`` (values 0..255), as Keras' image loaders do. A segmentation
+    record's ``segmentation_mask`` is decoded beside its image to its class ids, uint8
+    ``H x W x 1`` (``tf.io.decode_png(mask, channels=1)``; resized to ``image_size`` by
+    nearest neighbour). Raises
     IncompleteOutputError for a directory whose conversion did not finish.
 
     Every dataset knows its length (``cardinality()``: records, or batches). ``shard=(i, n)``
@@ -303,6 +306,9 @@ def _pipeline(tf, v: view.View, *, decode, batch_size, image_size, channels, as_
             ex = ours(ex)
         if decode_one is not None:
             ex[image_key] = decode_one({k: ex[k] for k in needed})
+            if layout.SEGMENTATION_MASK in ex:  # class ids, beside the decoded image
+                ex[layout.SEGMENTATION_MASK] = decode_mask(tf, ex[layout.SEGMENTATION_MASK],
+                                                           image_size)
         return ex
 
     # Each record is parsed and its image decoded (and resized) by itself, in parallel,

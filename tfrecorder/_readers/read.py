@@ -177,6 +177,8 @@ def _columns(m: Manifest, images: bool) -> list[_Column]:
             out.append(_Column(key, _lists(key, _PER_BOX[key]), "object"))
         elif spec.role == "feature":
             out.append(_feature_column(key, spec, m.vocabularies.get(key)))
+        elif spec.role == "mask":  # a segmentation mask: its PNG's bytes, never text
+            out.append(_Column(key, _scalar(key, bytes), "object"))
     if images and m.image_key is not None:
         out.append(_Column(IMAGE, _scalar(m.image_key, lambda v: v)))
     return out

@@ -29,9 +29,30 @@ CROWD = "objects/is_crowd"
 MASK = "objects/mask"            # one PNG per box, 1 on the object and 0 elsewhere
 KEYPOINTS = "objects/keypoints"  # per box, K times (x, y relative, visibility)
 IMAGE_ID = "image_id"            # COCO's image id
+#: A semantic segmentation record's mask: a PNG of class ids (``layout.SEGMENTATION_MASK``).
+SEGMENTATION_MASK = "segmentation_mask"
 
 #: The target forms a detection reader gives: torchvision's, or the record's plain dict.
 FORMATS = ("torchvision", "dict")
+
+
+def is_segmentation(specs: Mapping) -> bool:
+    """True for the feature specs (or features) of a semantic segmentation record."""
+    return SEGMENTATION_MASK in specs
+
+
+def class_ids(png: bytes, height: int, width: int) -> np.ndarray:
+    """A segmentation mask's class ids as int64 ``[height, width]`` (torchvision's
+    segmentation target), from its PNG; CorruptRecordError where it is not of the
+    image's size."""
+    from tfrecorder._writer import image as _image
+
+    with _image.pil().open(io.BytesIO(png)) as found:
+        ids = np.asarray(found, dtype=np.int64)
+    if ids.shape != (height, width):
+        raise CorruptRecordError(f"{SEGMENTATION_MASK!r} is {ids.shape[-1]} x {ids.shape[0]} "
+                                 f"pixels, its image {width} x {height}")
+    return ids
 
 
 def is_detection(specs: Mapping) -> bool:

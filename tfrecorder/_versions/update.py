@@ -17,9 +17,9 @@ import logging
 
 from tfrecorder import _storage as storage
 from tfrecorder._errors import ConfigError, IncompleteOutputError
-from tfrecorder._folder import ledger, removal, rows, survey
+from tfrecorder._folder import layout, ledger, removal, rows, survey
 from tfrecorder._folder.manifest import loads
-from tfrecorder._inputs import spill
+from tfrecorder._inputs import sources, spill
 from tfrecorder._options import Options
 from tfrecorder._versions import compatibility, stored_records, updating
 from tfrecorder._writer import launch, publishing, shard, staging
@@ -84,7 +84,8 @@ def update(source, output_dir: str, opts: Options, schema=None, header="infer", 
                     before = survey.survey(output_dir, planned.declared)
                     notes, counts = list(table.notes), table.annotations
                     return launch.noted(launch.create(opts, held, before, table, planned,
-                                                      schema, source, log, in_process_max),
+                                                      given.schema, source, log,
+                                                      in_process_max),
                                         notes, counts)
             finally:
                 table.remove()
@@ -101,6 +102,9 @@ def update(source, output_dir: str, opts: Options, schema=None, header="infer", 
             if pinned is not None:
                 _check_pinned(pinned, parent)
             table, stored = _read(given, source, header, names, parent)
+            # The schema the table was read in (a segmentation table's, where the
+            # default schema was given for one).
+            schema = given.schema
             if parent is None:
                 # A folder with no version yet: the update is a first conversion.
                 planned = launch.planned(opts, table)
@@ -138,8 +142,12 @@ def _read(given: launch.Given, source, header, names, parent):
     of the rows it writes only, once it knows them."""
     if parent is None:
         return given.read(source, header, names), None
+    given.schema = sources.schema_of(source, given.schema, header, names)
     label_column = given.schema.column("label")
     vocabulary = compatibility.label_vocabulary(parent, label_column, given.vocabulary)
+    if label_column is None and given.vocabulary is None:
+        # A segmentation table's class names, kept as they are stored.
+        vocabulary = parent.vocabularies.get(layout.SEGMENTATION_MASK)
     stored = stored_records.StoredSplits(given.output_dir, parent)
     table = given.read(source, header, names, vocabulary=vocabulary,
                        extend=given.vocabulary is None, stored=stored, look=False)

@@ -21,7 +21,7 @@ from tfrecorder import _storage as storage
 from tfrecorder._folder import garden, index, layout, ledger, metadata, removal, rows
 from tfrecorder._folder import split_names, survey
 from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
-from tfrecorder._inputs import arguments, spill
+from tfrecorder._inputs import arguments, sources, spill
 from tfrecorder._inputs.labels import label_feature
 from tfrecorder._errors import ConfigError
 from tfrecorder._writer import cluster, dataflow, direct, image, orientation, plan, publishing
@@ -51,6 +51,7 @@ class Given:
         then what only the read table can show checked (``check_read``). An update
         gives the ``vocabulary`` and ``stored`` splits of the version it updates."""
         opts = self.opts
+        self.schema = sources.schema_of(source, self.schema, header, names)
         table = spill.read(source, self.schema, header, names,
                            label_vocabulary=self.vocabulary if vocabulary is None else vocabulary,
                            split_fractions=opts.split_fractions,
@@ -261,6 +262,8 @@ def row_settings(opts, table: spill.Spilled, schema) -> dict:
     hold: where its image's value is, its label names, its key, its other features."""
     image_column = schema.column("image")
     label_column = schema.column("label")
+    # A mask's path stays one of the "other features": an update tells a row whose
+    # mask is another file by it.
     roles = {schema.column(r) for r in ("image", "split", "label")}
     columns = list(table.columns)
     return dict(
@@ -289,7 +292,7 @@ def _layout_settings(opts, table: spill.Spilled) -> dict:
 
 #: Features holding pixels drawn at their image's size, which pre-sizing would leave
 #: behind (``shorter_side`` turns the image, not them).
-SIZED_FEATURES = ("objects/mask",)
+SIZED_FEATURES = ("objects/mask", layout.SEGMENTATION_MASK)
 
 
 def _refuse_resized_masks(opts, table: spill.Spilled) -> None:

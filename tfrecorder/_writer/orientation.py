@@ -31,8 +31,9 @@ from tfrecorder._writer import image
 #: gives one): high, as the picture is otherwise stored as it came.
 QUALITY = 95
 #: Roles of the features that place something on the pixels (``layout.FeatureSpec``):
-#: boxes; masks and keypoints are stored only beside them (``_inputs.detection``).
-GEOMETRY_ROLES = frozenset({"bbox"})
+#: boxes (instance masks and keypoints are stored only beside them), and a segmentation
+#: table's mask, drawn on the photo as shown.
+GEOMETRY_ROLES = frozenset({"bbox", "mask"})
 
 _TAG = 0x0112
 _APP1 = 0xE1

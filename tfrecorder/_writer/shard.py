@@ -24,7 +24,7 @@ import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import image, orientation
+from tfrecorder._writer import class_mask, image, orientation
 from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._folder import garden, index, layout, rows
@@ -401,6 +401,14 @@ def write(task: ShardTask, settings: WriteSettings,
                         stats.turned[:3] = [stats.turned[0] + 1, stats.turned[1] + len(unturned),
                                             stats.turned[2] + len(stored)]
                 features = {**features, **image_features(stored, info, row.image_uri, written)}
+                mask = features.get(layout.SEGMENTATION_MASK)
+                if isinstance(mask, str):  # the mask's path (validation): its file's bytes
+                    found, stage, reason = class_mask.read(mask, info.width, info.height,
+                                                           settings.max_image_bytes)
+                    if found is None:
+                        bad.extend(quarantined(row, columns, stage, reason))
+                        continue
+                    features.update(found)
                 ref = (row.split, task.number, stats.num_examples, row.row,
                        row.image_uri if written is None else written, tuple(row.labels))
                 sha, phash, sums, problems = look.add(ref, info.width, info.height, measured,
