@@ -455,6 +455,7 @@ def test_the_sampler_orders_by_shards_and_resumes_in_the_epoch(local):
         tfrecorder.torch.Sampler(ds, order="random")
 
 
+@pytest.mark.slow
 def test_the_sampler_chooses_a_window_whose_two_fit_in_the_cache_limit(remote, tmp_path):
     import tfrecorder.torch
 

@@ -280,6 +280,7 @@ def test_what_a_killed_compact_left_is_removed_by_the_next_one(tmp_path):
     assert tfrecorder.verify(str(out)).records == 16
 
 
+@pytest.mark.slow
 def test_a_compact_with_nothing_to_rewrite_still_removes_what_a_killed_run_left(tmp_path):
     paths = _images(tmp_path / "img", 4)
     out = tmp_path / "out"

@@ -317,6 +317,7 @@ def test_result_keeps_tfrecorder_keys_and_renders(tmp_path):
         result["nope"]
 
 
+@pytest.mark.slow
 def test_image_directory_source(tf, tmp_path, image_table):
     for split in ("train", "test"):
         for label in ("cat", "dog"):
@@ -538,6 +539,7 @@ def test_unassigned_rows_land_in_the_same_split_however_their_paths_are_written(
         assert found[name] == found["csv"], name
 
 
+@pytest.mark.slow
 def test_one_mode_says_what_happens_to_the_folder(tmp_path):
     csv = os.path.join(SAMPLES, "data.csv")
     out = tmp_path / "out"

@@ -269,6 +269,7 @@ def _jpeg(img, **kw):
     return out.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", image.CHECKS)
 def test_downscaled_images_match_a_reference_resize(tf, check):
     data = _jpeg(_photo_like(1200, 900))

@@ -371,6 +371,7 @@ def _package() -> pathlib.Path:
     return pathlib.Path(tfrecorder.__file__).parent
 
 
+@pytest.mark.slow
 def test_no_module_imports_a_name_from_the_packages_init():
     # The package's __init__ imports nearly every module: a module that takes a name
     # from it (rather than from the module that defines it) loops back to it.

@@ -921,6 +921,7 @@ def test_rows_files_are_the_same_bytes_for_the_same_records():
     assert rows.key_text(" a.jpg ") == "a.jpg" and rows.key_text(12) == "12"
 
 
+@pytest.mark.slow
 def test_a_table_without_images_is_matched_by_its_values_or_its_key(tf, tmp_path):
     types = tfrecorder.types
     schema = {"split": types.SplitKey, "id": types.IntegerInput, "x": types.FloatInput}

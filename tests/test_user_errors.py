@@ -202,6 +202,7 @@ def test_a_csv_with_only_its_header(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_the_mode_flags_and_a_dataflow_flag_without_its_runner(tmp_path, capsys):
     csv = os.path.join(SAMPLES, "data.csv")
     out = str(tmp_path / "out")
