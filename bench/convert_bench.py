@@ -75,10 +75,11 @@ def index_work(out: str) -> float:
     return seconds
 
 
-def run(cmd: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak resident bytes of the whole process tree)."""
+def run(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
+    """(wall seconds, peak resident bytes of the whole process tree); ``env``: the
+    process's environment (this one's by default)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     root = psutil.Process(proc.pid)
     peak = 0
     while proc.poll() is None:

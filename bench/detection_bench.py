@@ -37,17 +37,15 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
-import time
 
 import numpy as np
-import psutil
 from PIL import Image
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from convert_bench import run  # noqa: E402
 from make_corpus import photo, split_of  # noqa: E402
 
 #: COCO-like category ids: sparse, as COCO 2017's 80 classes are numbered up to 90.
@@ -206,27 +204,6 @@ def make_yolo(root: str, count: int) -> tuple[str, str]:
     with open(coco_path, "w") as f:
         json.dump(data, f)
     return yaml_path, coco_path
-
-
-def run(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
-    """(wall seconds, peak resident bytes of the whole process tree)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    root = psutil.Process(proc.pid)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            procs = [root, *root.children(recursive=True)]
-            peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
-        except psutil.Error:
-            pass
-        time.sleep(0.02)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
-                 f"{proc.stderr.read().decode()[-3000:]}")
-    proc.stderr.read()
-    return wall, peak
 
 
 def rounds(writers: dict, work: str, runs: int, against: str, before: str | None) -> None:
