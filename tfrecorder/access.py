@@ -161,14 +161,14 @@ class Reader:
         if getattr(self, "_pid", None) == _getpid():
             self.close(_close)
 
-    def close(self, _close=os.close) -> None:
+    def close(self, _close=os.close, _fresh=collections.OrderedDict) -> None:
         """Closes the open shard files (reading again opens them again, and checks
         again that the directory still holds the reader's conversion)."""
         lock = getattr(self, "_lock", None)
         if lock is None:
             return
-        with lock:
-            fds, self._fds = list(self._fds.values()), collections.OrderedDict()
+        with lock:  # _fresh bound as a default: at exit collections may be gone
+            fds, self._fds = list(self._fds.values()), _fresh()
             pin, self._pin = self._pin, None
             kept, self._kept = self._kept, None
         if pin is not None and pin[0] is not None:
