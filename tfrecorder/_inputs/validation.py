@@ -200,17 +200,30 @@ def _check_uris(cols: _Columns, image_col: str, base_dir: str | None,
         if v.__class__ is str and v.startswith("gs://") and not v[-1:].isspace():
             cols.keys[i] = cols.uris[i] = v  # the common case at scale: nothing to resolve
             continue
-        if labels.is_null(v) or not isinstance(v, str):
-            reason = ("empty image URI; give every row the path or gs:// URI of its image"
-                      if labels.is_null(v) else "not a string; give a path or gs:// URI")
-            problems.add(rid, image_col, labels.jsonable(v), reason)
-            continue
-        reason = storage.check_scheme(v.strip())
-        if reason is not None:
-            problems.add(rid, image_col, v, reason)
-            continue
-        cols.keys[i] = v.strip()
-        cols.uris[i] = storage.resolve(v.strip(), base_dir)
+        path = _path(rid, image_col, v, "image", problems)
+        if path is not None:
+            cols.keys[i] = path
+            cols.uris[i] = storage.resolve(path, base_dir)
+
+
+#: What a path column's cells point at: the word of its messages, and the file.
+_POINTS_AT = {"image": "its image", "mask": "its mask PNG"}
+
+
+def _path(rid, col: str, v, kind: str, problems: Problems) -> str | None:
+    """The path or gs:// URI a cell of ``col`` gives (stripped), or None with a problem
+    naming the row, the value and the fix (``kind``: "image" or "mask")."""
+    if labels.is_null(v) or not isinstance(v, str):
+        reason = (f"empty {kind} URI; give every row the path or gs:// URI of "
+                  f"{_POINTS_AT[kind]}" if labels.is_null(v)
+                  else "not a string; give a path or gs:// URI")
+        problems.add(rid, col, labels.jsonable(v), reason)
+        return None
+    reason = storage.check_scheme(v.strip())
+    if reason is not None:
+        problems.add(rid, col, v, reason)
+        return None
+    return v.strip()
 
 
 def _check_masks(cols: _Columns, col: str, base_dir: str | None, problems: Problems,
@@ -220,16 +233,9 @@ def _check_masks(cols: _Columns, col: str, base_dir: str | None, problems: Probl
     class names of the mask's ids (``label_vocabulary``), where given."""
     paths = cols.encoded[layout.SEGMENTATION_MASK] = [None] * len(cols.row_ids)
     for i, (rid, v) in enumerate(zip(cols.row_ids, cols.raw[col])):
-        if labels.is_null(v) or not isinstance(v, str):
-            reason = ("empty mask URI; give every row the path or gs:// URI of its mask PNG"
-                      if labels.is_null(v) else "not a string; give a path or gs:// URI")
-            problems.add(rid, col, labels.jsonable(v), reason)
-            continue
-        reason = storage.check_scheme(v.strip())
-        if reason is not None:
-            problems.add(rid, col, v, reason)
-            continue
-        paths[i] = storage.resolve(v.strip(), base_dir)
+        path = _path(rid, col, v, "mask", problems)
+        if path is not None:
+            paths[i] = storage.resolve(path, base_dir)
     cols.features[layout.SEGMENTATION_MASK] = FeatureSpec(example.BYTES, [], "mask")
     cols.features[layout.SEGMENTATION_MASK_FORMAT] = FeatureSpec(example.BYTES, [], "feature")
     if fixed is not None:
