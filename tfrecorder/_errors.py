@@ -7,7 +7,7 @@ also from the builtin that fits, so ``except ValueError`` keeps working::
      ├── SchemaError(ValueError)             the input table has problems; .problems lists them
      ├── ConfigError(ValueError)             options that cannot work together
      ├── OutputExistsError(FileExistsError)  the output directory holds data; pass mode="overwrite"
-     │    └── OutputBusyError                another conversion is writing that directory now
+     │    └── OutputBusyError                another conversion (or export) is writing it now
      ├── IncompleteOutputError(FileNotFoundError)  no complete tfrecorder.json: no run finished
      ├── CorruptRecordError(OSError)         a shard fails its checksum or lost records
      │    └── OutputChangedError             the directory was converted again while read
@@ -132,7 +132,8 @@ class OutputExistsError(TFRecorderError, FileExistsError):
 
 
 class OutputBusyError(OutputExistsError):
-    """Another conversion is writing the output directory now; the message names it."""
+    """Another conversion is writing the output directory now, or another export the
+    export's destination; the message names it."""
 
 
 class IncompleteOutputError(TFRecorderError, FileNotFoundError):

@@ -5,7 +5,9 @@ reader does), one file per shard of ours, each written from the shard's live rec
 (``access.Reader``) or taken as it is from the previous export where its shard is
 unchanged (``target``); then what describes the files (for Parquet the dataset card
 and the Croissant description, for WebDataset each split's ``wids`` index), the
-version checked to be still the one opened, and the folder published whole.
+version checked to be still the one opened, and the folder published whole; all of
+it under ``dest``'s lock (``target.claimed``), so that two exports into one folder
+never mix their files.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def export(tfrecord_dir: str, dest: str, format: str = "parquet", *,
     they are, and an export that fails leaves it as it was (docs/sharing.md).
     An object-detection folder's boxes are exported as the Hub's detection sets hold
     them (``objects``, COCO's pixel boxes). ConfigError for an unknown format or a
-    ``dest`` that holds other files.
+    ``dest`` that holds other files; OutputBusyError while another export writes
+    ``dest`` (its lock, ``dest/.tfrecorder.lock``).
     """
     return export_version(view.open_version(str(tfrecord_dir), version), dest, format,
                           metadata=metadata)
@@ -87,7 +90,16 @@ def export_version(opened: view.Version, dest: str, format: str = "parquet", *,
     settings = {"export_format": EXPORT_FORMAT, "format": format,
                 "features": (parquet.hf_features(manifest) if format == "parquet"
                              else webdataset.features(manifest))}
-    old = target.previous(dest)
+    target.previous(dest)  # a folder of the user's refused before a lock is put in it
+    with target.claimed(dest) as held:
+        return _export(opened, dest, format, metadata, settings, held)
+
+
+def _export(opened: view.Version, dest: str, format: str, metadata: dict, settings: dict,
+            held) -> Exported:
+    """``export_version`` with ``dest``'s lock ``held``."""
+    source, manifest = opened.output_dir, opened.manifest
+    old = target.previous(dest)  # read again, now that no other export changes it
     reuse = target.reusable(old, settings)
     planned = _plan(opened, format)
     writing = target.Writing(dest)
@@ -114,6 +126,7 @@ def export_version(opened: view.Version, dest: str, format: str = "parquet", *,
         files_meta = (_metadata_files(writing, opened, metadata, files)
                       if format == "parquet" else _indexes(writing, planned, files))
         opened.unchanged()  # what was read is the version opened
+        target.confirm(held, dest)  # and dest is still this export's to replace
         writing.publish({"format": format, "version": opened.number,
                          "generation": opened.generation, "settings": settings,
                          "files": files, "metadata": files_meta}, old)

@@ -12,23 +12,71 @@ beside ``dest`` and renamed into place (the previous export renamed aside first,
 removed); on ``gs://``, where a folder cannot be renamed, its files are written beside
 and moved in one by one, the manifest removed first and written last, so a folder
 without it is one being written.
+
+One export writes ``dest`` at a time: it holds ``dest``'s lock (``claimed``), the
+folder lock's file (``layout.LOCK``, a dot-name no reader of an export takes for data)
+under the folder lock's rules: refused while another export holds it, taken over when
+its holder is provably gone or its lease ran out, released however the export ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import secrets
 import shutil
+from typing import Iterator
 
 from tfrecorder import _storage as storage
-from tfrecorder._errors import ConfigError
+from tfrecorder._errors import ConfigError, OutputBusyError
+from tfrecorder._folder import layout, lock
+from tfrecorder._folder.ledger import new_run_id
 from tfrecorder._folder.manifest import ShardInfo
 
 #: The export's own manifest, written last.
 MANIFEST = "tfrecorder-export.json"
+#: What an export's lock says runs (``lock.describe`` words its message by it).
+RUNNER = "export"
+
+
+@contextlib.contextmanager
+def claimed(dest: str) -> Iterator[lock.Lock]:
+    """``dest``'s lock held for the ``with`` block: OutputBusyError while another export
+    holds it; a stale one taken over; released however the block ends, Ctrl-C
+    included. Locally the lock file needs its folder: one created here is removed
+    again where the export left nothing in it (a first export that failed)."""
+    created = not storage.is_remote(dest) and not os.path.isdir(dest)
+    if created:
+        os.makedirs(dest, exist_ok=True)
+    try:
+        with lock.acquire(dest, new_run_id(), RUNNER) as held:
+            yield held
+    finally:
+        if created:
+            try:
+                os.rmdir(dest)
+            except OSError:
+                pass  # it holds the export now, or another export's lock
+
+
+def confirm(held: lock.Lock, dest: str) -> None:
+    """OutputBusyError where ``held`` is this export's no more: it stalled past its
+    lock's expiry and another export took the lock over. Checked before publishing,
+    so that of two exports only the lock's holder replaces ``dest``."""
+    held.check()
+    if not lock.holds(held.path, held.holder["run_id"]):
+        raise OutputBusyError(
+            f"{dest}: this export stalled past its lock's expiry and another export "
+            f"took the lock over, so nothing was published. Export again once that "
+            f"one has ended.")
+
+
+def _is_lock(name: str) -> bool:
+    """True for the lock's name, or the name it is written under a moment first."""
+    return name == layout.LOCK or layout.is_lock_in_the_making(name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +114,7 @@ def previous(dest: str) -> dict | None:
         except ValueError as e:
             raise ConfigError(f"{dest}/{MANIFEST} is damaged ({e}); remove {dest} and "
                               f"export again") from None
-    if storage.isdir(dest) and storage.listdir(dest):
+    if storage.isdir(dest) and [n for n in storage.listdir(dest) if not _is_lock(n)]:
         raise ConfigError(
             f"{dest} holds files and no {MANIFEST}: it is not an export of tfrecorder's, "
             f"and an export replaces what its folder holds. Give a new or empty folder.")
@@ -132,11 +180,17 @@ class Writing:
         data = json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n"
         if not self.remote:
             storage.write_bytes(os.path.join(self.temp, MANIFEST), data)
+            self._carry_lock()
             aside = None
             if os.path.isdir(self.dest):
                 aside = self.temp + ".old"
                 os.rename(self.dest, aside)
-            os.rename(self.temp, self.dest)
+            try:
+                os.rename(self.temp, self.dest)
+            except OSError:
+                if aside:
+                    self._put_back(aside)
+                raise
             if aside:
                 shutil.rmtree(aside)
             return
@@ -149,6 +203,28 @@ class Writing:
             if name not in listed:
                 storage.remove(storage.join(self.dest, name))
         storage.write_bytes(storage.join(self.dest, MANIFEST), data)
+
+    def _carry_lock(self) -> None:
+        """The lock of ``dest`` given a second name in the new folder, so that it
+        moves in with it: the folder that takes ``dest``'s place is locked as it lands."""
+        held, carried = (os.path.join(d, layout.LOCK) for d in (self.dest, self.temp))
+        if not os.path.exists(held):
+            return
+        try:
+            os.link(held, carried)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(held, carried)
+
+    def _put_back(self, aside: str) -> None:
+        """The previous export back in place where the new one could not be renamed
+        there (another run made ``dest`` in the moment it was away)."""
+        try:
+            os.rename(aside, self.dest)
+        except OSError:
+            raise OutputBusyError(
+                f"{self.dest} was taken by another run while this export replaced it: "
+                f"nothing was published, and the previous export is kept whole in "
+                f"{aside}; move it back once that run has ended") from None
 
     def discard(self) -> None:
         """What was written beside ``dest`` removed: a failed export leaves nothing."""

@@ -296,10 +296,12 @@ def describe(holder: dict, path: str) -> str:
                 f"something else), so another conversion may be writing {folder}. It is "
                 f"taken over at {until}, ten minutes after its last change; if no "
                 f"conversion is running, delete it now")
+    # An export's destination is locked as a folder is (``_export.target.claimed``).
+    doing = "export" if holder.get("runner") == "export" else "conversion"
     who = f"run {holder.get('run_id')} ({holder.get('runner')}"
     who += f", job {holder['job_id']})" if holder.get("job_id") else (
         f", process {holder.get('pid')} on {holder.get('host')})")
-    return (f"another conversion is writing {folder}: {who}, started "
+    return (f"another {doing} is writing {folder}: {who}, started "
             f"{_when(holder.get('started'), '%Y-%m-%d %H:%M:%S')}. Wait for it to end, or "
             f"write elsewhere. If it is not running any more, its lock expires at "
             f"{_when(holder.get('expires'), '%H:%M:%S')}, or delete {path}.")
