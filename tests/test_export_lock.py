@@ -83,6 +83,22 @@ def test_the_lock_of_an_expired_or_dead_exporter_is_taken_over(photos, tmp_path)
     assert not (dead / layout.LOCK).exists()
 
 
+def test_the_folder_that_replaces_the_destination_lands_locked(tmp_path):
+    from tfrecorder._export import target
+
+    dest = tmp_path / "hf"
+    dest.mkdir()
+    (dest / "old.parquet").write_bytes(b"old")
+    with _lock.acquire(str(dest), "this0export", "export") as held:
+        writing = target.Writing(str(dest))
+        writing.put("new.parquet", b"new")
+        writing.publish({"files": {}}, None)
+        assert sorted(os.listdir(dest)) == [layout.LOCK, "new.parquet",
+                                             target.MANIFEST]
+        assert _lock.holds(held.path, "this0export")  # no moment for another to take it
+    assert not (dest / layout.LOCK).exists()
+
+
 def test_a_failed_export_releases_the_lock_and_the_next_one_runs(photos, tmp_path):
     out = str(tmp_path / "out")
     shutil.copytree(photos, out)
