@@ -514,6 +514,78 @@ def test_only_the_runner_code_imports_beam():
                          "_writer.direct", "_writer.dataflow", "_writer.sampler"}
 
 
+def _uses_of(package: pathlib.Path, module: str, function: str,
+             name: str = "tfrecorder") -> set[tuple[str, str]]:
+    """``(module, enclosing function)`` of every use of ``module.function`` (both dotted
+    from the package ``name`` in folder ``package``: ``_writer.publishing``, ``finish``)
+    in the package's source, called or passed on: as an attribute of the module under
+    any name it is imported by (absolute or relative), as the whole dotted path, or as a
+    name imported from the module. ``<module>`` where it is used outside a function."""
+    parent, _, leaf = f"{name}.{module}".rpartition(".")
+    found = set()
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        if function not in text:  # every spelling of a use names it, an import's too
+            continue
+        here = path.relative_to(package).with_suffix("").parts
+        tree = _parsed(text)
+        modules, functions = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules |= {a.asname for a in node.names
+                            if a.asname and a.name == f"{parent}.{leaf}"}
+            elif isinstance(node, ast.ImportFrom):
+                base = (name, *here[:-1])[:len(here) + 1 - node.level] if node.level else ()
+                source = ".".join((*base, *([node.module] if node.module else [])))
+                modules |= {a.asname or a.name for a in node.names
+                            if source == parent and a.name == leaf}
+                functions |= {a.asname or a.name for a in node.names
+                              if source == f"{parent}.{leaf}" and a.name == function}
+
+        def visit(node: ast.AST, where: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    visit(child, child.name)
+                    continue
+                used = (isinstance(child, ast.Name) and child.id in functions
+                        or isinstance(child, ast.Attribute) and child.attr == function and (
+                            ast.unparse(child.value) in {*modules, f"{parent}.{leaf}"}))
+                if used:
+                    found.add((".".join(here), where))
+                visit(child, where)
+
+        visit(tree, "<module>")
+    return found
+
+
+def test_the_use_finder_sees_every_spelling_of_a_functions_use(tmp_path):
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "pub.py").write_text("def finish():\n    pass\n")
+    (tmp_path / "w" / "a.py").write_text(
+        "from . import pub\nfrom .pub import finish as done\n"
+        "def f():\n    pub.finish()\n"
+        "def g():\n    return map(done, [])\n"
+        "def h():\n    import tfrecorder.w.pub\n    tfrecorder.w.pub.finish()\n"
+        "def finish():\n    return 1\n"
+        "def own():\n    finish()\n")
+    (tmp_path / "b.py").write_text(
+        "import tfrecorder.w.pub as p\nfrom tfrecorder.w import pub as q\n"
+        "class K:\n    def m(self):\n        p.finish()\n"
+        "RUN = q.finish\n")
+    assert _uses_of(tmp_path, "w.pub", "finish") == {
+        ("w.a", "f"), ("w.a", "g"), ("w.a", "h"), ("b", "m"), ("b", "<module>")}
+
+
+def test_every_run_is_published_from_its_last_step_only():
+    # One way to finish a run: every run's last step (``steps.finish``, which the Beam
+    # pipeline and a run in this process both end with) publishes it, and ``launch``
+    # stops a run over its error budget before it starts through the same function.
+    # No verb publishes a version by itself, an update that only retires records
+    # included.
+    assert _uses_of(_package(), "_writer.publishing", "finish") == {
+        ("_writer.steps", "finish"), ("_writer.launch", "stop_over_budget")}
+
+
 def test_no_install_line_asks_the_package_index_for_another_projects_tfrecorder():
     # The index's "tfrecorder" is Google's archived TFRecorder: a line that installs
     # "tfrecorder" or "tfrecorder[extra]" by name would give a user that project.

@@ -1269,6 +1269,61 @@ def test_an_updates_report_names_the_edited_tables_rows_and_counts_every_live_re
 
 
 @pytest.mark.slow
+def test_an_update_that_only_retires_records_reports_what_a_conversion_of_its_table_does(
+        tmp_path, capsys):
+    """An update that writes no shard ends as every run does: its data report is the one
+    a conversion of the edited table gives (the kept records' exact and near pairs,
+    named by the edited CSV's lines, and each split's statistics), its result counts
+    what it retired, it names no job (none ran) and shows no progress (nothing to
+    write)."""
+    from PIL import Image
+
+    from tests.test_quality import _jpeg, _photo
+
+    img, rows, out = tmp_path / "img", [], tmp_path / "out"
+    img.mkdir()
+    for i in range(9):
+        (img / f"{i}.jpg").write_bytes(_jpeg(_photo(400 + i)))
+        rows.append(("TRAIN" if i < 6 else "TEST", str(img / f"{i}.jpg"), LABELS[i % 2]))
+    (img / "copy_3.jpg").write_bytes((img / "3.jpg").read_bytes())
+    Image.open(img / "4.jpg").resize((80, 60)).save(img / "half_4.jpg", "JPEG", quality=80)
+    rows += [("TEST", str(img / "copy_3.jpg"), "dog"),
+             ("TEST", str(img / "half_4.jpg"), "cat")]
+    tfrecorder.convert(_csv(tmp_path / "v1.csv", rows), str(out), near_duplicates=True)
+    csv = _csv(tmp_path / "v2.csv", rows[1:5] + rows[6:])  # two train rows removed
+    capsys.readouterr()
+    result = tfrecorder.convert(csv, str(out), mode="update", near_duplicates=True,
+                                progress=True)
+    assert capsys.readouterr().err == ""
+    assert result.changes == {"train": {"added": 0, "retired": 2, "kept": 4},
+                              "test": {"added": 0, "retired": 0, "kept": 5}}
+    assert result.version == 2 and not result.unchanged and result.job_id is None
+    m = json.loads((out / "tfrecorder.json").read_text())
+    assert not any("-v00002-" in s["file"] for info in m["splits"].values()
+                   for s in info["shards"])  # no shard written
+    assert not list((out / layout.TMP_DIR).glob("*"))  # the run's folder removed
+    fresh = tmp_path / "fresh"
+    whole = tfrecorder.convert(csv, str(fresh), near_duplicates=True)
+    # (Its bytes are those of the files it keeps, retired records' too.)
+    for field in ("rows_in", "rows_written", "rows_per_split", "rows_quarantined", "labels",
+                  "label_counts"):
+        assert getattr(result, field) == getattr(whole, field), field
+    updated = json.loads((out / "quality.json").read_text())
+    converted = json.loads((fresh / "quality.json").read_text())
+
+    def named(report):
+        return sorted((p["kind"], p["distance"],
+                       *((s["split"], s["row"], s["image_uri"], s["label"])
+                         for s in (p["a"], p["b"]))) for p in report["pairs"])
+
+    assert named(updated) == named(converted)
+    assert {p["kind"] for p in updated["pairs"]} == {"exact", "near"}
+    assert updated["stats"] == converted["stats"]
+    assert (updated["issues"], updated["warnings"]) == (converted["issues"],
+                                                        converted["warnings"])
+
+
+@pytest.mark.slow
 def test_an_update_searching_near_duplicates_over_unhashed_records_is_refused(tmp_path):
     paths = _images(tmp_path / "img", 6)
     out = tmp_path / "out"

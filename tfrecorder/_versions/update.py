@@ -187,12 +187,11 @@ def _update(opts: Options, held, before: survey.Survey, parent, table: spill.Spi
         subset = spill.subset(table, decided.picked, look=launch.looks(opts))
         planned = launch.planned(opts, subset, version, tuple(decided.update.live_indexes),
                                  decided.update.tag)
-        shards = planned.shards
         survey.check_target(before, True, planned.files, run_id)
         # The error budget is the whole table's: rows quarantined before are tried again
         # in every update, and must not make a small update fail.
-        run = launch.prepare(opts, output_dir, run_id, before, subset, shards, schema, source,
-                             update=decided.update, rows_in=table.rows_in,
+        run = launch.prepare(opts, output_dir, run_id, before, subset, planned.shards, schema,
+                             source, update=decided.update, rows_in=table.rows_in,
                              in_process_max=in_process_max)
         folder = run.settings.run.folder
         ledger.write_ledger(folder, planned.files)
@@ -200,20 +199,8 @@ def _update(opts: Options, held, before: survey.Survey, parent, table: spill.Spi
         for name, data in decided.live_index_data.items():
             storage.write_into(storage.join(folder, name), data)
         rows.write_renumbered(folder, decided.renumbered)
-        if not shards:
-            # Only retirements: nothing for workers to write, the last step runs here.
-            from tfrecorder._report import matching
-            from tfrecorder._writer import kept as kept_shards
-
-            looks = [kept_shards.kept_look(output_dir, split, j - len(kept), info,
-                                           run.settings.label_names, opts.near_duplicates,
-                                           pending=folder, distance=opts.near_distance)[0]
-                     for split, kept in decided.update.kept.items()
-                     for j, info in enumerate(kept)]
-            publishing.finish(run.settings.run, run.spec, looks, [],
-                              matches=matching.matches(looks, opts.near_duplicates))
-            return _existing(ConversionResult.from_output(output_dir, opts.runner, None),
-                             decided.update)
+        # An update that only retires records stages no task: its run has the kept
+        # shards' looks to gather and a version to publish, here (``Run.without_beam``).
         staging.stage(subset, planned.plans, run.task_dir, name=opts.name,
                       gzip=opts.compression == "gzip", version=version,
                       tag=decided.update.tag)

@@ -16,7 +16,7 @@ from tfrecorder._writer.cluster import dask_arguments, dask_in_notebooks
 from tfrecorder._writer.runners import Run, beam_runner, explained, remove_local_tempdir
 
 
-def run_direct(run: Run) -> str:
+def run_direct(run: Run) -> str | None:
     """Runs the conversion from this process (the DirectRunner, or any Beam runner but
     Dataflow), with a progress bar where one shows."""
     import shutil
@@ -26,8 +26,9 @@ def run_direct(run: Run) -> str:
 
     go = _run_here if run.without_beam else _run_beam
     # Shard writers report progress to a folder on this machine: other runners' workers
-    # may run elsewhere.
-    if run.opts.runner != "DirectRunner" or not progress.wanted(run.opts.progress):
+    # may run elsewhere. A run that writes no shard has no progress to show.
+    if (run.opts.runner != "DirectRunner" or not run.shards
+            or not progress.wanted(run.opts.progress)):
         return go(run, None)
     folder = tempfile.mkdtemp(prefix="tfrecorder-progress-")  # local, even for gs:// output
     try:
@@ -36,7 +37,7 @@ def run_direct(run: Run) -> str:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run_here(run: Run, progress_dir: str | None) -> str:
+def _run_here(run: Run, progress_dir: str | None) -> str | None:
     """The steps of the pipeline run in this process, without Beam (``Run.without_beam``);
     a failed run's error budget is explained as Beam's runs explain it."""
     from tfrecorder._writer import steps
@@ -46,7 +47,8 @@ def _run_here(run: Run, progress_dir: str | None) -> str:
     failure = publishing.budget_failure(run.settings.run, run.spec)
     if failure is not None:
         raise explained(failure, run.settings.run)
-    return f"here-{uuid.uuid4().hex[:12]}"
+    # A run that wrote no shard (an update that only retires records) ran no job to name.
+    return f"here-{uuid.uuid4().hex[:12]}" if run.shards else None
 
 
 def _run_beam(run: Run, progress_dir: str | None) -> str:

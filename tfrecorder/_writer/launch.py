@@ -193,8 +193,11 @@ def execute(run: runners.Run, held: Lock, log: logging.Logger):
     opts = run.opts
     if _cloud(opts) and not run.without_beam:
         return dataflow.run_dataflow(run, held)
-    log.info("converting %d records into %d shards in %s", run.records, len(run.shards),
-             run.output_dir)
+    if run.shards:
+        log.info("converting %d records into %d shards in %s", run.records, len(run.shards),
+                 run.output_dir)
+    else:
+        log.info("retiring records in %s: no shard to write", run.output_dir)
     try:
         job_id = direct.run_direct(run)
     except BaseException:

@@ -72,9 +72,12 @@ class Run:
     def without_beam(self) -> bool:
         """An update the DirectRunner would run in this process on one worker, with no
         pipeline options of the user's: its steps run here without starting Beam
-        (``steps.run_here``), whose start-up costs more than a small update's work."""
-        return (self.update and self.opts.runner == "DirectRunner" and self.workers == 1
-                and not self.opts.pipeline_options)
+        (``steps.run_here``), whose start-up costs more than a small update's work. An
+        update that writes no shard (it only retires records) runs here on any runner:
+        no worker has anything to do."""
+        return self.update and (not self.shards or (
+            self.opts.runner == "DirectRunner" and self.workers == 1
+            and not self.opts.pipeline_options))
 
     @property
     def output_dir(self) -> str:
