@@ -407,14 +407,6 @@ FLOORS: dict[str, int] = {
 DELIBERATE_LOOK_UPS: dict[str, str] = {
     "_report.findings ..> access": "a report's thumbnail is drawn from its record, read "
                                    "by access.Reader when the HTML is drawn",
-    "_report.findings ..> _writer.image": "open_stored lives with the writer's image "
-                                          "code until the header parsers move down",
-    "_report.boxes ..> _writer.image": "a mask's PNG is opened with the writer's image "
-                                       "code until the header parsers move down",
-    "_report.measures ..> _writer.image": "pil, open_stored and the 8-bit conversion live "
-                                          "with the writer's image code until they move down",
-    "_folder.legacy ..> _writer.image": "pil decodes TFRecorder 2.0's pixels; it lives with "
-                                        "the writer's image code until it moves down",
     "_folder.metadata -> _inputs.labels": "metadata.py still holds the writer's builder "
                                           "(the labels file it writes) beside read_manifest",
     "_folder.metadata -> _report.quality": "metadata.py still holds the writer's builder "

@@ -467,7 +467,7 @@ class _Thumbnails:
         img = ""
         if data is not None:
             try:
-                from tfrecorder._writer.image import open_stored
+                from tfrecorder._folder.image_headers import open_stored
 
                 im = open_stored(data)
                 im.thumbnail((_THUMB, _THUMB))

@@ -24,7 +24,9 @@ import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import class_mask, image, orientation
+from tfrecorder._writer import class_mask, orientation
+from tfrecorder._folder import image_headers as image
+from tfrecorder._folder.image_headers import ImageInfo, ImageProblem
 from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._folder import garden, index, layout, rows
@@ -269,7 +271,7 @@ def _small_feature(kind: str, value) -> example.Feature:
     return example.feature(kind, [value])
 
 
-def image_features(data: bytes, info: image.ImageInfo, uri: str,
+def image_features(data: bytes, info: ImageInfo, uri: str,
                    written: str | None = None) -> dict:
     """The image features of one record: ``layout.IMAGE_FEATURES``, each set, from the
     image read from ``uri``; ``image_uri`` is ``written``, the table's value (``uri``
@@ -357,7 +359,7 @@ def write(task: ShardTask, settings: WriteSettings,
                     and orientation.of_jpeg(stored) != 1):
                 turned_from = (stored, info)
                 stored, info = orientation.upright(stored, quality)
-        except image.ImageProblem as e:
+        except ImageProblem as e:
             return e
         measured = ((digests.add(data), None, None, {}) if digests is not None
                     else look.measure(data, decoded[0] if decoded else None))
@@ -380,7 +382,7 @@ def write(task: ShardTask, settings: WriteSettings,
                 reason, failed_at = None, "read"
                 if isinstance(ready, OSError):
                     reason = _read_reason(ready, row.image_uri)
-                elif isinstance(ready, image.ImageProblem):
+                elif isinstance(ready, ImageProblem):
                     reason, failed_at = _named(str(ready), row.image_uri), "image"
                 if reason is not None:
                     bad.extend(quarantined(row, columns, failed_at, reason))
