@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from tfrecorder._folder import image_headers
-from tfrecorder._folder import image_headers as image
+from tfrecorder._writer import image
 from tests.conftest import encode
 
 
@@ -431,7 +431,7 @@ def test_a_header_check_of_a_common_format_does_not_import_pillow(tmp_path):
     code = f"""
 import sys
 from tfrecorder._folder import image_headers
-from tfrecorder._folder import image_headers as image
+from tfrecorder._writer import image
 print(image.prepare(open({str(small)!r}, "rb").read())[1], "PIL.Image" in sys.modules)
 try:
     image.prepare(open({str(huge)!r}, "rb").read())
@@ -463,7 +463,7 @@ def test_threads_that_pre_size_and_check_headers_at_once_from_a_fresh_process(tm
     small.write_bytes(encode("RGB", size=(12, 10), fmt="JPEG"))
     code = f"""
 import sys, threading
-from tfrecorder._folder import image_headers as image
+from tfrecorder._writer import image
 assert "PIL.Image" not in sys.modules
 big = [open(p, "rb").read() for p in {files!r}]
 small = open({str(small)!r}, "rb").read()

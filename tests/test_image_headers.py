@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from tfrecorder._folder import image_headers
-from tfrecorder._folder import image_headers as image
+from tfrecorder._writer import image
 
 _MODES = {"JPEG": ["L", "RGB", "CMYK"], "PNG": ["1", "L", "LA", "P", "RGB", "RGBA", "I;16"],
           "GIF": ["L", "P", "RGB"], "BMP": ["1", "L", "P", "RGB", "RGBA"]}

@@ -140,7 +140,7 @@ def test_read_all_prepares_images_in_its_threads_and_keeps_their_order():
 
 
 def test_a_pre_sized_shard_is_the_same_prepared_in_one_thread_or_several(tmp_path, image_table):
-    from tfrecorder._folder import image_headers as image
+    from tfrecorder._writer import image
 
     uris = [image_table(f"{i}.jpg", encode("RGB", size=(90 + i, 60), fmt="JPEG", seed=i))
             for i in range(12)]

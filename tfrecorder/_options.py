@@ -19,7 +19,7 @@ import inspect
 import os
 from typing import Any, Mapping, Sequence
 
-from tfrecorder._folder import image_headers as image
+from tfrecorder._writer import image
 from tfrecorder._report import measures
 from tfrecorder._inputs import splits
 from tfrecorder._folder import split_names

@@ -24,8 +24,7 @@ from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
 from tfrecorder._inputs import arguments, sources, spill
 from tfrecorder._inputs.labels import label_feature
 from tfrecorder._errors import ConfigError
-from tfrecorder._writer import cluster, dataflow, direct, orientation, plan, publishing
-from tfrecorder._folder import image_headers as image
+from tfrecorder._writer import cluster, dataflow, direct, image, orientation, plan, publishing
 from tfrecorder._writer import runners, shard, staging
 from tfrecorder._writer.result import ConversionResult
 

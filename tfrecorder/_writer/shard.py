@@ -24,8 +24,7 @@ import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._writer import class_mask, orientation
-from tfrecorder._folder import image_headers as image
+from tfrecorder._writer import class_mask, image, orientation
 from tfrecorder._folder.image_headers import ImageInfo, ImageProblem
 from tfrecorder._folder import example
 from tfrecorder._folder import records
