@@ -407,10 +407,6 @@ FLOORS: dict[str, int] = {
 DELIBERATE_LOOK_UPS: dict[str, str] = {
     "_report.findings ..> access": "a report's thumbnail is drawn from its record, read "
                                    "by access.Reader when the HTML is drawn",
-    "_folder.metadata -> _inputs.labels": "metadata.py still holds the writer's builder "
-                                          "(the labels file it writes) beside read_manifest",
-    "_folder.metadata -> _report.quality": "metadata.py still holds the writer's builder "
-                                           "(quality.json it writes) beside read_manifest",
     "_folder.rows -> _inputs.detection": "a rows file keeps a detection record's boxes "
                                          "under the detection columns' names",
     "_inputs.arguments -> _writer.shard": "the longest name a run writes is checked before "

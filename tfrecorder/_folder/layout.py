@@ -1,6 +1,6 @@
 """The on-disk layout, defined once: file names, feature keys and split order.
 
-The writer (``shard``, ``metadata``), the readers (``decoding``, ``inspection``,
+The writer (``shard``, ``run_metadata``), the readers (``decoding``, ``inspection``,
 ``read``, ``access``) and ``convert`` all take these names from here, so they cannot
 disagree::
 

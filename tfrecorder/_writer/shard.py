@@ -30,7 +30,7 @@ from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._folder import garden, index, layout, rows
 from tfrecorder._report import looker, measures
-from tfrecorder._folder.metadata import strict_json
+from tfrecorder._writer.run_metadata import strict_json
 from tfrecorder._folder.ledger import RunFolder
 from tfrecorder._writer.plan import ShardTask
 
