@@ -85,6 +85,15 @@ IMAGE_FEATURES = {
 SEGMENTATION_MASK = "segmentation_mask"
 SEGMENTATION_MASK_FORMAT = "segmentation_mask_format"
 
+#: An object-detection record's boxes (ymin, xmin, ymax, xmax per box, relative,
+#: flattened) and their label ids, under TFDS's keys.
+BBOX = "objects/bbox"
+LABEL = "objects/label"
+#: The columns of an object-detection table, one row per box. A rows file keeps a
+#: detection record's boxes in this order, from the label on (``rows.features``), so
+#: the order is part of the format.
+DETECTION_COLUMNS = ["split", "image_uri", "label", "x_min", "y_min", "x_max", "y_max"]
+
 
 @dataclasses.dataclass(frozen=True)
 class FeatureSpec:
