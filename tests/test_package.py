@@ -407,10 +407,6 @@ FLOORS: dict[str, int] = {
 DELIBERATE_LOOK_UPS: dict[str, str] = {
     "_report.findings ..> access": "a report's thumbnail is drawn from its record, read "
                                    "by access.Reader when the HTML is drawn",
-    "_inputs.arguments -> _writer.shard": "the longest name a run writes is checked before "
-                                          "it runs: a shard's temporary name",
-    "_inputs.arguments -> _writer.staging": "the longest name a run writes is checked before "
-                                            "it runs: a staged task's suffix",
 }
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import uuid
 
 from tfrecorder._folder import example
 from tfrecorder._folder.split_names import SPLITS
@@ -51,6 +52,18 @@ def written_as(name: str) -> str | None:
     ``quality.json.0123456789ab.tmp``), else None."""
     m = _IN_THE_WRITING.fullmatch(name) if isinstance(name, str) else None
     return m["name"] if m else None
+
+
+def shard_temp_name(filename: str) -> str:
+    """The temporary name a shard file is written under before its rename: unique, so a
+    retried writer never appends to a file another attempt left."""
+    return f"{filename}.{uuid.uuid4().hex}.part"
+
+
+#: A staged shard task's file, ``<shard>.task``, in the run's own folder. With a shard's
+#: temporary name, the longest name a run gives a shard's file on its way, which the
+#: arguments' checks allow for before the run starts.
+TASK_SUFFIX = ".task"
 
 
 LABELS_SUFFIX = ".labels.txt"

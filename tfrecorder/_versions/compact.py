@@ -25,7 +25,7 @@ from tfrecorder._writer import publishing
 from tfrecorder._writer import plan, run_metadata
 from tfrecorder._folder import records
 from tfrecorder._errors import ConfigError, IncompleteOutputError
-from tfrecorder._writer.shard import open_for_write, temp_name
+from tfrecorder._writer.shard import open_for_write
 from tfrecorder._folder.split_names import ALIASES
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 from tfrecorder._report.findings import read as read_report
@@ -189,7 +189,7 @@ def _rewrite(output_dir: str, run: ledger.RunFolder, info: SplitInfo, names: lis
         final = storage.join(run.folder, name)
         # An object store creates an object only once its upload completes.
         temp = (final if storage.is_remote(final)
-                else storage.join(run.folder, temp_name(name)))
+                else storage.join(run.folder, layout.shard_temp_name(name)))
         digest = hashlib.blake2b(digest_size=16)
         framed, lines = [], []
         out, raw = open_for_write(temp, gzipped)

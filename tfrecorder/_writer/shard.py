@@ -20,7 +20,6 @@ import hashlib
 import os
 import re
 import threading
-import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
@@ -300,12 +299,6 @@ def open_for_write(path: str, gzipped: bool):
     return gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6), raw
 
 
-def temp_name(filename: str) -> str:
-    """The temporary name a shard file is written under before its rename: unique, so a
-    retried writer never appends to a file another attempt left."""
-    return f"{filename}.{uuid.uuid4().hex}.part"
-
-
 def write(task: ShardTask, settings: WriteSettings,
           progress: Callable[[int], None] | None = None) -> tuple[ShardStats, list[Quarantined]]:
     """Writes ``task`` as one shard file; returns its stats and bad rows.
@@ -324,7 +317,7 @@ def write(task: ShardTask, settings: WriteSettings,
         tmp = final
     else:
         storage.makedirs(folder)
-        tmp = storage.join(folder, temp_name(task.filename))
+        tmp = storage.join(folder, layout.shard_temp_name(task.filename))
     uris = [row.image_uri for row in task.rows]
     first = next((u for u in uris if u is not None), None)
     threads = REMOTE_READ_THREADS if first is not None and storage.is_remote(first) else 1
