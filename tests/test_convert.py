@@ -14,6 +14,7 @@ import pytest
 
 import tfrecorder
 from tfrecorder._folder import metadata
+from tfrecorder._writer import run_metadata
 from tests.conftest import SAMPLES, encode, read_examples, split_files, timeless
 
 
@@ -162,7 +163,7 @@ def test_nothing_is_lost_bad_rows_are_quarantined_with_reasons(tf, tmp_path, ima
     # The summary counts the rows of each kind of reason, the most common first.
     assert result.quarantine_reasons == {r: 1 for _, r in sorted(bad.values(),
                                                                 key=lambda b: b[1])}
-    assert f"rows ({metadata.counted(result.quarantine_reasons)}), listed in" in str(result)
+    assert f"rows ({run_metadata.counted(result.quarantine_reasons)}), listed in" in str(result)
 
 
 @pytest.mark.slow

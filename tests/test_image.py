@@ -1,3 +1,6 @@
+"""What is stored of an image file: its bytes checked, kept as they are or re-encoded,
+pre-sized; and stored bytes opened again as their format."""
+
 import io
 import struct
 import zlib
@@ -6,6 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tfrecorder._folder import image_headers
 from tfrecorder._writer import image
 from tests.conftest import encode
 
@@ -81,7 +85,7 @@ def test_a_webp_is_stored_as_it_is_and_decodes_to_its_pixels(tf, alpha):
     assert stored == data and (info.format, info.channels) == ("webp", 4 if alpha else 3)
     pixels = np.asarray(img)
     assert (tf.io.decode_image(stored, expand_animations=False).numpy() == pixels).all()
-    with pytest.raises(image.ImageProblem, match="truncated WebP|not a readable image"):
+    with pytest.raises(image_headers.ImageProblem, match="truncated WebP|not a readable image"):
         image.prepare(data[:-10])
 
 
@@ -106,7 +110,7 @@ def test_header_check_reads_dimensions_without_decoding(fmt):
     stored, info = image.prepare(data, "header")
     assert stored == data
     assert (info.format, info.width, info.height, info.channels) == (fmt.lower(), 40, 30, 3)
-    with pytest.raises(image.ImageProblem, match=f"{fmt} image fails to decode"):
+    with pytest.raises(image_headers.ImageProblem, match=f"{fmt} image fails to decode"):
         image.prepare(data, "decode")
 
 
@@ -119,13 +123,13 @@ def test_header_check_reads_dimensions_without_decoding(fmt):
     (encode("RGB", fmt="BMP")[:-50], "truncated BMP"),
 ])
 def test_broken_files_are_refused_with_their_reason(data, reason):
-    with pytest.raises(image.ImageProblem, match=reason):
+    with pytest.raises(image_headers.ImageProblem, match=reason):
         image.prepare(data)
 
 
 def test_decompression_bomb_is_refused(monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)
-    with pytest.raises(image.ImageProblem, match="decompression bomb"):
+    with pytest.raises(image_headers.ImageProblem, match="decompression bomb"):
         image.prepare(encode("RGB", size=(20, 20), fmt="PNG"))
 
 
@@ -134,7 +138,7 @@ def test_decode_check_catches_damage_the_header_check_cannot_see():
     start = data.index(b"IDAT") + 4
     data[start + 10:start + 200] = b"\x00" * 190  # garble the pixels, keep IEND
     image.prepare(bytes(data), "header")
-    with pytest.raises(image.ImageProblem, match="fails to decode"):
+    with pytest.raises(image_headers.ImageProblem, match="fails to decode"):
         image.prepare(bytes(data), "decode")
 
 
@@ -148,7 +152,7 @@ def test_jpeg_header_parser_skips_exif_and_fill_bytes():
     data = encode("RGB", size=(33, 21), fmt="JPEG", exif=b"Exif\x00\x00" + b"\x00" * 500)
     padded = data[:2] + b"\xff\xff" + data[2:]  # fill bytes before a marker are legal
     for d in (data, padded):
-        assert image._jpeg_header(d) == (21, 33, 3)
+        assert image_headers._jpeg_header(d) == (21, 33, 3)
 
 
 # --- files as phones write them ---------------------------------------------------------
@@ -213,7 +217,7 @@ def test_truncated_images_are_still_refused(tf, make, cut, check):
     data = make()[:-cut]
     with pytest.raises(tf.errors.InvalidArgumentError):
         tf.io.decode_image(data, expand_animations=False)  # TensorFlow refuses it too
-    with pytest.raises(image.ImageProblem, match="truncated|fails to decode"):
+    with pytest.raises(image_headers.ImageProblem, match="truncated|fails to decode"):
         image.prepare(data, check)
 
 
@@ -223,7 +227,7 @@ def test_a_jpeg_cut_right_after_its_exif_thumbnail_is_refused(check):
     data = _photo()
     thumb_end = data.index(b"\xff\xd9") + 2
     assert thumb_end < len(data) - 100
-    with pytest.raises(image.ImageProblem, match="truncated JPEG|not a readable image"):
+    with pytest.raises(image_headers.ImageProblem, match="truncated JPEG|not a readable image"):
         image.prepare(data[:thumb_end] + b"\x00" * 5000, check)
 
 
@@ -426,11 +430,12 @@ def test_a_header_check_of_a_common_format_does_not_import_pillow(tmp_path):
                                                            10000, 8, 2, 0, 0, 0, 0))
     code = f"""
 import sys
+from tfrecorder._folder import image_headers
 from tfrecorder._writer import image
 print(image.prepare(open({str(small)!r}, "rb").read())[1], "PIL.Image" in sys.modules)
 try:
     image.prepare(open({str(huge)!r}, "rb").read())
-except image.ImageProblem as e:
+except image_headers.ImageProblem as e:
     print(e)
 """
     root = os.path.dirname(os.path.dirname(os.path.abspath(image.__file__)))
@@ -508,7 +513,7 @@ def test_stored_bytes_open_as_their_format_with_the_pixels_pillow_gives(fmt):
     buf = io.BytesIO()
     Image.fromarray(pixels).save(buf, fmt)
     data = buf.getvalue()
-    opened = image.open_stored(data)
+    opened = image_headers.open_stored(data)
     assert opened.format == fmt
     assert np.array_equal(np.asarray(opened), np.asarray(Image.open(io.BytesIO(data))))
 
@@ -516,4 +521,4 @@ def test_stored_bytes_open_as_their_format_with_the_pixels_pillow_gives(fmt):
 def test_bytes_that_no_format_reads_are_refused_as_pillow_refuses_them():
     for data in (b"\xff\xd8\xff" + b"\x00" * 40, b"\x89PNG\r\n\x1a\n" + b"\x00" * 40, b"junk"):
         with pytest.raises(Image.UnidentifiedImageError):
-            image.open_stored(data)
+            image_headers.open_stored(data)

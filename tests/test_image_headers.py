@@ -1,4 +1,4 @@
-"""The hand-written image header parsers (tfrecorder/_writer/image.py) read untrusted
+"""The hand-written image header parsers (tfrecorder/_folder/image_headers.py) read untrusted
 files: searched with hypothesis against Pillow, which reads the same headers its own way."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from tfrecorder._folder import image_headers
 from tfrecorder._writer import image
 
 _MODES = {"JPEG": ["L", "RGB", "CMYK"], "PNG": ["1", "L", "LA", "P", "RGB", "RGBA", "I;16"],
@@ -64,11 +65,11 @@ def test_a_header_read_by_hand_is_the_header_pillow_reads(data):
             fmt, height, width = img.format, img.height, img.width
     except OSError:
         assume(False)  # a file Pillow writes but cannot read back (a BMP without palette)
-    info = image._fast_info(data)
+    info = image_headers._fast_info(data)
     if info is None:
         return  # read by Pillow alone: nothing of ours to compare
     assert (info.format, info.height, info.width) == (image.PASS_THROUGH[fmt], height, width)
-    assert image.image_end(data, info.format) == len(data)
+    assert image_headers.image_end(data, info.format) == len(data)
     kept, full = image._prepare(data, "decode")
     assert kept == data and full == info
 
@@ -85,12 +86,12 @@ def test_damaged_headers_are_refused_or_read_as_pillow_reads_them(data, draw):
         at = draw.draw(st.integers(0, min(len(damaged), 64) - 1))
         damaged[at] = draw.draw(st.integers(0, 255))
     damaged = bytes(damaged)
-    info = image._fast_info(damaged)
+    info = image_headers._fast_info(damaged)
     if info is None:
         return
     try:
-        end = image.image_end(damaged, info.format)
-    except image.ImageProblem:
+        end = image_headers.image_end(damaged, info.format)
+    except image_headers.ImageProblem:
         return
     assert end <= len(damaged)
     seen = _pillow(damaged)
@@ -103,10 +104,10 @@ def test_damaged_headers_are_refused_or_read_as_pillow_reads_them(data, draw):
        st.binary(max_size=200))
 def test_any_bytes_after_a_signature_end_the_parsers(signature, rest):
     data = signature + rest
-    info = image._fast_info(data)
+    info = image_headers._fast_info(data)
     for fmt in ("jpeg", "png", "gif", "bmp", "webp"):
         try:
-            assert image.image_end(data, fmt) <= len(data)
-        except image.ImageProblem:
+            assert image_headers.image_end(data, fmt) <= len(data)
+        except image_headers.ImageProblem:
             pass
     assert info is None or info.format in ("jpeg", "png", "gif", "bmp")

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from tfrecorder._folder import layout, ledger, metadata
-from tfrecorder._writer import publishing
+from tfrecorder._writer import publishing, run_metadata
 from tfrecorder._errors import ConversionError, IncompleteOutputError
 from tfrecorder._folder.layout import FeatureSpec
 from tfrecorder._writer.shard import Quarantined, ShardStats
@@ -15,7 +15,7 @@ FEATURES = {"image": FeatureSpec("bytes", [], "image"), "label": FeatureSpec("in
 
 
 def _spec(out, rows_in=5, budget=1.0):
-    return metadata.DatasetSpec("d", None, FEATURES, {"label": ["cat", "dog"]}, rows_in, budget)
+    return run_metadata.DatasetSpec("d", None, FEATURES, {"label": ["cat", "dog"]}, rows_in, budget)
 
 
 def _run(out):
@@ -54,7 +54,7 @@ def test_rows_of_one_id_are_in_the_same_order_whatever_order_the_shards_came_in(
            Quarantined("r3", "train", "/x/gone_2.jpg", {"label": "dog"}, "read",
                        "image file not found"),
            Quarantined(2, "train", "/x/2.png", {"label": "dog"}, "image", "not an image")]
-    built = [metadata.build(_spec(str(tmp_path)), _stats(), order)
+    built = [run_metadata.build(_spec(str(tmp_path)), _stats(), order)
              for order in (bad, bad[::-1])]
     assert built[0].errors == built[1].errors
     assert built[0].first_reasons == built[1].first_reasons
@@ -116,7 +116,7 @@ def test_over_the_error_budget_no_manifest_is_written(tmp_path):
 @pytest.mark.parametrize("counts,expected", [({3: 5}, 3), ({1: 2}, 1), ({4: 1, 0: 0}, 4),
                                              ({3: 1, 4: 1}, 3), ({2: 3}, 3)])
 def test_tfds_image_channels(counts, expected):
-    assert metadata.image_channels(counts) == expected
+    assert run_metadata.image_channels(counts) == expected
 
 
 @pytest.mark.slow  # a conversion end to end

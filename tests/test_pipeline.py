@@ -6,7 +6,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from tfrecorder._writer import pipeline, plan, shard, staging
+from tfrecorder._writer import pipeline, plan, run_metadata, shard, staging
 from tfrecorder._folder import example
 from tfrecorder._folder import layout, ledger, metadata
 from tfrecorder._folder.layout import FeatureSpec
@@ -48,7 +48,7 @@ def test_write_shards_emits_one_element_per_shard_with_its_quarantined_rows(tmp_
 
 def test_the_job_graph_is_one_chain_without_side_inputs_or_tagged_outputs(tmp_path):
     """What every Beam runner supports: each step has one input and one output."""
-    spec = metadata.DatasetSpec("d", None, {}, {}, 1)
+    spec = run_metadata.DatasetSpec("d", None, {}, {}, 1)
     p = beam.Pipeline()
     pipeline.build(p, str(tmp_path), 1,
                    shard.WriteSettings(ledger.RunFolder(str(tmp_path), "r1"), COLUMNS), spec)
@@ -73,7 +73,7 @@ def test_shards_are_reshuffled_unless_one_worker_in_this_process_writes_them(tmp
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 
-    spec = metadata.DatasetSpec("d", None, {}, {}, 1)
+    spec = run_metadata.DatasetSpec("d", None, {}, {}, 1)
     settings = shard.WriteSettings(ledger.RunFolder(str(tmp_path), "r1"), COLUMNS)
 
     def labels(p):
@@ -102,7 +102,7 @@ def test_build_writes_shards_then_metadata_with_the_manifest(tf, tmp_path, image
     os.makedirs(out)
     with open(os.path.join(out, layout.LOCK), "w") as f:  # the run's, as a run holds it
         json.dump({"run_id": "r1", "expires": 2e9}, f)
-    spec = metadata.DatasetSpec(
+    spec = run_metadata.DatasetSpec(
         "d", None, {"label": FeatureSpec("int64", [], "label")}, {"label": ["even", "odd"]},
         len(rows), max_error_fraction=0.5)
     with beam.Pipeline() as p:

@@ -244,6 +244,10 @@ def test_report_in_a_notebook_shows_bars_and_thumbnails(table, tmp_path):
     # two; the half-size copy as an image of odd size
     assert page.count("data:image/jpeg;base64,") == 2 * 3 + 2 + 1
     assert page.count("<h4>copies</h4>") == 1 and "odd_size: 1" in page
+    # a Folder's report reads its thumbnails through its own readers: the same page
+    cache = tmp_path / "cache"
+    folder = tfrecorder.open(str(tmp_path / "out"), cache_dir=str(cache))
+    assert folder.report()._repr_html_() == page
 
 
 @pytest.mark.slow  # a conversion end to end

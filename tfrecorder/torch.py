@@ -22,7 +22,7 @@ import numpy as np
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import _extras, access
 from tfrecorder._readers import ahead, targets as _targets
-from tfrecorder._writer import image as _image
+from tfrecorder._folder import image_headers as _headers
 from tfrecorder._errors import ConfigError, CorruptRecordError
 
 torch = _extras.require("torch", "tfrecorder.torch")
@@ -110,7 +110,7 @@ class Dataset(torch.utils.data.Dataset):
         if self.image_key:
             # Pillow and its format plugins imported here, once: DataLoader workers
             # forked from this process have them instead of each importing them.
-            _image.pil()
+            _headers.pil()
 
     def __len__(self) -> int:
         return len(self.reader)
@@ -173,11 +173,11 @@ class Dataset(torch.utils.data.Dataset):
 
     def _decoded(self, data: bytes):
         """The stored image decoded as an RGB ``PIL.Image``."""
-        image = _image.open_stored(data)
+        image = _headers.open_stored(data)
         image.load()  # decodes; the in-memory file needs no closing
         if image.mode == "I" or image.mode.startswith("I;16"):  # 16-bit grey: top 8 bits
             wide = np.asarray(image).astype(np.int64) >> 8
-            image = _image.pil().fromarray(np.clip(wide, 0, 255).astype(np.uint8), "L")
+            image = _headers.pil().fromarray(np.clip(wide, 0, 255).astype(np.uint8), "L")
         if image.mode != "RGB":  # convert() would copy even an RGB image
             image = image.convert("RGB")
         return image

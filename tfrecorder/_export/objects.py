@@ -35,7 +35,8 @@ import numpy as np
 from tfrecorder._errors import ConfigError, CorruptRecordError
 from tfrecorder._folder import layout
 from tfrecorder._folder.manifest import Manifest
-from tfrecorder._inputs.detection import BBOX, BOX_FLAGS, LABEL
+from tfrecorder._folder.layout import BBOX, LABEL
+from tfrecorder._inputs.detection import BOX_FLAGS
 from tfrecorder._inputs.keypoints import KEYPOINTS, NUM_KEYPOINTS
 from tfrecorder._inputs.masks import MASK
 

@@ -1,6 +1,6 @@
 """The on-disk layout, defined once: file names, feature keys and split order.
 
-The writer (``shard``, ``metadata``), the readers (``decoding``, ``inspection``,
+The writer (``shard``, ``run_metadata``), the readers (``decoding``, ``inspection``,
 ``read``, ``access``) and ``convert`` all take these names from here, so they cannot
 disagree::
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import uuid
 
 from tfrecorder._folder import example
 from tfrecorder._folder.split_names import SPLITS
@@ -53,6 +54,18 @@ def written_as(name: str) -> str | None:
     return m["name"] if m else None
 
 
+def shard_temp_name(filename: str) -> str:
+    """The temporary name a shard file is written under before its rename: unique, so a
+    retried writer never appends to a file another attempt left."""
+    return f"{filename}.{uuid.uuid4().hex}.part"
+
+
+#: A staged shard task's file, ``<shard>.task``, in the run's own folder. With a shard's
+#: temporary name, the longest name a run gives a shard's file on its way, which the
+#: arguments' checks allow for before the run starts.
+TASK_SUFFIX = ".task"
+
+
 LABELS_SUFFIX = ".labels.txt"
 #: The OD API's label map beside a labels file, in the model_garden layout (garden).
 LABEL_MAP_SUFFIX = ".label_map.pbtxt"
@@ -84,6 +97,15 @@ IMAGE_FEATURES = {
 #: image's size), stored as the file's bytes; and that file's format ("png").
 SEGMENTATION_MASK = "segmentation_mask"
 SEGMENTATION_MASK_FORMAT = "segmentation_mask_format"
+
+#: An object-detection record's boxes (ymin, xmin, ymax, xmax per box, relative,
+#: flattened) and their label ids, under TFDS's keys.
+BBOX = "objects/bbox"
+LABEL = "objects/label"
+#: The columns of an object-detection table, one row per box. A rows file keeps a
+#: detection record's boxes in this order, from the label on (``rows.features``), so
+#: the order is part of the format.
+DETECTION_COLUMNS = ["split", "image_uri", "label", "x_min", "y_min", "x_max", "y_max"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -104,7 +104,7 @@ def png(data: bytes, height: int, width: int) -> bytes:
     """One TFRecorder 2.0 ``image`` value as PNG bytes (for ``inspect``)."""
     import io
 
-    from tfrecorder._writer.image import pil
+    from tfrecorder._folder.image_headers import pil
 
     Image = pil()
     array = pixels(data, height, width)

@@ -1,7 +1,7 @@
 """The manifest, ``tfrecorder.json``: what a finished conversion wrote, and its JSON.
 
-``metadata.build`` makes one from the shards' statistics and ``metadata.read_manifest``
-reads one back (or describes a TFRecorder 2.0 folder as one, through ``legacy``); the
+The writer's ``run_metadata.build`` makes one from the shards' statistics and
+``metadata.read_manifest`` reads one back (or describes a TFRecorder 2.0 folder as one, through ``legacy``); the
 writer (``publishing``) and every reader (``loading``, ``inspection``, ``access``) share
 these types. This module defines them, their text and the one policy for a damaged
 one (``damaged``), so it imports no tfrecorder module but ``layout`` and ``index``

@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 
 from tfrecorder import _storage as storage
 from tfrecorder._folder import index
-from tfrecorder._inputs.detection import BBOX, COLUMNS as BOX_COLUMNS
+from tfrecorder._folder.layout import BBOX, DETECTION_COLUMNS as BOX_COLUMNS
 from tfrecorder._errors import CorruptRecordError, shown_json
 
 #: The default match key: the image column's value as the table gives it.

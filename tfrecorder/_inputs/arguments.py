@@ -8,9 +8,8 @@ import os
 from typing import Mapping
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import index, survey
+from tfrecorder._folder import index, layout, survey
 from tfrecorder._inputs import labels
-from tfrecorder._writer import shard, staging
 from tfrecorder._inputs import schema as schemas
 from tfrecorder._errors import ConfigError
 
@@ -35,7 +34,7 @@ def check_file_names(shards: list[str], others: list[str], what: str) -> None:
     name over MAX_FILE_NAME_BYTES: a shard gets a longer name on its way (its staged
     task, its temporary ``.part``) and an index file beside it."""
     temp = storage.TEMP_SUFFIX_BYTES  # files written whole get a temporary name first
-    extra = max(len(staging.TASK_SUFFIX) + temp, len(shard.temp_name("")),
+    extra = max(len(layout.TASK_SUFFIX) + temp, len(layout.shard_temp_name("")),
                 len(index.SUFFIX) + temp)
     for name, limit in [*((n, MAX_FILE_NAME_BYTES - extra) for n in shards),
                         *((n, MAX_FILE_NAME_BYTES - temp) for n in others)]:

@@ -19,12 +19,11 @@ from tfrecorder._inputs import keypoints, labels, masks, splits
 from tfrecorder._folder import split_names
 from tfrecorder._folder import layout
 from tfrecorder._errors import Problems
-from tfrecorder._folder.layout import FeatureSpec
+from tfrecorder._folder.layout import BBOX, LABEL, FeatureSpec
+# The columns of an object-detection table, one row per box, are the format's: a rows
+# file keeps a record's boxes in their order.
+from tfrecorder._folder.layout import DETECTION_COLUMNS as COLUMNS
 
-#: Columns of an object-detection table, one row per box.
-COLUMNS = ["split", "image_uri", "label", "x_min", "y_min", "x_max", "y_max"]
-BBOX = "objects/bbox"
-LABEL = "objects/label"
 #: Per-box whole-number columns a table may have beside COLUMNS, and the feature each
 #: becomes (one value per box, like ``objects/label``): COCO's ``iscrowd`` and Pascal
 #: VOC's ``difficult`` and ``truncated``, under TFDS's names for them. Values are 0 or 1.

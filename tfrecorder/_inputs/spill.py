@@ -397,7 +397,7 @@ def _detection_check(names: list[str], shapes=frozenset()):
         block = Block(table.row_ids, keys, [], [], [list(c) for c in zip(*values)] or
                       [[] for _ in columns], boxes)
         return _Chunk(block, row_splits, keys, columns, detection.feature_specs(columns),
-                      {detection.LABEL: names}, table.base_dir,
+                      {layout.LABEL: names}, table.base_dir,
                       lambda members, b: detection.record(members, b.labels, id_of, columns,
                                                          b.values),
                       True)

@@ -64,7 +64,7 @@ def thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> tuple[bytes, str] | No
     EXIF orientation (as a browser shows the file), its longest side at most ``side``
     pixels, JPEG, or PNG where the image has transparency; the first frame of an
     animation. None when Pillow cannot decode it."""
-    from tfrecorder._writer.image import open_stored, pil
+    from tfrecorder._folder.image_headers import open_stored, pil
 
     Image = pil()
     from PIL import ImageOps  # imported by pil() already
@@ -308,7 +308,7 @@ def _clip(a) -> np.ndarray:
 
 
 def _encode_array(a: np.ndarray) -> tuple[bytes, str]:
-    from tfrecorder._writer.image import pil
+    from tfrecorder._folder.image_headers import pil
 
     Image = pil()
     if a.ndim == 3 and a.shape[-1] == 1:
@@ -325,7 +325,7 @@ def _encode_array(a: np.ndarray) -> tuple[bytes, str]:
 
 def _blank() -> tuple[bytes, str]:
     """A 1x1 grey pixel where an image cannot be shown."""
-    from tfrecorder._writer.image import pil
+    from tfrecorder._folder.image_headers import pil
 
     return _encode(pil().new("L", (1, 1), 128))
 

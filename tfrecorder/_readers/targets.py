@@ -45,9 +45,9 @@ def class_ids(png: bytes, height: int, width: int) -> np.ndarray:
     """A segmentation mask's class ids as int64 ``[height, width]`` (torchvision's
     segmentation target), from its PNG; CorruptRecordError where it is not of the
     image's size."""
-    from tfrecorder._writer import image as _image
+    from tfrecorder._folder.image_headers import pil
 
-    with _image.pil().open(io.BytesIO(png)) as found:
+    with pil().open(io.BytesIO(png)) as found:
         ids = np.asarray(found, dtype=np.int64)
     if ids.shape != (height, width):
         raise CorruptRecordError(f"{SEGMENTATION_MASK!r} is {ids.shape[-1]} x {ids.shape[0]} "
@@ -110,13 +110,13 @@ def masks(pngs, n: int, height: int, width: int) -> np.ndarray:
     """The instance masks of one record as uint8 ``[n, height, width]``, from its PNGs
     (one per box); CorruptRecordError where there is not one per box or one is not of
     the image's size."""
-    from tfrecorder._writer import image as _image
+    from tfrecorder._folder.image_headers import pil
 
     if len(pngs) != n:
         raise CorruptRecordError(f"{MASK!r} holds {len(pngs)} masks for {n} boxes; it "
                                  f"holds one PNG per box")
     out = np.zeros((n, height, width), dtype=np.uint8)
-    Image = _image.pil()
+    Image = pil()
     for k, data in enumerate(pngs):
         with Image.open(io.BytesIO(data)) as png:
             pixels = np.asarray(png.convert("L") if png.mode not in ("L", "1") else png)

@@ -93,9 +93,9 @@ def _mask_fit(data: bytes, box: tuple, height: int, width: int) -> float | None:
     the intersection over union of the mask's bounding box and the box (0: empty)."""
     import numpy as np
 
-    from tfrecorder._writer import image as _image
+    from tfrecorder._folder.image_headers import pil
 
-    with _image.pil().open(io.BytesIO(data)) as png:
+    with pil().open(io.BytesIO(data)) as png:
         pixels = np.asarray(png.convert("L")) != 0
     rows, cols = np.flatnonzero(pixels.any(axis=1)), np.flatnonzero(pixels.any(axis=0))
     if not len(rows):

@@ -11,7 +11,7 @@ from typing import Any
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
-from tfrecorder._folder import layout, view
+from tfrecorder._folder import layout, records, stored_keys, view
 from tfrecorder._report import boxes, measures, quality
 from tfrecorder._errors import ConfigError, IncompleteOutputError
 
@@ -71,14 +71,16 @@ class Report:
     split (``access.Reader(out, split)[position]``).
     """
 
-    def __init__(self, output_dir: str, data: dict[str, Any], opened=None, cache=None):
+    def __init__(self, output_dir: str, data: dict[str, Any], opened=None, reader=None):
         self.output_dir = str(output_dir)
         self.data = data
         #: The version whose records the thumbnails show (a ``view.Version``); None:
         #: the folder's latest when they are drawn.
         self._opened = opened
-        #: The shard cache settings of their readers (``cache_dir``, ``cache_limit``).
-        self._cache = dict(cache or {})
+        #: What reads a split's records for them: a function of a ``view.View`` that
+        #: returns an object with ``features(position)`` (a Folder's ``access.Reader``,
+        #: through its shard cache); None: ``_RecordImages``, the format's own codecs.
+        self._reader = reader
         pairs = data.get("pairs", [])
         frame = _pairs_frame(pairs)
         across = frame["split_a"] != frame["split_b"]
@@ -267,7 +269,7 @@ class Report:
         esc = html.escape
         pieces = [f"<div><b>data report</b> of <code>{esc(self.output_dir)}</code>: "
                  f"{esc(self.summary())}</div>", self._bars_svg()]
-        thumbs = _Thumbnails(self.output_dir, self._opened, **self._cache)
+        thumbs = _Thumbnails(self.output_dir, self._opened, self._reader)
         groups = self.data.get("groups")
         if groups:
             # a group is one strip of thumbnails: the image and where each copy is
@@ -439,10 +441,10 @@ class _Thumbnails:
     """Small images of records, read from the conversion itself (the table's files may
     have moved since), as HTML cells."""
 
-    def __init__(self, output_dir: str, opened=None, **cache):
+    def __init__(self, output_dir: str, opened=None, reader=None):
         self._dir = output_dir
         self._opened = opened
-        self._cache = cache  # a Folder's cache_dir and cache_limit
+        self._reader = reader or _RecordImages  # see Report._reader
         self._readers: dict = {}
 
     def _image(self, split: str, position) -> bytes | None:
@@ -450,11 +452,9 @@ class _Thumbnails:
             return None
         try:
             if split not in self._readers:
-                from tfrecorder.access import Reader
-
-                self._readers[split] = (
-                    Reader(self._dir, split, **self._cache) if self._opened is None
-                    else Reader.of(self._opened.view(split), **self._cache))
+                if self._opened is None:
+                    self._opened = view.open_version(self._dir)
+                self._readers[split] = self._reader(self._opened.view(split))
             reader = self._readers[split]
             feats = reader.features(int(position))
             data = feats.get(layout.IMAGE)
@@ -467,7 +467,7 @@ class _Thumbnails:
         img = ""
         if data is not None:
             try:
-                from tfrecorder._writer.image import open_stored
+                from tfrecorder._folder.image_headers import open_stored
 
                 im = open_stored(data)
                 im.thumbnail((_THUMB, _THUMB))
@@ -479,6 +479,33 @@ class _Thumbnails:
                 img = ""
         return (f"<td style='text-align:center'>{img}{html.escape(str(split))} row "
                 f"{html.escape(str(row))}<br>{html.escape(str(label))}</td>")
+
+
+class _RecordImages:
+    """The image of a split's record by its position, read as ``access.Reader`` reads it
+    without a cache, with the format's own codecs: the record's place from the view
+    (its live index, index file or a scan), one ranged read, both checksums
+    (``records.unframe``), and the Example parsed for the image alone. The report stands
+    below the readers, so it reads the few records its thumbnails show itself."""
+
+    def __init__(self, split: view.View):
+        what = "reading single records"
+        split.version.need_offsets(what)
+        split.need_counts(what)
+        self._view = split
+
+    def features(self, position: int) -> dict:
+        split = self._view
+        if not 0 <= position < len(split):
+            raise IndexError(f"record {position} of split {split.split!r}, which has "
+                             f"{len(split)} records")
+        shard, k = split.position(position)
+        offset, length = split.entries(shard)[k]
+        path = split.path(shard)
+        data = records.unframe(storage.read_range(path, offset, length), length,
+                               f"{path}, record at byte {offset}")
+        parsed = stored_keys.parse(data, split.manifest, only=[layout.IMAGE])
+        return {key: values[0] for key, (_, values) in parsed.items() if len(values) == 1}
 
 
 @deprecation.renamed(output_dir="tfrecord_dir")
@@ -493,10 +520,10 @@ def report(tfrecord_dir: str, version: int | None = None) -> Report:
     return report_version(view.open_version(str(tfrecord_dir), version))
 
 
-def report_version(opened: view.Version, cache=None) -> Report:
+def report_version(opened: view.Version, reader=None) -> Report:
     """``report`` of the version ``opened`` (``Folder.report``): its own report file, and
-    thumbnails read from its own records, whatever was published since (through the
-    shard cache settings ``cache``: a Folder's ``cache_dir`` and ``cache_limit``)."""
+    thumbnails read from its own records, whatever was published since (by ``reader``
+    of each split's view where given: ``Report``'s, a Folder's ``access.Reader``)."""
     output_dir, manifest, version = opened.output_dir, opened.manifest, opened.number
     if not manifest.quality:
         raise ConfigError(f"{output_dir} was converted without a data report (quality.json); "
@@ -508,7 +535,7 @@ def report_version(opened: view.Version, cache=None) -> Report:
             f"the data report of version {version} of {output_dir} was replaced by version "
             f"{data.get('version')}'s ({manifest.quality}): only the versions after the "
             f"first keep their own (versions/KKKKK/quality.json)")
-    return Report(output_dir, data, opened, cache)
+    return Report(output_dir, data, opened, reader)
 
 
 def read(output_dir: str, name: str) -> dict:

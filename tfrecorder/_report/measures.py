@@ -79,7 +79,7 @@ def small(data: bytes):
     image's whole size, which ``pixel_issues`` looks at it as, its ``info["entropy"]``
     the ``entropy`` of the decode before it was reduced, and its ``info["blur_view"]``
     the ``blur_view`` of that decode."""
-    from tfrecorder._writer.image import open_stored, pil
+    from tfrecorder._folder.image_headers import open_stored, pil
 
     pil()  # Pillow imported by one thread, before ImageOps is looked up
     from PIL import ImageOps
@@ -107,7 +107,7 @@ def small(data: bytes):
 def reduced(img):
     """``img`` in RGB, reduced (box filter, in C) to a shorter side of SMALL_SIDE to
     2 * SMALL_SIDE pixels where it is larger."""
-    from tfrecorder._writer.image import _WIDE_GREY, _eight_bit
+    from tfrecorder._folder.image_headers import _WIDE_GREY, _eight_bit
 
     if img.mode in _WIDE_GREY:  # 16-bit grey: as TensorFlow decodes it, not clipped white
         img = _eight_bit(img)
@@ -126,7 +126,7 @@ def blur_view(img, full_size: tuple | None = None):
     enlarged. Taken from the decode before ``reduced``, which for a large photo is
     about 45 px across: enlarged to 64 it was softened by an amount that depended on the
     file's size, and sharp wallpapers and their half-size copies were called blurry."""
-    from tfrecorder._writer.image import _WIDE_GREY, _eight_bit, pil
+    from tfrecorder._folder.image_headers import _WIDE_GREY, _eight_bit, pil
 
     Image = pil()
     width, height = full_size or img.size
@@ -156,7 +156,7 @@ def entropy(img) -> float:
 def dhash(img) -> int:
     """The 64-bit difference hash of a PIL image: its grey 9x8 reduction, one bit per
     pair of horizontal neighbours, set where the left one is brighter."""
-    from tfrecorder._writer.image import pil
+    from tfrecorder._folder.image_headers import pil
 
     Image = pil()
     grey = img.convert("L").resize((9, 8), Image.Resampling.BOX)
@@ -186,7 +186,7 @@ def pixel_issues(img, grey=None, full_size: tuple | None = None,
     ``grey``: its ``grey16`` where the caller has it. A few tenths of a millisecond:
     NumPy on a few thousand pixels, no full sort."""
     import numpy as np
-    from tfrecorder._writer.image import pil
+    from tfrecorder._folder.image_headers import pil
 
     pil()  # Pillow imported by one thread, before ImageFilter is looked up
     from PIL import ImageFilter
@@ -273,7 +273,7 @@ def _tables() -> tuple:
 def grey16(img):
     """``img``'s 16x16 grey reduction (box filter), as 256 floats."""
     import numpy as np
-    from tfrecorder._writer.image import pil
+    from tfrecorder._folder.image_headers import pil
 
     Image = pil()
     return np.asarray(img.convert("L").resize((16, 16), Image.Resampling.BOX),

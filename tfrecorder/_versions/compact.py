@@ -20,12 +20,12 @@ import hashlib
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder import _storage as storage
-from tfrecorder._folder import (index, layout, ledger, lock, metadata, removal, rows, survey)
+from tfrecorder._folder import (index, layout, ledger, lock, removal, rows, survey)
 from tfrecorder._writer import publishing
-from tfrecorder._writer import plan
+from tfrecorder._writer import plan, run_metadata
 from tfrecorder._folder import records
 from tfrecorder._errors import ConfigError, IncompleteOutputError
-from tfrecorder._writer.shard import open_for_write, temp_name
+from tfrecorder._writer.shard import open_for_write
 from tfrecorder._folder.split_names import ALIASES
 from tfrecorder._folder.manifest import Manifest, ShardInfo, SplitInfo, json_bytes
 from tfrecorder._report.findings import read as read_report
@@ -115,7 +115,7 @@ def compact(tfrecord_dir: str, splits=None) -> Compacted:
                     info = _rewrite(tfrecord_dir, run, info, planned[name], digests)
                 new_splits[name] = info
             manifest = _manifest(parent, new_splits, version, digests, tag)
-            files_out = {layout.DATASET_INFO: json_bytes(metadata.tfds_dataset_info(manifest))}
+            files_out = {layout.DATASET_INFO: json_bytes(run_metadata.tfds_dataset_info(manifest))}
             report = _report(tfrecord_dir, parent, version,
                              {n: new_splits[n].num_bytes for n in planned})
             if report is not None:
@@ -136,7 +136,7 @@ def _wanted(parent: Manifest, splits) -> list[str]:
     TFDS cannot read by one template."""
     if splits is None:
         return [n for n, info in parent.splits.items()
-                if metadata.tfds_template(info) is None]
+                if run_metadata.tfds_template(info) is None]
     names = [ALIASES.get(n.strip().lower(), n) for n in splits]  # "TRAIN", "validate"
     unknown = [given for given, n in zip(splits, names) if n not in parent.splits]
     if unknown:
@@ -189,7 +189,7 @@ def _rewrite(output_dir: str, run: ledger.RunFolder, info: SplitInfo, names: lis
         final = storage.join(run.folder, name)
         # An object store creates an object only once its upload completes.
         temp = (final if storage.is_remote(final)
-                else storage.join(run.folder, temp_name(name)))
+                else storage.join(run.folder, layout.shard_temp_name(name)))
         digest = hashlib.blake2b(digest_size=16)
         framed, lines = [], []
         out, raw = open_for_write(temp, gzipped)
@@ -232,7 +232,7 @@ def _manifest(parent: Manifest, splits: dict, version: int, digests: list,
         changes={n: {"added": 0, "retired": 0, "kept": info.num_examples}
                  for n, info in splits.items()},
         quality=layout.version_quality(version, tag) if parent.quality else None, tag=tag)
-    return metadata.with_generation(manifest, parent.generation, digests)
+    return run_metadata.with_generation(manifest, parent.generation, digests)
 
 
 def _report(output_dir: str, parent: Manifest, version: int,

@@ -132,9 +132,11 @@ class Folder:
         """This version's data report (``tfrecorder.report``); its thumbnails show this
         version's records."""
         from tfrecorder._report.findings import report_version
+        from tfrecorder.access import Reader
 
-        return report_version(self._opened, {"cache_dir": self.cache_dir,
-                                             "cache_limit": self.cache_limit})
+        # Its thumbnails are read through this Folder's shard cache, as its readers are.
+        return report_version(self._opened, lambda split: Reader.of(
+            split, cache_dir=self.cache_dir, cache_limit=self.cache_limit))
 
     @_pinned()
     def verify(self):

@@ -107,7 +107,7 @@ def _table_rows(table, settings, ends: bool) -> Iterator[tuple]:
     its path where ``ends``); ``image``,
     where the key is another column, the names its image must share with the stored
     record's (None elsewhere)."""
-    from tfrecorder._folder.metadata import strict_json
+    from tfrecorder._writer.run_metadata import strict_json
 
     names = settings.label_names
     key_spec = _key_spec(table, settings)
@@ -142,7 +142,7 @@ def plan(output_dir: str, parent: Manifest, version: int, table, settings, opts,
     """The update of ``parent`` (the latest version, number ``version - 1`` or less) by
     the spilled ``table``: which rows to write, which records to retire. ``read``: the
     entries of ``parent``'s rows files read already, by name."""
-    from tfrecorder._folder.metadata import strict_json
+    from tfrecorder._writer.run_metadata import strict_json
 
     content = opts.compare == "content"
     append = opts.mode == "append"

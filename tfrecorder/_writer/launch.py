@@ -18,7 +18,7 @@ import logging
 import os
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import garden, index, layout, ledger, metadata, removal, rows
+from tfrecorder._folder import garden, index, layout, ledger, removal, rows
 from tfrecorder._folder import split_names, survey
 from tfrecorder._folder.lock import DATAFLOW_LOCK_TTL, LOCK_TTL, Lock, acquire
 from tfrecorder._inputs import arguments, sources, spill
@@ -26,6 +26,7 @@ from tfrecorder._inputs.labels import label_feature
 from tfrecorder._errors import ConfigError
 from tfrecorder._writer import cluster, dataflow, direct, image, orientation, plan, publishing
 from tfrecorder._writer import runners, shard, staging
+from tfrecorder._writer import run_metadata as metadata
 from tfrecorder._writer.result import ConversionResult
 
 #: Rows below which the DirectRunner runs in this process: starting worker processes

@@ -25,7 +25,7 @@ import io
 import warnings
 from typing import Mapping
 
-from tfrecorder._writer import image
+from tfrecorder._folder import image_headers as headers
 
 #: JPEG quality of a JPEG turned upright when no ``jpeg_quality`` is given (pre-sizing
 #: gives one): high, as the picture is otherwise stored as it came.
@@ -62,7 +62,7 @@ def without_tag(data: bytes) -> bytes:
     return data[:at] + (1).to_bytes(2, order) + data[at + 2:]
 
 
-def in_sensor_frame(given, raw: image.ImageInfo, turned: image.ImageInfo) -> bool:
+def in_sensor_frame(given, raw: headers.ImageInfo, turned: headers.ImageInfo) -> bool:
     """Whether a source that sizes a photo ``given`` (width, height), stored
     ``raw`` (its sensor's frame) and shown ``turned``, made its boxes in the sensor's
     frame: its size is the sensor frame's and not the shown one's. A square photo, or a
@@ -120,17 +120,17 @@ def _in_tiff(tiff: bytes) -> tuple[int, int, str] | None:
     return None
 
 
-def upright(data: bytes, quality: int = QUALITY) -> tuple[bytes, image.ImageInfo]:
+def upright(data: bytes, quality: int = QUALITY) -> tuple[bytes, headers.ImageInfo]:
     """The JPEG ``data`` turned by its EXIF orientation and re-encoded at ``quality``,
     with its other EXIF fields and colour profile, and no orientation tag; and what it
     decodes to. Raises ImageProblem where Pillow cannot decode it."""
-    Image = image.pil()
-    from PIL import ImageOps, JpegImagePlugin  # registered by image.pil()
+    Image = headers.pil()
+    from PIL import ImageOps, JpegImagePlugin  # registered by headers.pil()
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            img = image.open_stored(data)
+            img = headers.open_stored(data)
             turn = img.getexif().get(_TAG, 1)
             sampling = JpegImagePlugin.get_sampling(img) if img.format == "JPEG" else -1
             icc = img.info.get("icc_profile")
@@ -151,10 +151,10 @@ def upright(data: bytes, quality: int = QUALITY) -> tuple[bytes, image.ImageInfo
             out = io.BytesIO()
             img.save(out, "JPEG", quality=quality, exif=exif.tobytes() if exif else b"",
                      **extra)
-    except image.ImageProblem:
+    except headers.ImageProblem:
         raise
     except Exception as e:  # Pillow raises many types for a file it cannot decode
-        raise image.ImageProblem(f"JPEG fails to decode for turning upright by its EXIF "
-                                 f"orientation ({type(e).__name__}: {e})") from None
-    return out.getvalue(), image.ImageInfo("jpeg", img.height, img.width,
-                                           1 if img.mode == "L" else 3)
+        raise headers.ImageProblem(f"JPEG fails to decode for turning upright by its EXIF "
+                                   f"orientation ({type(e).__name__}: {e})") from None
+    return out.getvalue(), headers.ImageInfo("jpeg", img.height, img.width,
+                                             1 if img.mode == "L" else 3)

@@ -24,9 +24,9 @@ import contextlib
 import apache_beam as beam
 import apache_beam.pipeline as beam_pipeline
 
-from tfrecorder._folder import ledger, metadata
+from tfrecorder._folder import ledger
 from tfrecorder._report import matching
-from tfrecorder._writer import shard, steps
+from tfrecorder._writer import run_metadata, shard, steps
 
 
 class _WriteShardFn(beam.DoFn):
@@ -98,7 +98,7 @@ def _one_key(element):
     return 0, element
 
 
-def _finish(keyed, run: ledger.RunFolder, spec: metadata.DatasetSpec) -> str:
+def _finish(keyed, run: ledger.RunFolder, spec: run_metadata.DatasetSpec) -> str:
     _, elements = keyed
     return steps.finish(elements, run, spec)
 
@@ -107,7 +107,7 @@ class WriteMetadata(beam.PTransform):
     """After every shard and match: the shards moved into place, errors file, labels,
     TFDS metadata, the data report, and the manifest last (``publishing.finish``)."""
 
-    def __init__(self, run: ledger.RunFolder, spec: metadata.DatasetSpec):
+    def __init__(self, run: ledger.RunFolder, spec: run_metadata.DatasetSpec):
         super().__init__()
         self._run = run
         self._spec = spec
@@ -125,7 +125,7 @@ class WriteMetadata(beam.PTransform):
 
 
 def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSettings,
-          spec: metadata.DatasetSpec, progress_dir: str | None = None, kept: int = 0):
+          spec: run_metadata.DatasetSpec, progress_dir: str | None = None, kept: int = 0):
     """Adds the conversion of the ``shards`` shard tasks staged in ``task_dir`` to
     pipeline ``p``; returns the PCollection of the final step. ``kept``: the shards an
     update keeps (``staging.stage_kept``), whose records the data report compares the

@@ -16,7 +16,8 @@ from typing import Iterable
 
 from tfrecorder import _storage as storage
 from tfrecorder._errors import ConversionError, OutputBusyError
-from tfrecorder._folder import layout, metadata
+from tfrecorder._folder import layout
+from tfrecorder._writer import run_metadata as metadata
 from tfrecorder._folder.ledger import RunFolder, write_ledger
 from tfrecorder._folder.lock import holds, release
 from tfrecorder._folder.manifest import Manifest

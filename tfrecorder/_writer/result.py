@@ -10,6 +10,7 @@ from typing import Any
 
 from tfrecorder import _deprecation as deprecation
 from tfrecorder._folder import layout, metadata
+from tfrecorder._writer import run_metadata
 from tfrecorder._report import findings as _report
 from tfrecorder import _storage as storage
 from tfrecorder._folder.manifest import Manifest
@@ -239,7 +240,7 @@ class ConversionResult(_Keys):
             shards_per_split={s: len(i.shards) for s, i in m.splits.items()},
             labels=list(m.vocabularies.get(label, [])) if label else [],
             first_errors=first,
-            quarantine_reasons=metadata.reason_counts(reasons),
+            quarantine_reasons=run_metadata.reason_counts(reasons),
             runner=runner,
             job_id=job_id,
             label_counts={sp: dict(i.label_counts) for sp, i in m.splits.items()},
@@ -252,7 +253,7 @@ class ConversionResult(_Keys):
                      for s, c in sorted((m.changes or {}).items(),
                                         key=lambda kv: layout.split_order(kv[0]))},
             tfds_left_out=sorted((s for s, i in m.splits.items()
-                                  if metadata.tfds_template(i) is None),
+                                  if run_metadata.tfds_template(i) is None),
                                  key=layout.split_order),
         )
 
@@ -358,7 +359,7 @@ class ConversionResult(_Keys):
                 lines.append(f"  NO RECORDS  {len(empty):>9} label(s) have no records "
                              f"(ids kept; see labels_without_records): {names}")
         if self.rows_quarantined:
-            kinds = (f" ({metadata.counted(self.quarantine_reasons)})"
+            kinds = (f" ({run_metadata.counted(self.quarantine_reasons)})"
                      if self.quarantine_reasons else "")
             lines.append(f"  QUARANTINED {self.rows_quarantined:>9} rows{kinds}, listed in "
                          f"{self.errors_file}")

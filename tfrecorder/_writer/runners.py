@@ -17,8 +17,8 @@ import os
 import re
 
 from tfrecorder import _storage as storage
-from tfrecorder._folder import layout, ledger, metadata
-from tfrecorder._writer import plan, shard
+from tfrecorder._folder import layout, ledger
+from tfrecorder._writer import plan, run_metadata, shard
 
 #: Beam's Dask runner, which Beam does not list among its runner names.
 DASK = "apache_beam.runners.dask.dask_runner.DaskRunner"
@@ -59,7 +59,7 @@ class Run:
     task_dir: str                   # the staged shard tasks
     shards: tuple                   # their shard names, in plan order
     settings: shard.WriteSettings   # where and how shards are written
-    spec: metadata.DatasetSpec      # what the last step writes
+    spec: run_metadata.DatasetSpec  # what the last step writes
     records: int                    # records the tasks will write
     workers: int                    # DirectRunner workers (1: in this process)
     kept: int = 0                   # shards an update keeps, read for the data report

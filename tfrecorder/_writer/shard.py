@@ -20,16 +20,16 @@ import hashlib
 import os
 import re
 import threading
-import uuid
 from typing import Any, Callable, Iterator, Mapping
 
 from tfrecorder import _storage as storage
 from tfrecorder._writer import class_mask, image, orientation
+from tfrecorder._folder.image_headers import ImageInfo, ImageProblem
 from tfrecorder._folder import example
 from tfrecorder._folder import records
 from tfrecorder._folder import garden, index, layout, rows
 from tfrecorder._report import looker, measures
-from tfrecorder._folder.metadata import strict_json
+from tfrecorder._writer.run_metadata import strict_json
 from tfrecorder._folder.ledger import RunFolder
 from tfrecorder._writer.plan import ShardTask
 
@@ -269,7 +269,7 @@ def _small_feature(kind: str, value) -> example.Feature:
     return example.feature(kind, [value])
 
 
-def image_features(data: bytes, info: image.ImageInfo, uri: str,
+def image_features(data: bytes, info: ImageInfo, uri: str,
                    written: str | None = None) -> dict:
     """The image features of one record: ``layout.IMAGE_FEATURES``, each set, from the
     image read from ``uri``; ``image_uri`` is ``written``, the table's value (``uri``
@@ -299,12 +299,6 @@ def open_for_write(path: str, gzipped: bool):
     return gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6), raw
 
 
-def temp_name(filename: str) -> str:
-    """The temporary name a shard file is written under before its rename: unique, so a
-    retried writer never appends to a file another attempt left."""
-    return f"{filename}.{uuid.uuid4().hex}.part"
-
-
 def write(task: ShardTask, settings: WriteSettings,
           progress: Callable[[int], None] | None = None) -> tuple[ShardStats, list[Quarantined]]:
     """Writes ``task`` as one shard file; returns its stats and bad rows.
@@ -323,7 +317,7 @@ def write(task: ShardTask, settings: WriteSettings,
         tmp = final
     else:
         storage.makedirs(folder)
-        tmp = storage.join(folder, temp_name(task.filename))
+        tmp = storage.join(folder, layout.shard_temp_name(task.filename))
     uris = [row.image_uri for row in task.rows]
     first = next((u for u in uris if u is not None), None)
     threads = REMOTE_READ_THREADS if first is not None and storage.is_remote(first) else 1
@@ -357,7 +351,7 @@ def write(task: ShardTask, settings: WriteSettings,
                     and orientation.of_jpeg(stored) != 1):
                 turned_from = (stored, info)
                 stored, info = orientation.upright(stored, quality)
-        except image.ImageProblem as e:
+        except ImageProblem as e:
             return e
         measured = ((digests.add(data), None, None, {}) if digests is not None
                     else look.measure(data, decoded[0] if decoded else None))
@@ -380,7 +374,7 @@ def write(task: ShardTask, settings: WriteSettings,
                 reason, failed_at = None, "read"
                 if isinstance(ready, OSError):
                     reason = _read_reason(ready, row.image_uri)
-                elif isinstance(ready, image.ImageProblem):
+                elif isinstance(ready, ImageProblem):
                     reason, failed_at = _named(str(ready), row.image_uri), "image"
                 if reason is not None:
                     bad.extend(quarantined(row, columns, failed_at, reason))

@@ -20,8 +20,6 @@ from tfrecorder._errors import ConfigError
 from tfrecorder._writer.plan import ShardTask, SplitPlan
 from tfrecorder._inputs.block import Block
 
-TASK_SUFFIX = ".task"
-
 
 def stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
           gzip: bool, version: int = 1, tag: str = "") -> list[str]:
@@ -77,7 +75,7 @@ def _stage(spilled, plans: Sequence[SplitPlan], folder: str, *, name: str,
 
 def task_path(folder: str, filename: str) -> str:
     """Where the task of shard ``filename`` is staged in ``folder``."""
-    return storage.join(folder, f"{filename}{TASK_SUFFIX}")
+    return storage.join(folder, f"{filename}{layout.TASK_SUFFIX}")
 
 
 def read_task(path: str) -> ShardTask:
@@ -146,4 +144,5 @@ def read_kept(folder: str) -> list:
 
 def list_tasks(folder: str) -> list[str]:
     """The task files staged in ``folder``, in name order."""
-    return [storage.join(folder, n) for n in storage.listdir(folder) if n.endswith(TASK_SUFFIX)]
+    return [storage.join(folder, n) for n in storage.listdir(folder)
+            if n.endswith(layout.TASK_SUFFIX)]

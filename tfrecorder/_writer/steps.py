@@ -16,10 +16,10 @@ import dataclasses
 import functools
 from typing import Iterable
 
-from tfrecorder._folder import ledger, metadata
+from tfrecorder._folder import ledger
 from tfrecorder._writer import kept as kept_shards
 from tfrecorder._writer import publishing
-from tfrecorder._writer import progress, shard, staging
+from tfrecorder._writer import progress, run_metadata, shard, staging
 from tfrecorder._report import matching
 
 
@@ -88,7 +88,7 @@ def matched(keyed: Iterable) -> list:
     return [m for group in groups.items() for m in matches(group)]
 
 
-def finish(elements, run: ledger.RunFolder, spec: metadata.DatasetSpec) -> str:
+def finish(elements, run: ledger.RunFolder, spec: run_metadata.DatasetSpec) -> str:
     """Every shard's and every match's element -> the run published
     (``publishing.finish``); its output folder."""
     written, exact, near = [], [], []
@@ -105,7 +105,7 @@ def finish(elements, run: ledger.RunFolder, spec: metadata.DatasetSpec) -> str:
 
 
 def run_here(task_dir: str, shards: int, settings: shard.WriteSettings,
-             spec: metadata.DatasetSpec, progress_dir: str | None = None,
+             spec: run_metadata.DatasetSpec, progress_dir: str | None = None,
              kept: int = 0, rows_read: dict | None = None) -> str:
     """The steps of ``pipeline.build`` run in this process, in order: every shard
     written (its images prepared in ``settings.work_threads`` threads, as on Beam's
