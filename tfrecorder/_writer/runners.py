@@ -73,7 +73,7 @@ class Run:
         """An update the DirectRunner would run in this process on one worker, with no
         pipeline options of the user's: its steps run here without starting Beam
         (``steps.run_here``), whose start-up costs more than a small update's work."""
-        return (self.update and self.opts.runner == "DirectRunner" and self.workers == 1
+        return (self.opts.runner == "DirectRunner" and self.workers == 1
                 and not self.opts.pipeline_options)
 
     @property
