@@ -5,6 +5,8 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -28,6 +30,47 @@ def test_a_conversion_on_the_portable_runner_completes_and_verifies(tf, tmp_path
         # (the manifest's publishing time aside: the two runs may straddle a second)
         assert timeless(out / name) == timeless(direct / name), name
     assert len(read_split(tf, out, "train")) == 27
+
+
+@pytest.mark.slow
+def test_a_small_conversion_runs_its_steps_here_and_writes_what_beam_writes(tmp_path):
+    import pandas as pd
+
+    table = pd.read_csv(os.path.join(SAMPLES, "data.csv"))
+    table["image_uri"] = SAMPLES + "/" + table["image_uri"]
+    (tmp_path / "broken.jpg").write_bytes(b"not an image")  # one row for the quarantine
+    table.loc[len(table)] = ["TRAIN", str(tmp_path / "broken.jpg"), table.label[0]]
+    here = tfrecorder.convert(table, str(tmp_path / "here"), near_duplicates=True)
+    # Any pipeline option runs the same conversion on Beam's DirectRunner, as asked.
+    beam = tfrecorder.convert(table, str(tmp_path / "beam"), near_duplicates=True,
+                              pipeline_options={"direct_num_workers": 1})
+    assert here.job_id.startswith("here-") and beam.job_id.startswith("direct-")
+    for r in (here, beam):
+        assert (r.rows_written, r.rows_quarantined) == (36, 1)
+    files = {p.relative_to(here.output_dir).as_posix()
+             for p in (tmp_path / "here").rglob("*") if p.is_file()}
+    assert files == {p.relative_to(beam.output_dir).as_posix()
+                     for p in (tmp_path / "beam").rglob("*") if p.is_file()}
+    assert {"quality.json", "errors.jsonl", "tfrecorder.json"} <= files
+    for name in sorted(files):  # byte for byte, but the time published
+        assert timeless(tmp_path / "here" / name) == timeless(tmp_path / "beam" / name), name
+
+
+@pytest.mark.slow
+def test_a_small_conversion_imports_no_beam_in_a_library_call_or_the_command(tmp_path):
+    code = ("import sys, tfrecorder\n"
+            "from tfrecorder import _cli\n"
+            f"r = tfrecorder.convert({os.path.join(SAMPLES, 'data.csv')!r}, "
+            f"{str(tmp_path / 'lib')!r}, progress=False)\n"
+            "print(r.job_id[:5], 'apache_beam' in sys.modules)\n"
+            f"_cli.main(['convert', {os.path.join(SAMPLES, 'data.csv')!r}, "
+            f"{str(tmp_path / 'cli')!r}, '--no-progress'])\n"
+            "print('apache_beam' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=os.path.dirname(SAMPLES))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["here-", "False"] and lines[-1] == "False", done.stdout
 
 
 @pytest.mark.parametrize("given,expected", [
@@ -204,13 +247,15 @@ def test_only_the_command_shortens_beams_state_sampler(tmp_path, monkeypatch):
     assert beams == (200,)
     periods = _sampling_periods(monkeypatch)
     try:
+        # A pipeline option: the small conversion runs on Beam, not in this process.
         with pytest.warns(DeprecationWarning, match="beam_sampler_ms= has no effect"):
             tfrecorder.convert(os.path.join(SAMPLES, "data.csv"), str(tmp_path / "lib"),
-                               beam_sampler_ms=20)
+                               beam_sampler_ms=20, pipeline_options={"direct_num_workers": 1})
         assert len(periods) == 36 and set(periods) == {200}
         periods.clear()
         assert _cli.main(["convert", os.path.join(SAMPLES, "data.csv"),
-                          str(tmp_path / "cli"), "--no-progress"]) == 0
+                          str(tmp_path / "cli"), "--no-progress",
+                          "--direct_num_workers=1"]) == 0
         assert len(periods) == 36 and set(periods) == {20}
         assert statesampler.StateSampler.__init__.__defaults__ == beams  # put back after
     finally:

@@ -43,10 +43,10 @@ def _run_convert(args, beam_flags) -> int:
         source, output_dir = from_vertex(), args.source
     else:
         source, output_dir = _cli_parser.source(args.source), args.output_dir
-    from tfrecorder._writer.sampler import short_sampler_ticks
+    from tfrecorder._writer.sampler import asked_by_the_command
 
     args.published_before = _published(output_dir)  # for what Ctrl-C says it left
-    with short_sampler_ticks(args.beam_sampler_ms):  # the command's process, not a library's
+    with asked_by_the_command(args.beam_sampler_ms):  # the command's process, not a library's
         result = convert(source, output_dir, schema=args.schema,
                          pipeline_options=beam_flags or None, **options)
     print(result)

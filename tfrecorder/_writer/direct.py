@@ -11,7 +11,7 @@ import contextlib
 import uuid
 
 from tfrecorder._errors import TFRecorderError
-from tfrecorder._writer import publishing
+from tfrecorder._writer import publishing, sampler
 from tfrecorder._writer.cluster import dask_arguments, dask_in_notebooks
 from tfrecorder._writer.runners import Run, beam_runner, explained, remove_local_tempdir
 
@@ -79,7 +79,7 @@ def _run_beam(run: Run, progress_dir: str | None) -> str:
         try:
             # The pipeline runs when ``p`` exits, inside the other context.
             with (dask_in_notebooks() if name == "DaskRunner"
-                  else contextlib.nullcontext()), p:
+                  else contextlib.nullcontext()), sampler.while_beam_runs(), p:
                 pipeline.build(p, run.task_dir, len(run.shards), run.settings, run.spec,
                                progress_dir, kept=run.kept)
         finally:

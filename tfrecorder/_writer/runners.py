@@ -70,14 +70,14 @@ class Run:
 
     @property
     def without_beam(self) -> bool:
-        """An update the DirectRunner would run in this process on one worker, with no
-        pipeline options of the user's: its steps run here without starting Beam
-        (``steps.run_here``), whose start-up costs more than a small update's work. An
-        update that writes no shard (it only retires records) runs here on any runner:
-        no worker has anything to do."""
-        return self.update and (not self.shards or (
+        """A run the DirectRunner would run in this process on one worker, a conversion
+        or an update, with no pipeline options of the user's: its steps run here without
+        importing Beam (``steps.run_here``), whose import and start-up cost more than a
+        small run's work. An update that writes no shard (it only retires records) runs
+        here on any runner: no worker has anything to do."""
+        return (self.update and not self.shards) or (
             self.opts.runner == "DirectRunner" and self.workers == 1
-            and not self.opts.pipeline_options))
+            and not self.opts.pipeline_options)
 
     @property
     def output_dir(self) -> str:

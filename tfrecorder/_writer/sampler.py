@@ -7,9 +7,12 @@ step lasts about a second, by which time the sleep is 200 ms: it waits 0 to 200 
 nothing, 100 ms on average (docs/performance.md). Beam has no option for the period,
 only the default of ``StateSampler``'s constructor, which holds for every pipeline of
 the process. A library call has no right to it: the process is its user's. The command
-owns its process, so it, and only it, sets the default while its conversion runs
-(``_cli._run_convert``). Its own module so that nothing of the library imports it; in
-the writer's wing with the other modules that import Beam.
+owns its process, so it, and only it, asks for a shorter period (``asked_by_the_command``
+in ``_cli._run_convert``); the period is set only while a Beam pipeline runs in this
+process for it (``while_beam_runs`` in ``direct._run_beam``), so that a conversion run
+without Beam (``Run.without_beam``) does not import Beam for it. In a library call
+nothing was asked and nothing is set. In the writer's wing with the other modules that
+touch Beam.
 """
 
 from __future__ import annotations
@@ -18,6 +21,28 @@ import contextlib
 
 #: The command's period, in ms (``--beam-sampler-ms``).
 COMMAND_TICK_MS = 20
+
+#: The period the command asked for while its conversion runs; None: nothing asked (a
+#: library call, whose process is its user's).
+_asked: int | None = None
+
+
+@contextlib.contextmanager
+def asked_by_the_command(ms: int):
+    """The ``tfrecorder`` command's own process asks for ticks of at most ``ms`` for the
+    Beam pipelines that run in it while this runs. Imports nothing."""
+    global _asked
+    before, _asked = _asked, ms
+    try:
+        yield
+    finally:
+        _asked = before
+
+
+def while_beam_runs():
+    """Where a Beam pipeline runs in this process: the command's short ticks if it asked
+    for them (``asked_by_the_command``), else nothing changed."""
+    return contextlib.nullcontext() if _asked is None else short_sampler_ticks(_asked)
 
 
 @contextlib.contextmanager
