@@ -73,16 +73,17 @@ def main() -> None:
     sized = ["--shorter-side", str(args.shorter_side)]
 
     def convert(package: str, *flags: str):
-        # the package on the path first: `python -m tfrecorder` runs that one
-        return lambda out: ["env", f"PYTHONPATH={package}", sys.executable, "-m", "tfrecorder",
-                            "convert", args.csv, out, "--overwrite", *flags]
+        # the package on the path first: `python -m tfrecorder` runs that one (-P: the
+        # working directory, which may hold another checkout, is not put before it)
+        return lambda out: ["env", f"PYTHONPATH={package}", sys.executable, "-P", "-m",
+                            "tfrecorder", "convert", args.csv, out, "--overwrite", *flags]
 
     def patched(package: str, code: str, *flags: str):
         # ``package``'s command, ``code`` run first in its process
         snippet = f"import runpy, sys\n{code}\nsys.argv[0] = 'tfrecorder'\n" \
                   "runpy.run_module('tfrecorder', run_name='__main__')\n"
-        return lambda out: [*convert(package, *flags)(out)[:3], "-c", snippet,
-                            *convert(package, *flags)(out)[5:]]
+        return lambda out: [*convert(package, *flags)(out)[:4], "-c", snippet,
+                            *convert(package, *flags)(out)[6:]]
 
     def tuned(tick: int, freeze: bool) -> str:
         # Beam's state sampler ticking at most every ``tick`` ms and, with ``freeze``,
