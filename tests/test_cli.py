@@ -229,7 +229,7 @@ def test_the_commands_stderr_is_its_one_line_whatever_the_libraries_beneath_log(
     """Beam's worker processes talk gRPC, whose C++ core logs to file descriptor 2: with
     its debug logging and tracers asked for in the environment, the command's stderr is
     still its one error line."""
-    from tfrecorder._convert import IN_PROCESS_MAX_ROWS
+    from tfrecorder._writer.runners import IN_PROCESS_MAX_ROWS
 
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(b"not an image")

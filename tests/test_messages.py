@@ -42,11 +42,11 @@ def test_a_failed_conversion_from_python_prints_our_line_and_nothing_of_beam(tmp
 
 @pytest.mark.slow
 def test_worker_processes_print_nothing_either(tmp_path):
-    """Above convert.IN_PROCESS_MAX_ROWS rows the DirectRunner starts worker processes,
+    """Above runners.IN_PROCESS_MAX_ROWS rows the DirectRunner starts worker processes,
     which share the user's stderr: the failure is raised by the waiting process only.
     (Every row names one file that is not an image: missing files would stop the run
     before it starts.)"""
-    from tfrecorder._convert import IN_PROCESS_MAX_ROWS
+    from tfrecorder._writer.runners import IN_PROCESS_MAX_ROWS
 
     (tmp_path / "broken.jpg").write_bytes(b"not an image")
     script = textwrap.dedent(f"""

@@ -48,11 +48,14 @@ def _top(names):
 _RACER = """
 import json, sys
 import apache_beam, tfrecorder  # imported before the start signal, so both start together
+import tfrecorder._writer.launch, tfrecorder._writer.pipeline  # (the writer's steps too)
 csv, out, overwrite = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 print("ready", flush=True)
 sys.stdin.readline()
 try:
-    r = tfrecorder.convert(csv, out, overwrite=overwrite, num_shards=2, progress=False)
+    # On Beam (a pipeline option): a run long enough for the other to meet its lock.
+    r = tfrecorder.convert(csv, out, overwrite=overwrite, num_shards=2, progress=False,
+                           pipeline_options={"direct_num_workers": 1})
     print(json.dumps({"ok": True, "rows": r.rows_written, "labels": r.labels}))
 except tfrecorder.OutputExistsError as e:
     print(json.dumps({"ok": False, "error": type(e).__name__, "message": str(e)}))
@@ -481,9 +484,9 @@ def test_the_default_budget_fails_a_run_with_one_bad_row_in_five(tmp_path):
 
 _IN_TMPDIR = """
 import sys, tfrecorder
-from tfrecorder import _convert as convert
+from tfrecorder._writer import runners
 if sys.argv[2] == "workers":
-    convert.IN_PROCESS_MAX_ROWS = 0  # worker processes even for a small table
+    runners.IN_PROCESS_MAX_ROWS = 0  # worker processes even for a small table
 tfrecorder.convert(sys.argv[1], sys.argv[3], num_workers=2, num_shards=2, progress=True)
 """
 

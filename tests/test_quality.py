@@ -98,7 +98,7 @@ def test_exact_leaks_conflicts_and_duplicates_name_the_tables_rows(table, tmp_pa
 def test_worker_processes_write_the_report_one_worker_writes(table, tmp_path, monkeypatch):
     """Worker processes hand the shards to the grouping in no fixed order: the report is
     the same as one worker's, byte for byte, conflicts in the order of their first row."""
-    from tfrecorder import _convert
+    from tfrecorder._writer import runners
 
     folder = tmp_path / "img"
     with table.open("a") as f:
@@ -107,7 +107,7 @@ def test_worker_processes_write_the_report_one_worker_writes(table, tmp_path, mo
             f.write(f"TRAIN,img/again_{i}.jpg,{['dog', 'cat'][i % 2]}\n")
     one, two = tmp_path / "one", tmp_path / "two"
     tfrecorder.convert(str(table), str(one), near_duplicates=True, num_shards=2)
-    monkeypatch.setattr(_convert, "IN_PROCESS_MAX_ROWS", 0)  # worker processes
+    monkeypatch.setattr(runners, "IN_PROCESS_MAX_ROWS", 0)  # worker processes
     result = tfrecorder.convert(str(table), str(two), near_duplicates=True, num_shards=2,
                                 num_workers=2)
     assert result.report.found(["leaks", "conflicts"]) == {"leaks": 2, "conflicts": 4}

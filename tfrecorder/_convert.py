@@ -13,16 +13,9 @@ from __future__ import annotations
 
 import logging
 
-from tfrecorder._folder import survey
 from tfrecorder._options import Options
-from tfrecorder._versions.update import options_of, update
-from tfrecorder._writer import launch
 
 log = logging.getLogger(__name__)
-
-#: Rows below which the DirectRunner runs in this process (``launch.IN_PROCESS_MAX_ROWS``):
-#: read at each call, so that a test may lower it for the conversions it runs.
-IN_PROCESS_MAX_ROWS = launch.IN_PROCESS_MAX_ROWS
 
 
 def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer", names=None,
@@ -55,6 +48,12 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     written or removed, and a run that fails leaves a previous complete output in
     ``output_dir`` as it was.
     """
+    # The writer's steps are imported at the first conversion, not with the package:
+    # ``import tfrecorder`` stays light for those who only read (docs/performance.md).
+    from tfrecorder._folder import survey
+    from tfrecorder._versions.update import update
+    from tfrecorder._writer import launch
+
     opts = _options(options, dict(
         runner=runner, project=project, region=region, tfrecorder_wheel=tfrecorder_wheel,
         dataflow_options=dataflow_options, job_label=job_label, compression=compression,
@@ -62,8 +61,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
     if opts.updates:
         # "update" and "append" are spellings of the update verb, which decides the
         # version it updates with the folder locked.
-        return update(source, output_dir, opts, schema, header, names,
-                      in_process_max=IN_PROCESS_MAX_ROWS)
+        return update(source, output_dir, opts, schema, header, names)
     given = launch.check_given(opts, schema, output_dir)
     output_dir = given.output_dir
     # A new conversion reads and checks its table first: a table with problems leaves
@@ -81,7 +79,7 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
             before = survey.survey(output_dir, planned.declared)
             notes, counts = list(table.notes), table.annotations
             return launch.noted(launch.create(opts, held, before, table, planned,
-                                              given.schema, source, log, IN_PROCESS_MAX_ROWS),
+                                              given.schema, source, log),
                                 notes, counts)
     finally:
         table.remove()
@@ -89,6 +87,8 @@ def convert(source, output_dir: str = "./tfrecords", schema=None, header="infer"
 
 def _options(options, flat: dict, kwargs: dict) -> Options:
     """The run's Options, as the update verb builds them (``update.options_of``)."""
+    from tfrecorder._versions.update import options_of
+
     return options_of(options, flat, kwargs)
 
 

@@ -61,7 +61,7 @@ def of_folder(opened, source, mode: str, options: dict):
 
 
 def update(source, output_dir: str, opts: Options, schema=None, header="infer", names=None,
-           *, pinned=None, in_process_max: int = launch.IN_PROCESS_MAX_ROWS):
+           *, pinned=None, in_process_max: int | None = None):
     """The update of ``output_dir``'s latest version by ``source`` (``opts.mode``:
     ``"update"`` or ``"append"``); returns a ConversionResult (a DataflowJob on
     Dataflow). ``pinned``: the ``view.Version`` a ``Folder`` opened, which the version
@@ -156,7 +156,7 @@ def _read(given: launch.Given, source, header, names, parent):
 
 def _update(opts: Options, held, before: survey.Survey, parent, table: spill.Spilled,
             schema, source, stored_splits: stored_records.StoredSplits,
-            in_process_max: int):
+            in_process_max: int | None):
     """The update of ``parent``, the latest version of the folder ``before`` surveyed with
     ``held`` locked, by ``table``: the rows that changed go through the pipeline into new
     shards, the records they replace or that left the table are retired, and the new

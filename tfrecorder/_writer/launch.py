@@ -29,10 +29,6 @@ from tfrecorder._writer import runners, shard, staging
 from tfrecorder._writer import run_metadata as metadata
 from tfrecorder._writer.result import ConversionResult
 
-#: Rows below which the DirectRunner runs in this process: starting worker processes
-#: (each imports Beam, about 2 s) costs more than it saves below this (docs/performance.md).
-IN_PROCESS_MAX_ROWS = 20_000
-
 
 @dataclasses.dataclass
 class Given:
@@ -165,7 +161,7 @@ def lock(output_dir: str, opts) -> Lock:
 
 
 def create(opts, held: Lock, before: survey.Survey, table: spill.Spilled, planned: Planned,
-           schema, source, log: logging.Logger, in_process_max: int = IN_PROCESS_MAX_ROWS):
+           schema, source, log: logging.Logger, in_process_max: int | None = None):
     """A folder's first version (or, with ``overwrite``, a new first version in place
     of what it holds) written from ``table`` and published, in ``held``'s ``with``
     block; ``before``: the folder surveyed with the lock held. The table is removed
@@ -313,9 +309,10 @@ def _refuse_resized_masks(opts, table: spill.Spilled) -> None:
 def prepare(opts, output_dir: str, run_id: str, before: survey.Survey,
             table: spill.Spilled, shards: list[str], schema, source,
             update=None, rows_in: int | None = None,
-            in_process_max: int = IN_PROCESS_MAX_ROWS) -> runners.Run:
+            in_process_max: int | None = None) -> runners.Run:
     """Where the run stages, writes and publishes, and how many workers write: below
-    ``in_process_max`` records, the DirectRunner's one worker in this process."""
+    ``in_process_max`` records (None: ``runners.IN_PROCESS_MAX_ROWS``, read at each run so
+    that a test may lower it), the DirectRunner's one worker in this process."""
     _refuse_resized_masks(opts, table)
     cloud = _cloud(opts)
     # On Dataflow the shard tasks are staged under the temp location, read by workers.
@@ -347,6 +344,8 @@ def prepare(opts, output_dir: str, run_id: str, before: survey.Survey,
               if opts.shorter_side is not None else None)
     records = sum(table.counts.values())
     workers = runners.local_workers(opts)
+    if in_process_max is None:
+        in_process_max = runners.IN_PROCESS_MAX_ROWS
     in_process = records < in_process_max or workers == 1 or len(shards) == 1
     settings = shard.WriteSettings(
         folder, table.columns, check=opts.check,

@@ -101,6 +101,11 @@ def parallel_shards(opts) -> int:
     return opts.num_workers or given or plan.PARALLEL_SHARDS
 
 
+#: Rows below which the DirectRunner runs in this process: starting worker processes
+#: (each imports Beam, about 2 s) costs more than it saves below this (docs/performance.md).
+IN_PROCESS_MAX_ROWS = 20_000
+
+
 def local_workers(opts) -> int:
     """Workers the DirectRunner runs (one per core, unless ``num_workers`` says)."""
     return opts.num_workers or os.cpu_count() or 1
