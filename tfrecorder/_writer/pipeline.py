@@ -152,16 +152,36 @@ def build(p: beam.Pipeline, task_dir: str, shards: int, settings: shard.WriteSet
         )
 
 
-@contextlib.contextmanager
 def _labels_as_given():
-    """Applies our steps without Beam's IPython label hook.
+    """Where Beam's IPython label hook would fail: our steps applied without it; anywhere
+    else nothing is changed.
 
     Inside IPython, Beam prefixes each top-level step's label with the cell number, and
     to do that imports its interactive environment, which imports ``apache_beam.dataframe``
     -- a module that fails to import with pandas 3 (it wraps ``DataFrame`` methods that
-    pandas 3 removed). Our labels need no cell numbers, so for the steps we apply the hook
-    is a no-op, and pandas 3 works in notebooks too.
+    pandas 3 removed). Only there, where Beam could not build any pipeline, is the hook
+    set aside while our steps are applied (our labels need no cell numbers), so that
+    pandas 3 works in notebooks too. Outside IPython the hook does nothing, and a pandas
+    that Beam's interactive environment imports with keeps Beam's own labels.
     """
+    return _hook_set_aside() if _hook_would_fail() else contextlib.nullcontext()
+
+
+def _hook_would_fail() -> bool:
+    """In IPython, where Beam's interactive environment cannot be imported."""
+    from apache_beam.utils.interactive_utils import is_in_ipython
+
+    if not is_in_ipython():
+        return False
+    try:
+        from apache_beam.runners.interactive import interactive_environment  # noqa: F401
+    except Exception:  # pandas 3's AttributeError, or any other: Beam's hook would raise it
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def _hook_set_aside():
     hook = beam_pipeline.alter_label_if_ipython
     beam_pipeline.alter_label_if_ipython = lambda transform, pvalueish: None
     try:
