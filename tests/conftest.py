@@ -501,3 +501,25 @@ def fenced_gcs(gcs):
         server.shutdown()
         os.environ["STORAGE_EMULATOR_HOST"] = upstream
         gcsfs.GCSFileSystem.clear_instance_cache()
+
+
+@pytest.fixture(scope="session")
+def photos(tmp_path_factory):
+    """40 small distinct JPEGs, a table of them (cat and dog, train and test) converted
+    into 4 shards per split, once for the run, as ``(table, folder)``: the exports' tests
+    read it; tests that change it work on a copy."""
+    import pandas as pd
+
+    import tfrecorder
+
+    root = tmp_path_factory.mktemp("photos")
+    paths = []
+    for i in range(40):
+        path = root / f"{i}.jpg"
+        path.write_bytes(encode(seed=i))
+        paths.append(str(path))
+    table = pd.DataFrame({"split": ["TRAIN" if i % 4 else "TEST" for i in range(40)],
+                          "image_uri": paths, "label": ["cat", "dog"] * 20})
+    out = str(root / "out")
+    tfrecorder.convert(table, out, num_shards=4)
+    return table, out

@@ -32,23 +32,6 @@ def _ours(out, split):
     return [reader.features(i) for i in range(len(reader))]
 
 
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory):
-    """40 small distinct JPEGs, a table of them (cat and dog, train and test) converted
-    into 4 shards per split, once for the module: tests that change it work on a copy."""
-    root = tmp_path_factory.mktemp("photos")
-    paths = []
-    for i in range(40):
-        path = root / f"{i}.jpg"
-        path.write_bytes(encode(seed=i))
-        paths.append(str(path))
-    table = pd.DataFrame({"split": ["TRAIN" if i % 4 else "TEST" for i in range(40)],
-                          "image_uri": paths, "label": ["cat", "dog"] * 20})
-    out = str(root / "out")
-    tfrecorder.convert(table, out, num_shards=4)
-    return table, out
-
-
 @pytest.mark.slow
 def test_datasets_loads_every_record_with_its_bytes_and_label_name(samples_converted,
                                                                    tmp_path):

@@ -8,12 +8,10 @@ import os
 import shutil
 import subprocess
 
-import pandas as pd
 import pytest
 
 import tfrecorder
 from tfrecorder._folder import layout, lock as _lock
-from tests.conftest import encode
 
 
 @pytest.fixture(autouse=True)
@@ -22,20 +20,10 @@ def _offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory):
-    """12 small JPEGs (cat and dog, train and test) converted into 2 shards per split."""
-    root = tmp_path_factory.mktemp("photos")
-    paths = []
-    for i in range(12):
-        path = root / f"{i}.jpg"
-        path.write_bytes(encode(seed=i))
-        paths.append(str(path))
-    table = pd.DataFrame({"split": ["TRAIN" if i % 3 else "TEST" for i in range(12)],
-                          "image_uri": paths, "label": ["cat", "dog"] * 6})
-    out = str(root / "out")
-    tfrecorder.convert(table, out, num_shards=2)
-    return out
+@pytest.fixture
+def photos(photos):
+    """The exports' shared folder (conftest), by its path."""
+    return photos[1]
 
 
 def _files(dest):
@@ -130,14 +118,14 @@ def test_a_lock_left_in_an_export_is_not_read_as_data(photos, tmp_path):
     _lock.acquire(str(dest), "left0behind", "export", ttl=-1)  # a killed export's
     assert layout.LOCK.startswith(".") and not layout.LOCK.endswith((".parquet", ".tar"))
     loaded = datasets.load_dataset(str(dest), cache_dir=str(tmp_path / "hf-cache"))
-    assert {s: loaded[s].num_rows for s in loaded} == {"train": 8, "test": 4}
+    assert {s: loaded[s].num_rows for s in loaded} == {"train": 30, "test": 10}
     croissant = (dest / "croissant.json").read_text()
     assert layout.LOCK not in croissant
     wds = tmp_path / "wds"
     tfrecorder.export(photos, str(wds), format="webdataset")
     _lock.acquire(str(wds), "left0behind", "export", ttl=-1)
     urls = [s["url"] for s in json.loads((wds / "train.json").read_text())["shardlist"]]
-    assert urls == ["train-00000.tar", "train-00001.tar"]
+    assert urls == [f"train-{i:05d}.tar" for i in range(4)]
 
 
 @pytest.mark.slow

@@ -452,14 +452,22 @@ def test_no_wing_imports_a_wing_above_it_even_lazily():
     assert not gone, f"DELIBERATE_LOOK_UPS lists imports that are gone: {sorted(gone)}"
 
 
+def _package_with(tmp_path, module: str, code: str):
+    """A copy of the package in ``tmp_path`` with ``code`` added at the end of ``module``
+    (a path inside the package)."""
+    copy = tmp_path / "tfrecorder"
+    shutil.copytree(_package(), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(copy / module, "a", encoding="utf-8") as f:
+        f.write("\n\n" + code)
+    return copy
+
+
 def test_the_floor_check_catches_a_lazy_look_up_added_to_the_package(tmp_path):
     # The package as it is, but for one function-level import of the writer by the
     # format: the kind of look-up the floors' test keeps out.
-    copy = tmp_path / "tfrecorder"
-    shutil.copytree(_package(), copy, ignore=shutil.ignore_patterns("__pycache__"))
-    with open(copy / "_folder" / "legacy.py", "a", encoding="utf-8") as f:
-        f.write("\n\ndef _prepare(data):\n    from tfrecorder._writer.image import prepare\n"
-                "    return prepare(data)\n")
+    copy = _package_with(tmp_path, "_folder/legacy.py",
+                         "def _prepare(data):\n    from tfrecorder._writer.image import prepare\n"
+                         "    return prepare(data)\n")
     new = _look_ups(_import_graph(copy).edges) - set(DELIBERATE_LOOK_UPS)
     assert new == {"_folder.legacy ..> _writer.image"}
 
@@ -467,11 +475,9 @@ def test_the_floor_check_catches_a_lazy_look_up_added_to_the_package(tmp_path):
 def test_the_cycle_checks_catch_a_lazy_import_from_the_packages_init(tmp_path):
     # The package as it is, but for one function-level import of __version__ from the
     # package's __init__ in the runners: the loop the release before closed.
-    copy = tmp_path / "tfrecorder"
-    shutil.copytree(_package(), copy, ignore=shutil.ignore_patterns("__pycache__"))
-    with open(copy / "_writer" / "runners.py", "a", encoding="utf-8") as f:
-        f.write("\n\ndef _version():\n    from tfrecorder import __version__\n"
-                "    return __version__\n")
+    copy = _package_with(tmp_path, "_writer/runners.py",
+                         "def _version():\n    from tfrecorder import __version__\n"
+                         "    return __version__\n")
     imports = _import_graph(copy)
     assert imports.taken == {"_writer.runners": {"__version__"}}
     cycles = _import_cycles(imports.edges) - set(DELIBERATE_CYCLES)
