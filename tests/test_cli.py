@@ -372,6 +372,43 @@ def test_ctrl_c_after_publishing_says_the_version_was_published(tmp_path, monkey
     assert (out / "tfrecorder.json").exists()
 
 
+_CTRL_C_IN_EVERY_COLLECTION = """
+import functools, gc, signal, sys, time
+from tfrecorder import _cli
+# Every full collection meets a Ctrl-C inside the command's callback.
+_cli.gc = type("G", (), {"freeze": staticmethod(
+    functools.partial(signal.raise_signal, signal.SIGINT))})
+_cli.FREEZES = 10**9
+signal.signal(signal.SIGINT, _cli._interrupt)
+gc.callbacks.append(_cli.freeze_survivors)
+got = 0
+for _ in range(int(sys.argv[1])):
+    try:
+        junk, deadline = [], time.monotonic() + 5
+        while time.monotonic() < deadline:  # allocations: collections, some full
+            junk.append([[] for _ in range(50)])
+            if len(junk) > 2000:
+                junk.clear()
+                gc.collect()
+    except KeyboardInterrupt:
+        got += 1
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C said twice ends here
+print(got)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_met_in_collection_after_collection_is_raised_each_time(tmp_path):
+    # A Ctrl-C raised again after the callback can meet the callback again, and the
+    # handler's own work can start a collection: nothing nests, and none is lost.
+    n = 100
+    p = subprocess.run([sys.executable, "-c", _CTRL_C_IN_EVERY_COLLECTION, str(n)],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": os.path.dirname(SAMPLES)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [str(n)] and p.stderr == "", p.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_ctrl_c_in_the_collector_callback_is_not_lost(monkeypatch):
     """The command freezes the collector's survivors from a ``gc.callbacks`` entry, where

@@ -318,31 +318,57 @@ def _interrupt(signum, frame) -> None:
     """The command's Ctrl-C handler: KeyboardInterrupt, as Python's own, but never inside
     ``freeze_survivors``. The collector prints an exception raised in a ``gc.callbacks``
     entry as "ignored" and drops it, so a Ctrl-C that landed there was lost and the whole
-    conversion ran. There, the signal is raised again once the callback has returned
-    (``_raise_after_collection``); raising it again from here would land in the
-    callback again, at its next instruction."""
+    conversion ran. There, the signal is handed to a thread that raises it again once
+    the callback has returned (``_redeliver``); raising it again from here would land in
+    the callback again, at its next instruction. The handler only sets an event: starting
+    a thread from here allocates, which can start another collection, whose callback
+    meets the signal again, and so on until Python's recursion limit."""
     while frame is not None:
         if frame.f_code is freeze_survivors.__code__:
-            import threading
-
-            threading.Thread(target=_raise_after_collection, args=(signum,),
-                             name="tfrecorder-interrupt", daemon=True).start()
+            _redelivery().set(signum)
             return
         frame = frame.f_back
     raise KeyboardInterrupt
 
 
-def _raise_after_collection(signum) -> None:
-    """Raises ``signum`` in the main thread once it is out of ``freeze_survivors``. The
-    callback sets ``_collecting`` before any instruction that could hand this thread the
-    interpreter and clears it after the last one, so this thread never sees it clear
-    while the main thread is inside."""
-    import _thread
-    import time
+class _Redelivery:
+    """A daemon thread that raises a signal in the main thread again once it is out of
+    every ``freeze_survivors`` (``_collecting`` counts how deep it is: a collection can
+    start inside the callback's own work). Started with the command, before any signal."""
 
-    while _collecting:
-        time.sleep(0.001)
-    _thread.interrupt_main(signum)
+    def __init__(self):
+        import threading
+
+        self.signum = signal.SIGINT
+        self.wake = threading.Event()
+        threading.Thread(target=self._run, name="tfrecorder-interrupt", daemon=True).start()
+
+    def set(self, signum: int) -> None:
+        self.signum = signum
+        self.wake.set()
+
+    def _run(self) -> None:
+        import _thread
+        import time
+
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            while _collecting:
+                time.sleep(0.001)
+            _thread.interrupt_main(self.signum)
+
+
+_redeliverer: _Redelivery | None = None
+
+
+def _redelivery() -> _Redelivery:
+    """The process's ``_Redelivery``, started at its first use (the command starts it
+    before it registers ``freeze_survivors``)."""
+    global _redeliverer
+    if _redeliverer is None:
+        _redeliverer = _Redelivery()
+    return _redeliverer
 
 
 def command() -> None:
@@ -356,6 +382,7 @@ def command() -> None:
     quiet_native_logs(sys.argv[1:])
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)
+    _redelivery()  # before the callback: never started from inside it
     gc.callbacks.append(freeze_survivors)
     try:
         code = main()
@@ -405,7 +432,7 @@ def quiet_native_logs(argv: list[str]) -> None:
 #: usual, so no cycle that is alive at a collection and dropped later is kept for good.
 FREEZES = 8
 _frozen = 0  # full collections whose survivors were frozen
-_collecting = False  # the main thread is in freeze_survivors
+_collecting = 0  # how deep the main thread is in freeze_survivors
 
 
 def freeze_survivors(phase: str, info: dict) -> None:
@@ -418,13 +445,13 @@ def freeze_survivors(phase: str, info: dict) -> None:
     objects are still freed when their last reference goes; only a cycle among them
     stays till the process exits."""
     global _frozen, _collecting
-    _collecting = True  # first: see _raise_after_collection
+    _collecting += 1  # first: see _Redelivery
     try:
         if phase == "stop" and info.get("generation") == 2 and _frozen < FREEZES:
             _frozen += 1
             gc.freeze()
     finally:
-        _collecting = False
+        _collecting -= 1
 
 
 if __name__ == "__main__":
