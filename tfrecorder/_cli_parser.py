@@ -113,8 +113,8 @@ def _convert_parser(sub) -> None:
     # Not an option of the library: the command tunes Beam in its own process only.
     p.add_argument("--beam-sampler-ms", "--beam_sampler_ms", dest="beam_sampler_ms",
                    type=_period_ms, default=20, metavar="MS",
-                   help="longest sleep (ms) of Beam's state sampler while the conversion "
-                        "runs in this process (default 20; Beam's own: 200)")
+                   help="longest sleep (ms) of Beam's state sampler while the conversion's "
+                        "Beam pipeline runs in this process (default 20; Beam's own: 200)")
 
 
 def _period_ms(value: str) -> int:
