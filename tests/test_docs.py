@@ -119,6 +119,10 @@ def test_every_linked_doc_and_anchor_exists():
             assert os.path.exists(path), (source, link)
             if link[1]:
                 assert link[1][1:] in _anchors(path), (source, link)
+        # a page's links to its own headings, "](#anchor)"
+        own = _anchors(os.path.join(ROOT, source))
+        for anchor in re.findall(r"\]\(#([\w\-]+)\)", text):
+            assert anchor in own, (source, f"#{anchor}")
 
 
 # --- The blocks of every Markdown file, run as a newcomer runs them ---------------------
