@@ -523,3 +523,36 @@ def photos(tmp_path_factory):
     out = str(root / "out")
     tfrecorder.convert(table, out, num_shards=4)
     return table, out
+
+
+#: A child Python that ends with a Ctrl-C landing as a thread of ``prefix`` starts: the
+#: moment the pool has started its thread and not yet recorded it, where Python's exit
+#: hook for such pools would never tell it to end. A real Ctrl-C lands there now and then;
+#: the child puts it there every time. Its exit must not wait for that thread forever.
+INTERRUPTED_AS_A_POOL_STARTS = """
+import faulthandler, sys, threading
+prefix = sys.argv[1]
+start = threading.Thread.start
+def start_then_interrupt(thread):
+    start(thread)
+    if thread.name.startswith(prefix):
+        threading.Thread.start = start
+        raise KeyboardInterrupt
+threading.Thread.start = start_then_interrupt
+try:
+    exec(sys.argv[2])
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted")
+exec(sys.argv[3])
+faulthandler.dump_traceback_later(20, exit=True)  # a hung exit: rc 1 and every thread's stack
+"""
+
+
+def exits_after_interrupt(prefix: str, interrupted: str, then: str = ""):
+    """The child's (returncode, stdout, stderr): ``interrupted`` run with the Ctrl-C
+    landing as ``prefix``'s pool starts a thread, then ``then``, then the exit."""
+    out = subprocess.run([sys.executable, "-c", INTERRUPTED_AS_A_POOL_STARTS, prefix,
+                          interrupted, then], capture_output=True, text=True,
+                         cwd=os.path.dirname(SAMPLES), timeout=120)
+    return out.returncode, out.stdout, out.stderr

@@ -1,11 +1,13 @@
 import os
 
+import pytest
+
 from tfrecorder._writer import shard
 from tfrecorder._folder import example
 from tfrecorder._folder import layout, ledger
 from tfrecorder._writer.plan import ShardTask
 from tfrecorder._inputs.block import Row
-from tests.conftest import encode, read_examples
+from tests.conftest import SAMPLES, encode, exits_after_interrupt, read_examples
 
 
 def _settings(tmp_path, columns=("split", "image_uri", "label"), **kw):
@@ -155,3 +157,17 @@ def test_a_pre_sized_shard_is_the_same_prepared_in_one_thread_or_several(tmp_pat
         written[threads] = (stats.digest, stats.look.seen, stats.look.sums, stats.source_bytes)
     assert written[1] == written[3]
     assert len(written[1][1]) == 12 and all(h is not None for _, h, _ in written[1][1])
+
+
+@pytest.mark.slow  # another Python process, a conversion
+def test_a_conversion_interrupted_as_the_digest_thread_starts_lets_python_exit(tmp_path):
+    rc, out, err = exits_after_interrupt("tfrecorder-digests", f"""
+import tfrecorder
+tfrecorder.convert({os.path.join(SAMPLES, "data.csv")!r}, {str(tmp_path / "out")!r},
+                   progress=False)
+""", f"""
+import tfrecorder  # the process converts again: a thread of its own hashes the images
+print(tfrecorder.convert({os.path.join(SAMPLES, "data.csv")!r}, {str(tmp_path / "again")!r},
+                         progress=False).rows_written)
+""")
+    assert (rc, out.split()) == (0, ["interrupted", "36"]), err

@@ -4,6 +4,7 @@ import pytest
 
 from tfrecorder import _storage as storage
 from tfrecorder._storage import remote
+from tests.conftest import exits_after_interrupt
 
 
 def test_read_file_reads_a_file_whole(tmp_path):
@@ -404,3 +405,14 @@ def test_a_move_to_a_name_another_client_takes_meanwhile_on_gs_replaces_nothing(
         storage.move_new(src, dst)
     gcs.invalidate_cache()
     assert gcs.cat(dst[5:]) == b"theirs" and gcs.cat(src[5:]) == b"mine"
+
+
+@pytest.mark.slow  # another Python process
+def test_a_call_interrupted_as_the_pool_starts_a_thread_lets_python_exit():
+    rc, out, err = exits_after_interrupt("tfrecorder-storage", """
+from tfrecorder import _storage as storage
+storage.each(abs, [-1, -2], at_once=True)
+""", """
+print(storage.each(abs, [-3, -4], at_once=True))  # one helper: a pool's first thread
+""")
+    assert (rc, out.split()) == (0, ["interrupted", "[3,", "4]"]), err

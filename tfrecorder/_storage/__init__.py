@@ -9,6 +9,7 @@ functions live in its modules:
 - ``paths``: paths as strings (kind, join, resolve), no I/O;
 - ``remote``: fsspec's file systems, resolved once per scheme, and gs:// credentials;
 - ``pool``: ``each``, calls in flight on the one bounded pool of the process;
+  ``submit_kept``, a submit to a pool the process keeps;
 - ``reading``: reads, sizes, stamps, listings, missing files;
 - ``writing``: writes that never go through a link, renames, removal;
 - ``generations``: object-store reads and writes fenced by an object's generation;
@@ -21,7 +22,7 @@ from tfrecorder._storage.generations import (  # noqa: F401
 from tfrecorder._storage.paths import (  # noqa: F401
     SCHEMES, _local, all_on_gcs, basename, check_scheme, dirname, is_pattern, is_remote,
     join, parent, resolve, resolve_all, scheme, within)
-from tfrecorder._storage.pool import ROUND_TRIPS, each  # noqa: F401
+from tfrecorder._storage.pool import ROUND_TRIPS, each, submit_kept  # noqa: F401
 from tfrecorder._storage.reading import (  # noqa: F401
     STAT_BATCH, FileTooLargeError, NotAFileError, exists, glob, isdir,
     listdir, missing, mtime, read_bytes, read_file, read_file_stamped, read_range, size,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
+from typing import Any, Callable
 
 #: Calls in flight at once where each is a round trip to an object store (``each``):
 #: the pool's threads and the caller's own.
@@ -52,6 +53,31 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
     return pool
 
 
+def submit_kept(pool: concurrent.futures.ThreadPoolExecutor, forget: Callable[[Any], None],
+                fn: Callable, *args) -> concurrent.futures.Future:
+    """``pool.submit(fn, *args)`` on a pool the process keeps and never shuts down
+    (this module's, the writer's digest thread). At exit, concurrent.futures tells each
+    thread a pool recorded to end, then Python joins every one. A submit can start a
+    thread, and an interrupt (Ctrl-C's KeyboardInterrupt) that lands between its start
+    and the pool's record of it leaves a thread no one tells: once idle it waits for work
+    forever, and the exit waits with it. So a submit that fails shuts its pool down, which
+    every thread of the pool sees once idle, and ``forget(pool)`` drops the pool: the
+    process's next call starts another."""
+    try:
+        return pool.submit(fn, *args)
+    except BaseException:
+        pool.shutdown(wait=False)
+        forget(pool)
+        raise
+
+
+def _forget(pool: concurrent.futures.ThreadPoolExecutor) -> None:
+    global _POOL
+    with _LOCK:
+        if _POOL is pool:
+            _POOL = None
+
+
 def each(fn, items, at_once: bool) -> list:
     """``[fn(item) for item in items]``, in order; with ``at_once`` (each call a round
     trip to an object store, or a whole file read), up to ROUND_TRIPS calls in flight:
@@ -81,9 +107,9 @@ class _Call:
         try:
             pool = _pool()
             for _ in range(helpers):
-                pool.submit(self.work)
-        except RuntimeError:  # the interpreter is shutting down: this thread does it all
-            pass
+                submit_kept(pool, _forget, self.work)
+        except RuntimeError:  # the interpreter is shutting down, or an interrupted
+            pass              # submit shut the pool down: this thread does it all
         self.work()
         with self.done:
             while self.running:

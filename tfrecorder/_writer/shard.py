@@ -200,7 +200,6 @@ class _Digests:
     BATCH = 32
 
     def __init__(self):
-        self._pool = _digest_pool()
         self._batch: list = []
         self._done: list = []
         self._count = 0
@@ -214,7 +213,9 @@ class _Digests:
 
     def _send(self) -> None:
         if self._batch:
-            self._done.append(self._pool.submit(_digest_all, self._batch))
+            # The pool each time: one an interrupted submit shut down is replaced.
+            self._done.append(storage.submit_kept(_digest_pool(), _forget_digest_pool,
+                                                  _digest_all, self._batch))
             self._batch = []
 
     def results(self) -> list[str]:
@@ -243,6 +244,13 @@ def _digest_pool() -> concurrent.futures.ThreadPoolExecutor:
             _pool = (os.getpid(),
                      concurrent.futures.ThreadPoolExecutor(1, "tfrecorder-digests"))
         return _pool[1]
+
+
+def _forget_digest_pool(pool: concurrent.futures.ThreadPoolExecutor) -> None:
+    global _pool
+    with _pool_lock:
+        if _pool is not None and _pool[1] is pool:
+            _pool = None
 
 
 def _read_reason(err: OSError, uri: str) -> str:
