@@ -57,6 +57,31 @@ def test_a_small_conversion_runs_its_steps_here_and_writes_what_beam_writes(tmp_
 
 
 @pytest.mark.slow
+def test_a_run_over_its_error_budget_fails_alike_here_and_on_beam(tmp_path):
+    import pandas as pd
+
+    from tests.conftest import encode
+
+    paths = []
+    for i in range(8):  # 3 of 8 are no images: found only as the shards are written
+        paths.append(tmp_path / f"{i}.jpg")
+        paths[-1].write_bytes(encode(seed=i) if i < 5 else b"not an image")
+    table = pd.DataFrame({"split": "TRAIN", "image_uri": [str(p) for p in paths],
+                          "label": ["a", "b"] * 4})
+    said = {}
+    for way, options in (("here", {}), ("beam", {"pipeline_options": {"direct_num_workers": 1}})):
+        out = tmp_path / way
+        with pytest.raises(tfrecorder.ConversionError) as e:
+            tfrecorder.convert(table, str(out), **options)
+        assert not (out / "tfrecorder.json").exists()  # nothing published
+        said[way] = (str(e.value).replace(str(out), "OUT"),
+                     (out / "errors.jsonl").read_text())
+    assert said["here"] == said["beam"]
+    assert said["here"][0].startswith("3 of 8 rows were quarantined: more than "
+                                      "max_error_fraction=0.1")
+
+
+@pytest.mark.slow
 def test_a_small_conversion_imports_no_beam_in_a_library_call_or_the_command(tmp_path):
     code = ("import sys, tfrecorder\n"
             "from tfrecorder import _cli\n"
