@@ -248,6 +248,14 @@ def test_report_in_a_notebook_shows_bars_and_thumbnails(table, tmp_path):
     cache = tmp_path / "cache"
     folder = tfrecorder.open(str(tmp_path / "out"), cache_dir=str(cache))
     assert folder.report()._repr_html_() == page
+    # The folder overwritten by another table: a report drawn after shows none of the
+    # new conversion's images beside the old rows (records read are checked as theirs).
+    kept = tfrecorder.report(str(tmp_path / "out"))
+    lines = table.read_text().splitlines()
+    (tmp_path / "other.csv").write_text("\n".join(lines[:1] + lines[:0:-1]) + "\n")
+    tfrecorder.convert(str(tmp_path / "other.csv"), str(tmp_path / "out"), mode="overwrite",
+                       near_duplicates=True)
+    assert kept._repr_html_().count("data:image/jpeg;base64,") == 0
 
 
 @pytest.mark.slow  # a conversion end to end

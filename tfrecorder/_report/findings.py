@@ -485,7 +485,8 @@ class _RecordImages:
     """The image of a split's record by its position, read as ``access.Reader`` reads it
     without a cache, with the format's own codecs: the record's place from the view
     (its live index, index file or a scan), one ranged read, both checksums
-    (``records.unframe``), and the Example parsed for the image alone. The report stands
+    (``records.unframe``), the version checked as still the one opened, and the Example
+    parsed for the image alone. The report stands
     below the readers, so it reads the few records its thumbnails show itself."""
 
     def __init__(self, split: view.View):
@@ -504,6 +505,9 @@ class _RecordImages:
         path = split.path(shard)
         data = records.unframe(storage.read_range(path, offset, length), length,
                                f"{path}, record at byte {offset}")
+        # What was read is the report's version's: an overwrite since would put another
+        # conversion's image beside this report's rows (OutputChangedError: none drawn).
+        split.version.unchanged()
         parsed = stored_keys.parse(data, split.manifest, only=[layout.IMAGE])
         return {key: values[0] for key, (_, values) in parsed.items() if len(values) == 1}
 
