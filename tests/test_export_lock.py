@@ -147,3 +147,19 @@ def test_two_exports_into_one_gcs_destination(photos, tmp_path, gcs):
     listed = sorted(p.split("/hf/", 1)[1] for p in gcs.find(dest))
     assert listed == sorted(again.files + ["README.md", "croissant.json",
                                            "tfrecorder-export.json"])
+
+
+def test_a_linked_destination_is_the_folder_it_names_and_a_file_is_refused(photos, tmp_path):
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    link.symlink_to(real)
+    tfrecorder.export(photos, str(link), format="webdataset")
+    tfrecorder.export(photos, str(link), format="webdataset")  # again, over the first
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert not (real / layout.LOCK).exists() and (real / "train.json").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    with pytest.raises(tfrecorder.ConfigError, match="is a file; give a folder"):
+        tfrecorder.export(photos, str(afile))
+    assert afile.read_text() == "mine"

@@ -15,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 
+from tfrecorder import _storage as storage
 from tfrecorder import access
 from tfrecorder._errors import ConfigError
 from tfrecorder._export import card, croissant, objects, parquet, target, webdataset
@@ -82,7 +84,7 @@ def export_version(opened: view.Version, dest: str, format: str = "parquet", *,
         raise ConfigError(f"format={format!r}: not an export format; give one of "
                           f"{', '.join(map(repr, FORMATS))}")
     metadata = _checked(metadata)
-    dest = str(dest).rstrip("/")
+    dest = _local_folder(str(dest).rstrip("/"))
     source = opened.output_dir
     manifest = opened.manifest
     _check(manifest, source, format)
@@ -93,6 +95,20 @@ def export_version(opened: view.Version, dest: str, format: str = "parquet", *,
     target.previous(dest)  # a folder of the user's refused before a lock is put in it
     with target.claimed(dest) as held:
         return _export(opened, dest, format, metadata, settings, held)
+
+
+def _local_folder(dest: str) -> str:
+    """``dest`` as the export writes it: a local symbolic link as the folder it names
+    (the export replaces that folder whole, with its lock, and the link stays); a file
+    refused."""
+    if storage.is_remote(dest):
+        return dest
+    if os.path.islink(dest):
+        dest = os.path.realpath(dest)
+    if os.path.exists(dest) and not os.path.isdir(dest):
+        raise ConfigError(f"dest={dest!r} is a file; give a folder to export into (it is "
+                          f"created where missing)")
+    return dest
 
 
 def _export(opened: view.Version, dest: str, format: str, metadata: dict, settings: dict,
