@@ -20,6 +20,7 @@ tasks and one number per shard, whatever the number of rows.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import apache_beam as beam
 import apache_beam.pipeline as beam_pipeline
@@ -171,13 +172,18 @@ def _hook_would_fail() -> bool:
     """In IPython, where Beam's interactive environment cannot be imported."""
     from apache_beam.utils.interactive_utils import is_in_ipython
 
-    if not is_in_ipython():
-        return False
+    return is_in_ipython() and not _beams_notebook_support_imports()
+
+
+@functools.cache
+def _beams_notebook_support_imports() -> bool:
+    """Asked once a process: a failed import is tried again at each attempt, and the
+    answer does not change."""
     try:
         from apache_beam.runners.interactive import interactive_environment  # noqa: F401
     except Exception:  # pandas 3's AttributeError, or any other: Beam's hook would raise it
-        return True
-    return False
+        return False
+    return True
 
 
 @contextlib.contextmanager
