@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import io
@@ -486,17 +487,26 @@ def fenced_gcs(gcs):
     called with each request's method and path before it is served."""
     import types
 
-    import gcsfs
-
     from tests import gcs_preconditions
 
     state = types.SimpleNamespace(refused=[], before=None)
+    with emulator_behind(lambda upstream, port: gcs_preconditions.serve(upstream, port, state)):
+        yield state
+
+
+@contextlib.contextmanager
+def emulator_behind(serve):
+    """The GCS emulator reached, for the ``with`` block, through a proxy that
+    ``serve(upstream "host:port", port)`` starts (it returns a server with ``shutdown``);
+    gcsfs made anew on both sides, so that its clients take the proxy and then leave it."""
+    import gcsfs
+
     upstream = os.environ["STORAGE_EMULATOR_HOST"]
-    server = gcs_preconditions.serve(upstream.split("//", 1)[1], port := _free_port(), state)
+    server = serve(upstream.split("//", 1)[1], port := _free_port())
     os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
     gcsfs.GCSFileSystem.clear_instance_cache()  # a new one, through the proxy
     try:
-        yield state
+        yield
     finally:
         server.shutdown()
         os.environ["STORAGE_EMULATOR_HOST"] = upstream

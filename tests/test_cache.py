@@ -23,7 +23,7 @@ import tfrecorder
 from tfrecorder import access
 from tfrecorder._readers import cache as _cache
 from tfrecorder._errors import ConfigError, CorruptRecordError, OutputChangedError
-from tests.conftest import BUCKET, _free_port, convert_ids
+from tests.conftest import BUCKET, convert_ids, emulator_behind
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = 40
@@ -40,19 +40,9 @@ def _proxy_module():
 @pytest.fixture(scope="module")
 def requests(gcs):
     """The requests of every process of this module's tests to the emulator, logged."""
-    import gcsfs
-
     log: list = []
-    upstream = os.environ["STORAGE_EMULATOR_HOST"]
-    server = _proxy_module().serve(upstream.split("//", 1)[1], port := _free_port(), 0, log)
-    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
-    gcsfs.GCSFileSystem.clear_instance_cache()  # a new one, through the proxy
-    try:
+    with emulator_behind(lambda upstream, port: _proxy_module().serve(upstream, port, 0, log)):
         yield log
-    finally:
-        server.shutdown()
-        os.environ["STORAGE_EMULATOR_HOST"] = upstream
-        gcsfs.GCSFileSystem.clear_instance_cache()
 
 
 def fetches(log, since: int = 0) -> dict[str, int]:

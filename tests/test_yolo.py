@@ -229,18 +229,24 @@ def _converted_boxes(out):
     return found
 
 
-@pytest.mark.slow
-def test_a_dataset_written_by_supervision(tmp_path):
-    from tests.conftest import supervision_dataset
-
-    dataset, given, (w, h) = supervision_dataset(tmp_path / "source")
-    root = tmp_path / "yolo"
+def _as_yolo(dataset, root):
+    """``dataset`` (supervision's) written by supervision as a YOLO folder at ``root``,
+    its images as the train split."""
     dataset.as_yolo(images_directory_path=str(root / "images" / "train"),
                     annotations_directory_path=str(root / "labels" / "train"),
                     data_yaml_path=str(root / "data.yaml"))
     # supervision writes nc and names; Ultralytics (and we) need the splits too
     with open(root / "data.yaml", "a") as f:
         f.write("train: images/train\n")
+    return root
+
+
+@pytest.mark.slow
+def test_a_dataset_written_by_supervision(tmp_path):
+    from tests.conftest import supervision_dataset
+
+    dataset, given, (w, h) = supervision_dataset(tmp_path / "source")
+    root = _as_yolo(dataset, tmp_path / "yolo")
     result = tfrecorder.convert(str(root), str(tmp_path / "out"))
     found = _converted_boxes(tmp_path / "out")
     assert sorted(found) == sorted(given)
@@ -270,12 +276,7 @@ def test_polygons_written_by_supervision_are_the_masks_pycocotools_draws(tmp_pat
     drawn[2, 5:25, 8:12] = True
     dataset.annotations[first] = sv.Detections(xyxy=boxes.xyxy, mask=drawn,
                                                class_id=boxes.class_id)
-    root = tmp_path / "yolo"
-    dataset.as_yolo(images_directory_path=str(root / "images" / "train"),
-                    annotations_directory_path=str(root / "labels" / "train"),
-                    data_yaml_path=str(root / "data.yaml"))
-    with open(root / "data.yaml", "a") as f:
-        f.write("train: images/train\n")
+    root = _as_yolo(dataset, tmp_path / "yolo")
     rows = (root / "labels" / "train" / "0.txt").read_text().splitlines()
     polygons = [[float(v) for v in row.split()[1:]] for row in rows]
     assert all(len(p) > 4 for p in polygons)        # supervision wrote polygons
