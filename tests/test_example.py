@@ -166,6 +166,32 @@ print(len(got), len({i for _, i in got}), all(p == {"x": ("int64", [1])} for p, 
     assert done.stdout.split() == ["16", "1", "True"]
 
 
+def test_message_classes_outlive_a_collection_between_parses():
+    # Protobuf's upb backend makes a nested message's class on demand and frees it with
+    # the last message of it; a collection in one thread freeing one that a parse in
+    # another had just taken crashed a Grain reader's threads. Every class is kept.
+    import gc
+    import weakref
+
+    raw = example.serialize({"b": example.bytes_feature([b"x"]),
+                             "f": example.float_feature([1.0]),
+                             "i": example.int64_feature([1])})
+    message, _ = example.declare()
+    parsed = message.FromString(raw)
+    entries = list(parsed.features.feature)
+    values = [e.value for e in entries]
+    made = [type(parsed.features), type(entries[0]), type(values[0])] + [
+        type(v.bytes_list[0] if v.bytes_list else v.float_list[0] if v.float_list
+             else v.int64_list[0]) for v in values]
+    kept = [weakref.ref(c) for c in made]
+    assert len({c.__name__ for c in made}) == 6
+    del parsed, entries, values, made
+    gc.collect()
+    assert all(r() is not None for r in kept)
+    assert example.parse(raw) == {"b": ("bytes", [b"x"]), "f": ("float", [1.0]),
+                                  "i": ("int64", [1])}
+
+
 # --- a Feature of another kind, or of several lists: read as TensorFlow reads it, or refused
 
 def _entry(key: str, feature: bytes) -> bytes:

@@ -184,6 +184,7 @@ def serialize(features: Mapping[str, "Feature | LargeBytesFeature"]) -> bytes:
 
 _EXAMPLE = None  # (the Example message class, protobuf's DecodeError) once declared
 _EXAMPLE_LOCK = threading.Lock()
+_CLASSES: list = []  # every message class declared, kept alive (see declare)
 
 
 def declare():
@@ -232,8 +233,17 @@ def declare():
         message("Example", ("features", 1, field.TYPE_MESSAGE, one, "Features"))
         pool = descriptor_pool.DescriptorPool()
         pool.Add(proto)
-        _EXAMPLE = (message_factory.GetMessageClass(
-            pool.FindMessageTypeByName("tfrecorder.wire.Example")), DecodeError)
+        # Every message class is made here and kept for the process (_CLASSES). Protobuf's
+        # upb backend otherwise makes a nested message's class when a parse first reaches
+        # it and lets the cyclic garbage collector free it once no message of it is left,
+        # to make it again on the next parse: a class freed by a collection in one thread
+        # while a reader's other thread took it from upb's cache crashed the process
+        # (a segmentation fault in Grain's prefetch threads).
+        names = ["BytesList", "FloatList", "Int64List", "Feature", "Features",
+                 "Features.FeatureEntry", "Example"]
+        _CLASSES[:] = [message_factory.GetMessageClass(
+            pool.FindMessageTypeByName("tfrecorder.wire." + n)) for n in names]
+        _EXAMPLE = (_CLASSES[-1], DecodeError)
     return _EXAMPLE
 
 
