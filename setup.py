@@ -77,6 +77,8 @@ setup(
             # judges the COCO instance masks (tests/test_masks.py)
             "pycocotools>=2.0",
             "pytest>=8.0",
+            # ends a hung test with every thread's stack (pytest.ini)
+            "pytest-timeout>=2.3",
             "pytest-xdist>=3.5",
             # writes the YOLO and Pascal VOC fixtures with its own writers
             "supervision>=0.20",
