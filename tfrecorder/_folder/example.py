@@ -239,11 +239,11 @@ def declare():
         # to make it again on the next parse: a class freed by a collection in one thread
         # while a reader's other thread took it from upb's cache crashed the process
         # (a segmentation fault in Grain's prefetch threads).
-        names = ["BytesList", "FloatList", "Int64List", "Feature", "Features",
-                 "Features.FeatureEntry", "Example"]
-        _CLASSES[:] = [message_factory.GetMessageClass(
-            pool.FindMessageTypeByName("tfrecorder.wire." + n)) for n in names]
-        _EXAMPLE = (_CLASSES[-1], DecodeError)
+        declared = list(pool.FindFileByName(proto.name).message_types_by_name.values())
+        declared += [nested for d in declared for nested in d.nested_types]
+        _CLASSES[:] = [message_factory.GetMessageClass(d) for d in declared]
+        _EXAMPLE = (message_factory.GetMessageClass(
+            pool.FindMessageTypeByName("tfrecorder.wire.Example")), DecodeError)
     return _EXAMPLE
 
 
